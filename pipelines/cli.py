@@ -1,0 +1,231 @@
+"""``airpatrol process`` and ``airpatrol bench``: the engine on recorded flights."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from pipelines.config import PipelineConfig
+
+log = logging.getLogger(__name__)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def float_in(lo: float, hi: float | None = None, *, hi_open: bool = False):
+    """argparse type: a float in [lo, hi] (or [lo, hi) with ``hi_open``; no upper bound when hi is None)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from exc
+        above = hi is not None and (value >= hi if hi_open else value > hi)
+        if not value >= lo or above:  # also rejects nan
+            bound = "" if hi is None else (f", below {hi:g}" if hi_open else f" and at most {hi:g}")
+            raise argparse.ArgumentTypeError(f"must be at least {lo:g}{bound}, got {text}")
+        return value
+
+    return parse
+
+
+def add_pipeline_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by every command that builds a pipeline."""
+    p.add_argument("--config", type=Path, help="site YAML (see configs/site.example.yaml)")
+    p.add_argument("--detector", type=Path, help="detector weights: .pt, .onnx or an OpenVINO model folder")
+    p.add_argument("--imgsz", type=int, help="detector input size (pixels)")
+    p.add_argument("--device", help="cpu, cuda, cuda:0 ... (detector and U-Net)")
+    p.add_argument("--classes", help="detector class table: auto, coco, visdrone, uavdt, aerial, auair")
+    p.add_argument("--road-weights", type=Path, help="U-Net road-mask weights")
+    p.add_argument("--no-mask", action="store_true", help="disable the road mask (base layer)")
+    p.add_argument("--no-egomotion", action="store_true", help="disable camera-motion compensation")
+    p.add_argument("--altitude", type=float, help="height above the road in metres (overrides telemetry)")
+    p.add_argument("--pitch", type=float, help="gimbal pitch in degrees, -90 = nadir (overrides telemetry)")
+    p.add_argument("--camera", help="camera profile, e.g. dji_mavic_3 (see `airpatrol cameras`)")
+    p.add_argument("--speed-limit", type=float, help="global speed limit in km/h")
+
+
+def config_from_args(args: argparse.Namespace) -> PipelineConfig:
+    cfg = PipelineConfig.from_yaml(args.config) if getattr(args, "config", None) else PipelineConfig()
+    detector = {"weights": args.detector, "imgsz": args.imgsz, "classes": args.classes}
+    if args.device:
+        detector["device"] = args.device
+    road = {"weights": args.road_weights, "enabled": False if args.no_mask else None}
+    if args.device:
+        road["device"] = args.device
+    return cfg.with_overrides(
+        detector=detector,
+        road=road,
+        egomotion={"enabled": False if args.no_egomotion else None},
+        camera={"altitude_m": args.altitude, "pitch_deg": args.pitch, "name": args.camera},
+        rules={"speed_limit_kmh": args.speed_limit},
+    )
+
+
+def process_flight(
+    video: Path,
+    config: PipelineConfig,
+    out: Path,
+    *,
+    srt: Path | None = None,
+    max_frames: int | None = None,
+    write_video: bool = True,
+    progress: bool = True,
+    camera: str | None = None,
+    on_result=None,
+    fps: float | None = None,
+) -> dict:
+    """Run the pipeline on a recorded flight and write every output into ``out``; returns the summary.
+
+    ``on_result`` (optional) also receives every ``FrameResult``, e.g. to score a run in-process.
+    """
+    from pipelines.builder import build_pipeline
+    from pipelines.runner import config_for_source, load_frames, run_pipeline
+    from pipelines.sinks import OutputWriter
+
+    source, frames, _ = load_frames(
+        video, srt, max_frames, camera=camera or config.camera.name, fixed=config.camera, fps=fps
+    )
+    try:
+        config = config_for_source(config, source.fps)
+        pipeline = build_pipeline(config)
+        total = (
+            source.frame_count if max_frames is None else min(max_frames, source.frame_count or max_frames)
+        )
+        with OutputWriter(
+            out,
+            fps=source.fps,
+            size=source.size,
+            write_video=write_video,
+            speed_limit_kmh=config.rules.speed_limit_kmh,
+        ) as writer:
+
+            def sinks(result):
+                writer.write(result)
+                if on_result is not None:
+                    on_result(result)
+
+            summary = run_pipeline(pipeline, frames, on_result=sinks, progress_total=total, progress=progress)
+            writer.add_violations(summary.pop("final_violations"))
+            summary.pop("violation_list")
+            summary.update(
+                video=str(video),
+                telemetry=str(srt) if srt else None,
+                size=list(source.size),
+                source_fps=source.fps,
+                source_stats=str(getattr(source, "stats", "")),
+                config=json.loads(config.model_dump_json()),
+            )
+            summary["outputs"] = writer.close(summary)
+    finally:
+        source.close()
+    return summary
+
+
+def cmd_process(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    out = Path(args.out or Path("runs") / Path(args.video).stem)
+    summary = process_flight(
+        args.video,
+        config,
+        out,
+        srt=args.srt,
+        max_frames=args.max_frames,
+        write_video=not args.no_video,
+        progress=not args.quiet,
+        camera=args.camera,
+        fps=args.fps,
+    )
+    print(  # noqa: T201 - the command's result on stdout
+        f"{summary['frames']} frames, {summary['tracks']} tracks, {summary['violations']} violations, "
+        f"{summary['fps']} fps -> {out}"
+    )
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from pipelines.annotate import annotate
+    from pipelines.builder import build_pipeline
+    from pipelines.runner import StageTimer, config_for_source, format_bench, load_frames, run_pipeline
+
+    config = config_from_args(args)
+    source, frames, _ = load_frames(
+        args.video, args.srt, args.max_frames, camera=args.camera, fixed=config.camera, fps=args.fps
+    )
+    config = config_for_source(config, source.fps)
+    pipeline = build_pipeline(config)
+    timer = StageTimer.create()
+    on_result = (lambda r: annotate(r)) if args.annotate else None
+    try:
+        summary = run_pipeline(
+            pipeline,
+            frames,
+            on_result=on_result,
+            progress=not args.quiet,
+            timer=timer,
+            progress_total=args.max_frames or source.frame_count,
+        )
+    finally:
+        source.close()
+    summary["timings"] = timer.summary(skip=args.warmup)
+    text = format_bench(summary, config, source.size, args.warmup)
+    print(text)  # noqa: T201 - the benchmark's output
+    if args.json:
+        summary.pop("violation_list", None)
+        summary.pop("final_violations", None)
+        Path(args.json).write_text(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
+def cmd_cameras(args: argparse.Namespace) -> int:
+    from pipelines.camera import PROFILES, equivalent_35mm
+
+    for p in PROFILES:
+        print(  # noqa: T201
+            f"{p.name:<20} sensor {p.sensor_width_mm:>5.2f} x {p.sensor_height_mm:<5.2f} mm  "
+            f"f {p.focal_length_mm:>5.2f} mm ({equivalent_35mm(p.focal_length_mm, p):.0f} mm eq.)  "
+            f"{p.native_width_px}x{p.native_height_px}  aliases: {', '.join(p.aliases)}"
+        )
+    return 0
+
+
+FPS_HELP = "frame rate of a frame folder without seqinfo.ini (default 30, logged); speeds scale with it"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("process", help="run the pipeline on a recorded flight and write its outputs")
+    p.add_argument("video", type=Path, help="video file or frame folder (MOT/UAVDT/VisDrone layout)")
+    p.add_argument("--srt", type=Path, help="DJI .SRT sidecar or flight-log CSV with telemetry")
+    p.add_argument("--out", type=Path, help="output folder (default runs/<video name>)")
+    p.add_argument("--max-frames", type=positive_int, help="stop after N frames")
+    p.add_argument("--fps", type=float_in(0.1, 1000.0), help=FPS_HELP)
+    p.add_argument("--no-video", action="store_true", help="skip the annotated video")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_pipeline_options(p)
+    p.set_defaults(func=cmd_process)
+
+    b = sub.add_parser("bench", help="per-stage ms and end-to-end fps on a video")
+    b.add_argument("video", type=Path)
+    b.add_argument("--srt", type=Path)
+    b.add_argument("--max-frames", type=positive_int, default=300)
+    b.add_argument("--fps", type=float_in(0.1, 1000.0), help=FPS_HELP)
+    b.add_argument("--warmup", type=int, default=10, help="frames left out of the stage statistics")
+    b.add_argument("--annotate", action="store_true", help="include drawing the annotated frame")
+    b.add_argument("--json", type=Path, help="also write the numbers as JSON")
+    b.add_argument("-q", "--quiet", action="store_true")
+    add_pipeline_options(b)
+    b.set_defaults(func=cmd_bench)
+
+    c = sub.add_parser("cameras", help="list the known camera profiles")
+    c.set_defaults(func=cmd_cameras)

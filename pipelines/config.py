@@ -1,0 +1,216 @@
+"""Pipeline configuration (pydantic: config is an edge of the engine).
+
+A site YAML file maps onto :class:`PipelineConfig`; command-line overrides are applied on top
+with :func:`PipelineConfig.with_overrides`. ``build_pipeline(config)`` is the only consumer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pipelines.errors import AirPatrolError
+
+Point = tuple[float, float]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_WEIGHTS_DIR = REPO_ROOT / "weights"
+DEFAULT_ROAD_INPUT_SIZE = (512, 288)
+DEFAULT_ROAD_THRESHOLD = 0.5
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DetectorConfig(_Section):
+    # Path to any format ultralytics loads (.pt, .onnx, OpenVINO dir, .engine). None -> the
+    # default shipped under weights/ when it exists; the builder says clearly when nothing is there.
+    weights: Path | None = None
+    imgsz: int = Field(640, ge=32, le=4096)  # rounded up to the model's stride (32) by ultralytics
+    conf: float = Field(0.25, ge=0.0, le=1.0)
+    iou: float = Field(0.5, ge=0.0, le=1.0)
+    device: str = "cpu"  # "cpu", "cuda", "cuda:0", "intel:cpu" (OpenVINO)
+    half: bool | None = None  # fp16; None: on CUDA devices, not on the CPU
+    # Class mapping: name of a built-in table ("coco", "visdrone", "uavdt", "aerial", "auair")
+    # or an explicit {model_class_id: canonical_name} dict. Unmapped classes are dropped.
+    classes: str | dict[int, str] = "auto"
+    max_det: int = 300
+
+
+class RoadConfig(_Section):
+    enabled: bool = True
+    # smp U-Net checkpoint / state dict; None -> the shipped model under weights/ when present,
+    # else the mask is disabled (logged and in the run metadata).
+    weights: Path | None = None
+    # None (default): what the checkpoint says - its encoder, its training input size, its
+    # recommended threshold - else resnet18 (guessed from the shapes), (512, 288), 0.5.
+    encoder: str | None = None
+    input_size: tuple[int, int] | None = None  # (width, height) fed to the network
+    threshold: float | None = Field(None, ge=0.0, le=1.0)
+    every_n_frames: int = Field(30, ge=1)
+    # Re-segment early when accumulated camera motion since the last run exceeds this (px).
+    motion_threshold_px: float = Field(80.0, gt=0)
+    dilate_px: int = Field(9, ge=0)  # grow the mask so vehicles on its border survive
+    polygon: list[Point] | None = None  # site polygon in image pixels
+    polygon_mode: Literal["override", "union", "intersect"] = "union"
+    # A detection is kept when this share of its box bottom area lies inside the mask.
+    min_overlap: float = Field(0.3, ge=0.0, le=1.0)
+    device: str = "cpu"
+    # CPU threads for torch inference. On a 2-core edge box torch's default (all cores) makes the
+    # U-Net 3-20x slower whenever the detector or the decoder holds the other core; 1 is best there.
+    torch_threads: int | None = Field(1, ge=1)
+    # Inference engine for the U-Net on the CPU: OpenVINO (converted in memory at start-up) or torch.
+    backend: Literal["openvino", "torch"] = "openvino"
+    # Fewest frames between two early (motion-triggered) network runs, so that a stretch of
+    # unreliable ego-motion cannot make the network run on every frame.
+    min_early_gap_frames: int = Field(5, ge=1)
+
+    def resolved(
+        self, input_size: tuple[int, int] | None = None, threshold: float | None = None
+    ) -> RoadConfig:
+        """This config with its unset model settings filled: from the checkpoint's values when
+        given, else the generic defaults."""
+        return self.model_copy(
+            update={
+                "input_size": self.input_size or input_size or DEFAULT_ROAD_INPUT_SIZE,
+                "threshold": self.threshold
+                if self.threshold is not None
+                else (threshold if threshold is not None else DEFAULT_ROAD_THRESHOLD),
+            }
+        )
+
+
+class EgoMotionConfig(_Section):
+    enabled: bool = True
+    max_features: int = Field(600, ge=16)
+    scale: float = Field(0.5, gt=0, le=1.0)  # work on a downscaled grey frame
+    ransac_reproj_px: float = Field(2.0, gt=0)
+    min_inliers: int = Field(12, ge=4)
+    refresh_every: int = Field(5, ge=1)  # re-detect corners every N frames
+
+
+class TrackerConfig(_Section):
+    track_activation_threshold: float = 0.25
+    lost_track_buffer: int = 30
+    minimum_matching_threshold: float = 0.8
+    minimum_consecutive_frames: int = 1
+    frame_rate: float = 30.0
+    refine_with_flow: bool = True  # optical flow inside each box refines its displacement
+
+
+class SpeedConfig(_Section):
+    window_s: float = Field(1.0, gt=0)  # robust fit over this trailing window
+    min_track_age_s: float = Field(0.5, ge=0)
+    min_samples: int = Field(6, ge=2)
+    max_plausible_kmh: float = Field(250.0, gt=0)
+    altitude_sigma_frac: float = Field(0.02, ge=0)  # relative altitude uncertainty -> speed sigma
+    anchor: Literal["center", "bottom"] = "center"  # nadir: center; oblique: bottom (ground contact)
+
+
+class ZoneConfig(_Section):
+    name: str
+    polygon: list[Point]  # image pixels
+    speed_limit_kmh: float = Field(gt=0)
+
+
+class RulesConfig(_Section):
+    speed_limit_kmh: float | None = Field(50.0, gt=0)  # global limit; None -> zones only
+    zones: list[ZoneConfig] = []
+    min_duration_s: float = Field(0.5, ge=0)
+    tolerance_kmh: float = Field(0.0, ge=0)  # allowance above the limit before it counts
+    use_lower_bound: bool = False  # compare speed - 1 sigma to the limit (conservative)
+    snapshot_margin_px: int = 24
+
+
+class CameraConfig(_Section):
+    name: str | None = None  # camera profile name (see pipelines.camera); telemetry may give it
+    altitude_m: float | None = Field(None, gt=0.5, le=1500)  # overrides telemetry (metres above ground)
+    pitch_deg: float | None = Field(None, ge=-90, le=0)  # overrides telemetry; -90 = nadir
+    focal_length_mm: float | None = Field(None, gt=0, le=1000)  # real focal length override
+    default_pitch_deg: float = Field(
+        -90.0, ge=-90, le=0
+    )  # used (and logged) when neither telemetry nor override has one
+
+    @field_validator("name")
+    @classmethod
+    def _known_camera(cls, v: str | None) -> str | None:
+        if v is not None:
+            from pipelines.camera import get_profile  # raises with the list of known profiles
+
+            get_profile(v)
+        return v
+
+
+class PipelineConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    detector: DetectorConfig = DetectorConfig()
+    road: RoadConfig = RoadConfig()
+    egomotion: EgoMotionConfig = EgoMotionConfig()
+    tracker: TrackerConfig = TrackerConfig()
+    speed: SpeedConfig = SpeedConfig()
+    rules: RulesConfig = RulesConfig()
+    camera: CameraConfig = CameraConfig()
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _none_is_default(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> PipelineConfig:
+        return cls.from_dict(read_yaml_mapping(path, "config file", ConfigError), source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "config") -> PipelineConfig:
+        from pydantic import ValidationError
+
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"invalid {source}: {validation_summary(exc)}") from exc
+
+    def with_overrides(self, **sections: dict[str, Any]) -> PipelineConfig:
+        """Return a copy with some fields replaced, e.g. ``with_overrides(camera={"altitude_m": 80})``.
+
+        ``None`` values are ignored so CLI flags that were not given change nothing.
+        """
+        data = self.model_dump()
+        for section, values in sections.items():
+            for key, value in values.items():
+                if value is not None:
+                    data[section][key] = value
+        return type(self).from_dict(data, source="overrides")
+
+
+def validation_summary(exc: Any) -> str:
+    """A pydantic ValidationError on one line: ``camera.altitude_m: must be > 0.5 (got 0); ...``."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ())) or "value"
+        msg = str(err.get("msg", "invalid")).replace("Input should be", "must be")
+        got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
+        parts.append(f"{where}: {msg}{got}")
+    return "; ".join(parts)
+
+
+class ConfigError(AirPatrolError, ValueError):
+    """A configuration that cannot be used; the message says what to fix."""
+
+
+def read_yaml_mapping(path: str | Path, what: str, error: type[Exception] = ConfigError) -> dict:
+    """Read a YAML file that must hold a mapping; every problem is an ``error`` naming ``what``."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError as exc:
+        raise error(f"{what} not found: {path}") from exc
+    except yaml.YAMLError as exc:
+        raise error(f"{what} {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise error(f"{what} {path} must hold a mapping at the top level")
+    return data

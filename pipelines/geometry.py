@@ -1,0 +1,133 @@
+"""Ground-plane geometry: ground sampling distance and the image <-> ground homography.
+
+Conventions
+-----------
+World frame (metres): origin on the ground directly below the camera, Z up, Y the horizontal
+direction the camera looks towards (image "up" at nadir), X to the image's right.
+Gimbal pitch follows DJI: -90 deg is nadir, 0 deg is the horizon. Image pixels: u right, v down.
+All functions are pure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipelines.types import Intrinsics
+
+
+def gsd_m_per_px(
+    altitude_m: float, focal_length_mm: float, sensor_width_mm: float, image_width_px: int
+) -> float:
+    """Ground sampling distance (metres per pixel) of a nadir camera at the image centre."""
+    if altitude_m <= 0 or focal_length_mm <= 0 or sensor_width_mm <= 0 or image_width_px <= 0:
+        raise ValueError("altitude, focal length, sensor width and image width must be positive")
+    return altitude_m * sensor_width_mm / (focal_length_mm * image_width_px)
+
+
+def camera_rotation(pitch_deg: float) -> np.ndarray:
+    """World-from-camera rotation (columns: camera x, y, z axes in world coordinates)."""
+    if not -90.0 - 1e-9 <= pitch_deg < 0.0:
+        raise ValueError(f"gimbal pitch must be in [-90, 0) degrees (camera looking down), got {pitch_deg}")
+    tilt = math.radians(90.0 + pitch_deg)  # 0 at nadir
+    s, c = math.sin(tilt), math.cos(tilt)
+    x_c = (1.0, 0.0, 0.0)
+    y_c = (0.0, -c, -s)
+    z_c = (0.0, s, -c)
+    return np.array([x_c, y_c, z_c], dtype=np.float64).T
+
+
+def ground_to_image_homography(intrinsics: Intrinsics, altitude_m: float, pitch_deg: float) -> np.ndarray:
+    """3x3 homography mapping ground (X, Y, 1) in metres to image pixels (u, v, 1)."""
+    if altitude_m <= 0:
+        raise ValueError(f"altitude must be positive, got {altitude_m}")
+    r = camera_rotation(pitch_deg).T  # camera-from-world
+    centre = np.array([0.0, 0.0, altitude_m])
+    t = -r @ centre
+    h = intrinsics.matrix @ np.column_stack([r[:, 0], r[:, 1], t])
+    return h / h[2, 2] if abs(h[2, 2]) > 1e-12 else h
+
+
+def image_to_ground_homography(intrinsics: Intrinsics, altitude_m: float, pitch_deg: float) -> np.ndarray:
+    """3x3 homography mapping image pixels to ground metres (inverse of the above)."""
+    h = np.linalg.inv(ground_to_image_homography(intrinsics, altitude_m, pitch_deg))
+    return h / h[2, 2] if abs(h[2, 2]) > 1e-12 else h
+
+
+def apply_homography(h: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Apply a 3x3 homography to an (N, 2) array; points mapped to infinity become NaN."""
+    pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    homog = np.column_stack([pts, np.ones(len(pts))]) @ h.T
+    w = homog[:, 2:3]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = homog[:, :2] / w
+    out[np.abs(w[:, 0]) < 1e-12] = np.nan
+    return out
+
+
+EARTH_RADIUS_M = 6_371_008.8  # mean radius (IUGG); ample for offsets of a few hundred metres
+
+
+def geolocate(
+    drone_lat_deg: float, drone_lon_deg: float, heading_deg: float, ground_xy_m: tuple[float, float]
+) -> tuple[float, float]:
+    """Latitude/longitude of a ground point seen by the camera.
+
+    ``ground_xy_m`` is in this module's world frame (X to the image's right, Y along the camera's
+    horizontal viewing direction, origin below the drone); ``heading_deg`` is that viewing
+    direction as a compass bearing (DJI gimbal yaw: 0 north, 90 east). Local flat-earth
+    (equirectangular) offsets: centimetre-exact over the few hundred metres a drone camera sees.
+    """
+    x, y = ground_xy_m
+    psi = math.radians(heading_deg)
+    east = x * math.cos(psi) + y * math.sin(psi)
+    north = -x * math.sin(psi) + y * math.cos(psi)
+    lat = drone_lat_deg + math.degrees(north / EARTH_RADIUS_M)
+    lon = drone_lon_deg + math.degrees(east / (EARTH_RADIUS_M * math.cos(math.radians(drone_lat_deg))))
+    return lat, lon
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GroundProjector:
+    """Image -> ground mapping of one frame (flat-ground model)."""
+
+    intrinsics: Intrinsics
+    altitude_m: float
+    pitch_deg: float
+    image_to_ground: np.ndarray
+
+    @classmethod
+    def create(cls, intrinsics: Intrinsics, altitude_m: float, pitch_deg: float) -> GroundProjector:
+        return cls(
+            intrinsics, altitude_m, pitch_deg, image_to_ground_homography(intrinsics, altitude_m, pitch_deg)
+        )
+
+    def to_ground(self, points: np.ndarray) -> np.ndarray:
+        """(N, 2) pixels -> (N, 2) ground metres; pixels at or above the horizon become NaN."""
+        pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        out = apply_homography(self.image_to_ground, pts)
+        out[~self.below_horizon(pts)] = np.nan
+        return out
+
+    def below_horizon(self, points: np.ndarray) -> np.ndarray:
+        """True where the pixel's viewing ray hits the ground in front of the camera."""
+        pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        k = self.intrinsics
+        rays_c = np.column_stack([(pts[:, 0] - k.cx) / k.fx, (pts[:, 1] - k.cy) / k.fy, np.ones(len(pts))])
+        z_world = rays_c @ camera_rotation(self.pitch_deg)[2, :]
+        return z_world < -1e-6
+
+    @property
+    def nadir_gsd_m_per_px(self) -> float:
+        """Metres per pixel at the image centre for a camera pointing straight down."""
+        return self.altitude_m / self.intrinsics.fx
+
+    def gsd_at(self, points: np.ndarray) -> np.ndarray:
+        """Local ground size of one pixel (metres, geometric mean of the two axes) at each point."""
+        pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        g0 = self.to_ground(pts)
+        gx = self.to_ground(pts + [1.0, 0.0])
+        gy = self.to_ground(pts + [0.0, 1.0])
+        return np.sqrt(np.linalg.norm(gx - g0, axis=1) * np.linalg.norm(gy - g0, axis=1))

@@ -1,0 +1,30 @@
+"""Motion layer: vehicle detection, camera ego-motion, per-box optical flow and tracking.
+
+See ``docs/ARCHITECTURE.md``. ultralytics is imported only when a :class:`YoloDetector` loads
+weights, and the ByteTrack backend only when a :class:`Tracker` is built.
+"""
+
+from pipelines.motion.detector import (
+    CANONICAL_CLASSES,
+    CLASS_TABLES,
+    Detector,
+    YoloDetector,
+    detections_from_result,
+    resolve_class_map,
+)
+from pipelines.motion.egomotion import EgoMotionEstimator
+from pipelines.motion.flow import BoxFlowRefiner, FlowParams
+from pipelines.motion.tracker import Tracker
+
+__all__ = [
+    "CANONICAL_CLASSES",
+    "CLASS_TABLES",
+    "BoxFlowRefiner",
+    "Detector",
+    "EgoMotionEstimator",
+    "FlowParams",
+    "Tracker",
+    "YoloDetector",
+    "detections_from_result",
+    "resolve_class_map",
+]

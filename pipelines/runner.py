@@ -1,0 +1,220 @@
+"""Offline driver: a recorded flight (video + telemetry) through the pipeline into the sinks.
+
+Also the benchmark: the same loop, timing each stage (decode, mask, detect, flow, track, speed).
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipelines.builder import STAGES, Pipeline
+from pipelines.config import CameraConfig, PipelineConfig
+from pipelines.types import Frame, FrameResult
+
+log = logging.getLogger(__name__)
+
+
+def telemetry_overrides(camera: CameraConfig | None) -> dict[str, float | None]:
+    """The Telemetry fields a camera config fixes (``--altitude``, ``--pitch``, ``--focal-length``)."""
+    if camera is None:
+        return {}
+    out: dict[str, float | None] = {}
+    if camera.altitude_m is not None:
+        out["altitude_m"] = camera.altitude_m
+    if camera.pitch_deg is not None:
+        out["gimbal_pitch_deg"] = camera.pitch_deg
+    if camera.focal_length_mm is not None:
+        out |= {"focal_length_mm": camera.focal_length_mm, "focal_length_35mm": None}
+    return out
+
+
+def load_frames(
+    video: str | Path,
+    srt: str | Path | None = None,
+    max_frames: int | None = None,
+    camera: str | None = None,
+    fixed: CameraConfig | None = None,
+    fps: float | None = None,
+):
+    """Open a video or frame folder and attach its telemetry; returns (source, frames, track).
+
+    ``fixed``: the run's camera config; the values it fixes replace the log's before validation.
+    ``fps``: frame rate of a folder without ``seqinfo.ini`` (speeds scale with it).
+    """
+    from pipelines.sources import attach_telemetry, open_source
+    from pipelines.telemetry import load_telemetry
+
+    source = open_source(video, max_frames=max_frames, fps=fps)
+    track = None
+    frames: Iterable[Frame] = source
+    if srt is not None:
+        try:
+            track = load_telemetry(srt, camera=camera, fps=source.fps, overrides=telemetry_overrides(fixed))
+        except Exception:
+            source.close()
+            raise
+        frames = attach_telemetry(source, track)
+        log.info("telemetry: %d samples, %.2f-%.2f s from %s", len(track), track.start_s, track.end_s, srt)
+    return source, frames, track
+
+
+def config_for_source(config: PipelineConfig, fps: float | None) -> PipelineConfig:
+    """The config with the tracker's frame rate set to the source's (its lost-track buffer counts
+    frames, so it must know how many make a second)."""
+    return config.with_overrides(tracker={"frame_rate": float(fps)}) if fps else config
+
+
+@dataclass
+class StageTimer:
+    """Collects per-stage milliseconds."""
+
+    samples: dict[str, list[float]]
+
+    @classmethod
+    def create(cls) -> StageTimer:
+        return cls(defaultdict(list))
+
+    def add(self, stage: str, ms: float) -> None:
+        self.samples[stage].append(ms)
+
+    def summary(self, skip: int = 0) -> dict[str, dict[str, float]]:
+        out = {}
+        for stage, values in self.samples.items():
+            arr = np.asarray(values[skip:] if len(values) > skip else values, dtype=float)
+            if arr.size == 0:
+                continue
+            out[stage] = {
+                "mean_ms": round(float(arr.mean()), 3),
+                "median_ms": round(float(np.median(arr)), 3),
+                "p95_ms": round(float(np.percentile(arr, 95)), 3),
+            }
+        return out
+
+
+def timed_frames(frames: Iterable[Frame], timer: StageTimer) -> Iterator[Frame]:
+    """Yield frames, charging the time spent producing each one to the 'decode' stage."""
+    it = iter(frames)
+    while True:
+        t0 = time.perf_counter()
+        try:
+            frame = next(it)
+        except StopIteration:
+            return
+        timer.add("decode", (time.perf_counter() - t0) * 1e3)
+        yield frame
+
+
+def run_pipeline(
+    pipeline: Pipeline,
+    frames: Iterable[Frame],
+    *,
+    on_result=None,
+    progress_total: int | None = None,
+    progress: bool = True,
+    timer: StageTimer | None = None,
+) -> dict:
+    """Drive ``pipeline`` over ``frames``; ``on_result(FrameResult)`` receives each result.
+
+    Returns a run summary (frames, wall time, fps, per-stage timings, violations, warnings).
+    """
+    from tqdm import tqdm
+
+    timer = timer or StageTimer.create()
+    warnings: dict[str, int] = defaultdict(int)
+    violations = []
+    track_ids: set[int] = set()
+    n = 0
+    start = time.perf_counter()
+    cpu_start = time.process_time()
+    bar = tqdm(total=progress_total, unit="frame", disable=not progress, dynamic_ncols=True)
+    try:
+        for frame in timed_frames(frames, timer):
+            t0 = time.perf_counter()
+            result: FrameResult = pipeline.process(frame)
+            timer.add("pipeline", (time.perf_counter() - t0) * 1e3)
+            for stage, ms in result.timings_ms.items():
+                timer.add(stage, ms)
+            for w in result.warnings:
+                warnings[w.split(":")[0]] += 1
+            if result.detections.tracker_id is not None:
+                track_ids.update(int(t) for t in result.detections.tracker_id)
+            violations.extend(result.violations)
+            if on_result is not None:
+                t1 = time.perf_counter()
+                on_result(result)
+                timer.add("sinks", (time.perf_counter() - t1) * 1e3)
+            n += 1
+            bar.update(1)
+            if n % 10 == 0:
+                bar.set_postfix(tracks=len(track_ids), violations=len(violations))
+    finally:
+        bar.close()
+        tail = pipeline.finish()
+        violations.extend(tail)
+    wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
+    return {
+        "cpu_ms_per_frame": round(cpu / n * 1e3, 2) if n else None,
+        "frames": n,
+        "wall_s": round(wall, 3),
+        "fps": round(n / wall, 2) if wall > 0 else None,
+        "tracks": len(track_ids),
+        "violations": len(violations),
+        "violation_list": violations,
+        "final_violations": tail,
+        "warnings": dict(warnings),
+        "timings": timer.summary(),
+        "pipeline": pipeline.metadata,
+    }
+
+
+def machine_description() -> str:
+    import os
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    load = ""
+    if hasattr(os, "getloadavg"):
+        load = f", load average {os.getloadavg()[0]:.1f}"
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}{load}"
+
+
+def format_bench(summary: dict, config: PipelineConfig, size: tuple[int, int], skip: int) -> str:
+    rows = ["decode", "mask", "detect", "flow", "track", "speed", "rules", "pipeline", "sinks"]
+    t = summary["timings"]
+    lines = [
+        f"machine: {machine_description()}",
+        f"frames: {summary['frames']} at {size[0]}x{size[1]} (first {skip} excluded from stage stats)",
+        f"detector: {summary['pipeline'].get('detector')}  imgsz {config.detector.imgsz}  device {config.detector.device}",
+        f"road mask: {summary['pipeline'].get('road_mask')}",
+        f"{'stage':<10}{'mean ms':>10}{'median':>10}{'p95':>10}",
+    ]
+    for stage in rows:
+        if stage in t:
+            s = t[stage]
+            lines.append(f"{stage:<10}{s['mean_ms']:>10.2f}{s['median_ms']:>10.2f}{s['p95_ms']:>10.2f}")
+    per_frame = sum(t[s]["mean_ms"] for s in ("decode", "pipeline", "sinks") if s in t)
+    lines.append(
+        f"end-to-end: {summary['fps']:.2f} fps wall ({per_frame:.1f} ms/frame mean, {1000 / per_frame:.1f} fps "
+        f"from stage means); process CPU {summary['cpu_ms_per_frame']:.1f} ms/frame"
+    )
+    lines.append(f"machine at the end: {machine_description()}")
+    return "\n".join(lines)
+
+
+__all__ = ["STAGES", "StageTimer", "format_bench", "load_frames", "run_pipeline", "timed_frames"]

@@ -1,0 +1,22 @@
+"""Drone telemetry: DJI .SRT sidecars and CSV flight logs -> a validated, interpolated track.
+
+``load_telemetry(path)`` is the entry point; ``TelemetryTrack.at(t)`` gives the flight state of
+one video frame. ``write_srt`` writes the modern DJI layout (used by the flight simulator).
+"""
+
+from pipelines.telemetry.flightlog import parse_flightlog_csv
+from pipelines.telemetry.srt import format_srt, parse_srt, write_srt
+from pipelines.telemetry.track import DEFAULT_MAX_GAP_S, TelemetryTrack, load_telemetry
+from pipelines.telemetry.validate import telemetry_problems, validate_telemetry
+
+__all__ = [
+    "DEFAULT_MAX_GAP_S",
+    "TelemetryTrack",
+    "format_srt",
+    "load_telemetry",
+    "parse_flightlog_csv",
+    "parse_srt",
+    "telemetry_problems",
+    "validate_telemetry",
+    "write_srt",
+]

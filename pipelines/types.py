@@ -1,0 +1,183 @@
+"""Domain types shared by every stage of the engine.
+
+Small frozen dataclasses; detections travel between stages as ``supervision.Detections``.
+Data flows one way: source -> Frame -> base layer -> motion layer -> speed -> violations -> sinks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import supervision as sv
+
+
+@dataclass(frozen=True, slots=True)
+class Telemetry:
+    """Flight state at one instant (already validated; units are SI / degrees).
+
+    ``altitude_m`` is the camera's height above the ground being filmed (DJI ``rel_alt``
+    when flying over the take-off level). ``gimbal_pitch_deg`` follows DJI: -90 is nadir
+    (straight down), 0 is the horizon.
+    """
+
+    timestamp_s: float
+    altitude_m: float | None = None
+    gimbal_pitch_deg: float | None = None
+    focal_length_mm: float | None = None  # real (not 35 mm-equivalent) focal length
+    focal_length_35mm: float | None = None
+    digital_zoom: float = 1.0
+    latitude: float | None = None
+    longitude: float | None = None
+    abs_altitude_m: float | None = None
+    gimbal_yaw_deg: float | None = None
+    camera: str | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Frame:
+    """One decoded video frame. ``timestamp_s`` comes from the container pts where it exists."""
+
+    index: int
+    timestamp_s: float
+    image: np.ndarray  # H x W x 3, BGR, uint8
+    telemetry: Telemetry | None = None
+
+    @property
+    def height(self) -> int:
+        return int(self.image.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.image.shape[1])
+
+
+@dataclass(frozen=True, slots=True)
+class CameraProfile:
+    """Physical camera: sensor size, real focal length and native still resolution."""
+
+    name: str
+    sensor_width_mm: float
+    sensor_height_mm: float
+    focal_length_mm: float
+    native_width_px: int
+    native_height_px: int
+    aliases: tuple[str, ...] = ()
+    # The manufacturer's stated 35 mm-equivalent of focal_length_mm. DJI writes this figure in
+    # its telemetry, and it differs from the diagonal crop factor by a few per cent on some
+    # models (Mavic 3: 24 mm for 12.29 mm, diagonal ratio 2.0), so conversions use this ratio.
+    focal_length_35mm: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Intrinsics:
+    """Pinhole intrinsics for one image size (pixels)."""
+
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+    width: int
+    height: int
+
+    @property
+    def matrix(self) -> np.ndarray:
+        return np.array([[self.fx, 0.0, self.cx], [0.0, self.fy, self.cy], [0.0, 0.0, 1.0]])
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EgoMotion:
+    """Camera motion between the previous and the current frame.
+
+    ``homography`` maps pixel coordinates of the previous frame onto the current frame for
+    points on the (static) ground.
+    """
+
+    homography: np.ndarray  # 3x3, prev -> current
+    inlier_ratio: float = 1.0
+    n_points: int = 0
+    magnitude_px: float = 0.0  # median displacement of background points
+    valid: bool = True
+
+    @staticmethod
+    def identity() -> EgoMotion:
+        return EgoMotion(np.eye(3), 1.0, 0, 0.0, True)
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedEstimate:
+    track_id: int
+    speed_kmh: float
+    sigma_kmh: float  # one standard deviation
+    n_samples: int
+    window_s: float
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Violation:
+    """One speeding event: one per track and zone, carrying peak and mean speed."""
+
+    track_id: int
+    zone: str
+    speed_limit_kmh: float
+    peak_speed_kmh: float
+    mean_speed_kmh: float
+    sigma_kmh: float
+    start_frame: int
+    end_frame: int
+    start_time_s: float
+    end_time_s: float
+    class_name: str = "vehicle"
+    bbox_xyxy: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # at the peak
+    # at the peak: metres from the point below the drone (x to the image's right, y along the
+    # camera heading); latitude/longitude: the vehicle's, when GPS and camera heading are known
+    ground_xy_m: tuple[float, float] | None = None
+    latitude: float | None = None
+    longitude: float | None = None
+    snapshot: np.ndarray | None = field(default=None, repr=False)  # BGR crop around the vehicle
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_time_s - self.start_time_s
+
+    def to_dict(self) -> dict:
+        """JSON-friendly view (without the snapshot pixels)."""
+        return {
+            "track_id": self.track_id,
+            "zone": self.zone,
+            "class_name": self.class_name,
+            "speed_limit_kmh": round(self.speed_limit_kmh, 2),
+            "peak_speed_kmh": round(self.peak_speed_kmh, 2),
+            "mean_speed_kmh": round(self.mean_speed_kmh, 2),
+            "sigma_kmh": round(self.sigma_kmh, 2),
+            "start_frame": self.start_frame,
+            "end_frame": self.end_frame,
+            "start_time_s": round(self.start_time_s, 4),
+            "end_time_s": round(self.end_time_s, 4),
+            "duration_s": round(self.duration_s, 4),
+            "bbox_xyxy": [round(v, 1) for v in self.bbox_xyxy],
+            "ground_xy_m": None if self.ground_xy_m is None else [round(v, 3) for v in self.ground_xy_m],
+            "latitude": self.latitude,
+            "longitude": self.longitude,
+        }
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FrameResult:
+    """Everything the engine knows about one frame, handed to the sinks.
+
+    ``detections`` are the tracked vehicles of this frame (``tracker_id`` set) with
+    ``data`` keys: ``class_name`` (str), ``speed_kmh`` and ``speed_sigma_kmh`` (float, NaN while
+    unknown), ``ground_xy_m`` (N x 2, ground position in metres from the point below the drone in
+    this frame, NaN when unknown).
+    """
+
+    frame: Frame
+    detections: sv.Detections
+    road_mask: np.ndarray | None  # H x W bool; None when the base layer is disabled
+    ego: EgoMotion
+    gsd_m_per_px: float | None  # at the image centre; None when the ground scale is unknown
+    speeds: dict[int, SpeedEstimate]
+    violations: tuple[Violation, ...] = ()  # violations closed during this frame
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()

@@ -1,0 +1,28 @@
+"""Shared fixtures. Third-party material is read from ../shared/data when present."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from shared_material import shared_path
+
+# Keep ultralytics offline and its config inside the test session's temp space.
+os.environ.setdefault("YOLO_OFFLINE", "1")
+os.environ.setdefault("YOLO_AUTOINSTALL", "false")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    return shared_path()
+
+
+@pytest.fixture(scope="session")
+def uavdt_clip() -> Path:
+    return shared_path("uavdt_M1303_overlay_clip")
+
+
+@pytest.fixture(scope="session")
+def coco_openvino() -> Path:
+    return shared_path("yolov8n_coco_int8", "yolov8n_int8_openvino_model")

@@ -1,0 +1,192 @@
+"""Ego-motion on synthetic textured frames warped by known homographies."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from pipelines.config import EgoMotionConfig
+from pipelines.motion.egomotion import (
+    EgoMotionEstimator,
+    apply_homography_points,
+    exclusion_mask,
+    plausible_homography,
+    points_in_boxes,
+    rescale_homography,
+    scale_matrix,
+)
+
+W, H = 1024, 540
+CORNERS = np.array([[0, 0], [W - 1, 0], [W - 1, H - 1], [0, H - 1]], dtype=np.float64)
+# World (big texture) -> frame-0 pixels: the frame looks at the middle of the texture.
+WORLD_TO_F0 = np.array([[1.0, 0, -500], [0, 1.0, -400], [0, 0, 1]])
+
+
+def _texture(h: int, w: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    coarse = cv2.resize(
+        rng.random((h // 10, w // 10)).astype(np.float32), (w, h), interpolation=cv2.INTER_CUBIC
+    )
+    fine = cv2.GaussianBlur(rng.random((h, w)).astype(np.float32), (0, 0), 1.5)
+    img = coarse + 0.6 * fine
+    return cv2.normalize(img, None, 0, 255, cv2.NORM_MINMAX).astype(np.uint8)
+
+
+WORLD = _texture(1400, 2000, seed=1)
+CAR = _texture(26, 50, seed=7)
+
+
+def _about_centre(deg: float = 0.0, scale: float = 1.0, tx: float = 0.0, ty: float = 0.0) -> np.ndarray:
+    a = np.vstack([cv2.getRotationMatrix2D((W / 2, H / 2), deg, scale), [0, 0, 1]])
+    a[0, 2] += tx
+    a[1, 2] += ty
+    return a
+
+
+def _frame(world_to_frame: np.ndarray, cars_xy: np.ndarray) -> np.ndarray:
+    img = cv2.warpPerspective(WORLD, world_to_frame, (W, H), flags=cv2.INTER_LINEAR)
+    for x, y in cars_xy.astype(int):
+        img[y : y + CAR.shape[0], x : x + CAR.shape[1]] = CAR  # high-contrast "vehicles"
+    return img
+
+
+def _boxes(cars_xy: np.ndarray) -> np.ndarray:
+    return np.hstack([cars_xy, cars_xy + [CAR.shape[1], CAR.shape[0]]]).astype(np.float64)
+
+
+CARS0 = np.array([[200, 150], [420, 300], [640, 120], [820, 380], [300, 420], [560, 210]], dtype=np.float64)
+# Vehicles move on their own (not with the camera): shift them against the camera motion.
+CAR_MOTION = np.array([[14, 0], [-12, 5], [0, 16], [9, -9], [-15, -3], [11, 8]], dtype=np.float64)
+
+CASES = {
+    "translation": _about_centre(tx=7.3, ty=-3.6),
+    "fast_pan_40px": _about_centre(tx=-38.4, ty=12.2),
+    "rotation_2deg": _about_centre(deg=2.0),
+    "scale_1.02": _about_centre(scale=1.02),
+    "pan_rotate_zoom": _about_centre(deg=-1.2, scale=0.985, tx=-11.0, ty=4.5),
+    "mild_perspective": np.array([[1.0, 0.004, 3.0], [0.002, 1.0, -2.0], [1.5e-5, -1e-5, 1.0]]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("scale", [0.5, 1.0])
+def test_recovers_known_homography(name: str, scale: float) -> None:
+    h_true = CASES[name]
+    f0 = _frame(WORLD_TO_F0, CARS0)
+    cars1 = CARS0 + CAR_MOTION
+    f1 = _frame(h_true @ WORLD_TO_F0, cars1)
+    est = EgoMotionEstimator(EgoMotionConfig(scale=scale))
+    first = est.update(f0, _boxes(CARS0))
+    assert first.valid and np.array_equal(first.homography, np.eye(3))
+    ego = est.update(f1, _boxes(cars1))
+    assert ego.valid
+    err = np.abs(apply_homography_points(ego.homography, CORNERS) - apply_homography_points(h_true, CORNERS))
+    assert err.max() < 0.3, err
+    assert ego.n_points >= 100 and ego.inlier_ratio > 0.8
+    true_disp = np.linalg.norm(apply_homography_points(h_true, CORNERS) - CORNERS, axis=1)
+    assert 0.0 < ego.magnitude_px <= true_disp.max() + 0.5
+
+
+def test_sequence_with_corner_refresh() -> None:
+    """Constant pan over 12 frames: every estimate accurate across corner re-detections."""
+    step = _about_centre(deg=0.3, tx=-6.0, ty=2.0)
+    est = EgoMotionEstimator(EgoMotionConfig(refresh_every=3))
+    world_to_frame = WORLD_TO_F0.copy()
+    cars = CARS0.copy()
+    est.update(_frame(world_to_frame, cars), _boxes(cars))
+    for _ in range(12):
+        world_to_frame = step @ world_to_frame
+        cars = cars + CAR_MOTION * 0.5
+        ego = est.update(_frame(world_to_frame, cars), _boxes(cars))
+        err = np.abs(
+            apply_homography_points(ego.homography, CORNERS) - apply_homography_points(step, CORNERS)
+        )
+        assert ego.valid and err.max() < 0.3
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.0])
+def test_steady_fast_pan_uses_previous_motion(scale: float) -> None:
+    """90 px/frame: the first step is caught by the pyramid, the rest start from the last motion."""
+    step = _about_centre(tx=-90.0, ty=6.0)
+    est = EgoMotionEstimator(EgoMotionConfig(scale=scale))
+    world_to_frame = WORLD_TO_F0.copy()
+    est.update(_frame(world_to_frame, CARS0), _boxes(CARS0))
+    for _ in range(5):
+        world_to_frame = step @ world_to_frame
+        ego = est.update(_frame(world_to_frame, CARS0), _boxes(CARS0))
+        err = np.abs(
+            apply_homography_points(ego.homography, CORNERS) - apply_homography_points(step, CORNERS)
+        )
+        assert ego.valid and err.max() < 0.3
+        assert abs(ego.magnitude_px - 90.2) < 1.0
+
+
+@pytest.mark.parametrize(
+    ("second", "valid"),
+    [
+        ("blank", False),  # nothing to track -> identity, flagged
+        ("same", True),  # static camera -> identity homography, valid
+    ],
+)
+def test_degenerate_inputs(second: str, valid: bool) -> None:
+    f0 = _frame(WORLD_TO_F0, CARS0)
+    est = EgoMotionEstimator(EgoMotionConfig())
+    est.update(f0)
+    f1 = np.full_like(f0, 128) if second == "blank" else f0.copy()
+    ego = est.update(f1)
+    assert ego.valid is valid
+    assert np.allclose(ego.homography, np.eye(3), atol=1e-3)
+
+
+def test_blank_first_frame_then_texture() -> None:
+    est = EgoMotionEstimator(EgoMotionConfig())
+    est.update(np.zeros((H, W), np.uint8))
+    ego = est.update(_frame(WORLD_TO_F0, CARS0))
+    assert not ego.valid and np.array_equal(ego.homography, np.eye(3))
+
+
+def test_reset_and_bgr_input() -> None:
+    est = EgoMotionEstimator(EgoMotionConfig())
+    f0 = cv2.cvtColor(_frame(WORLD_TO_F0, CARS0), cv2.COLOR_GRAY2BGR)
+    est.update(f0)
+    est.reset()
+    assert est.update(f0).n_points == 0  # identity again after reset
+    h_true = CASES["translation"]
+    ego = est.update(cv2.cvtColor(_frame(h_true @ WORLD_TO_F0, CARS0), cv2.COLOR_GRAY2BGR))
+    assert ego.valid and abs(ego.homography[0, 2] - 7.3) < 0.2
+
+
+@pytest.mark.parametrize(("sx", "sy"), [(0.5, 0.5), (0.25, 0.25), (0.5, 0.4981)])
+def test_rescale_homography_matches_resize(sx: float, sy: float) -> None:
+    """A homography found on resized images, rescaled, equals the full-resolution one."""
+    h_full = _about_centre(deg=1.0, scale=1.01, tx=3.0)
+    s = scale_matrix(sx, sy)
+    h_small = s @ h_full @ np.linalg.inv(s)
+    assert np.allclose(rescale_homography(h_small, sx, sy), h_full / h_full[2, 2], atol=1e-9)
+    # pixel centres: full pixel (0, 0) lands at (0.5*s - 0.5) in the resized image
+    assert np.allclose(apply_homography_points(s, np.array([[0.0, 0.0]])), [[0.5 * sx - 0.5, 0.5 * sy - 0.5]])
+
+
+@pytest.mark.parametrize(
+    ("h", "ok"),
+    [
+        (np.eye(3), True),
+        (_about_centre(deg=5.0, scale=1.1, tx=40.0), True),
+        (_about_centre(scale=1.8), False),  # implausible zoom between two frames
+        (np.diag([-1.0, 1.0, 1.0]), False),  # mirror
+        (np.array([[1.0, 0, 0], [0, 1.0, 0], [5e-3, 0, 1.0]]), False),  # wild perspective
+        (np.full((3, 3), np.nan), False),
+    ],
+)
+def test_plausible_homography(h: np.ndarray, ok: bool) -> None:
+    assert plausible_homography(h) is ok
+
+
+def test_exclusion_mask_clears_boxes_and_border() -> None:
+    boxes = np.array([[100.0, 40.0, 160.0, 80.0], [-20.0, -20.0, 10.0, 10.0]])
+    mask = exclusion_mask((135, 256), boxes, (0.5, 0.5), border=3)
+    assert mask[30, 65] == 0 and mask[5, 5] == 0 and mask[1, 100] == 0  # box, box, border
+    assert mask[100, 200] == 255
+    pts = np.array([[120.0, 50.0], [300.0, 300.0]])
+    assert list(points_in_boxes(pts, boxes)) == [True, False]

@@ -1,0 +1,207 @@
+"""Detector: class tables, result conversion, weights errors, and a real run on a UAVDT frame."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from pipelines.config import ConfigError, DetectorConfig
+from pipelines.errors import WeightsError
+from pipelines.motion import detector as det_mod
+from pipelines.motion.detector import (
+    CANONICAL_CLASSES,
+    YoloDetector,
+    detections_from_result,
+    resolve_class_map,
+    resolve_weights,
+)
+
+COCO_NAMES = {
+    0: "person",
+    1: "bicycle",
+    2: "car",
+    3: "motorcycle",
+    4: "airplane",
+    5: "bus",
+    6: "train",
+    7: "truck",
+}
+VISDRONE_NAMES = [
+    "pedestrian",
+    "people",
+    "bicycle",
+    "car",
+    "van",
+    "truck",
+    "tricycle",
+    "awning-tricycle",
+    "bus",
+    "motor",
+]
+AERIAL_NAMES = ["car", "truck", "bus", "minibus", "cyclist"]
+AUAIR_NAMES = ["Human", "Car", "Truck", "Van", "Motorbike", "Bicycle", "Bus", "Trailer"]
+UAVDT_NAMES = ["car", "truck", "bus"]
+
+
+def fake_result(cls_ids: list[int]) -> SimpleNamespace:
+    """Stand-in for an ultralytics ``Results``: ``boxes.{xyxy, conf, cls}`` as numpy arrays."""
+    n = len(cls_ids)
+    xyxy = np.array([[10.0 * i, 5.0, 10.0 * i + 8, 9.0] for i in range(n)], dtype=np.float64).reshape(-1, 4)
+    boxes = SimpleNamespace(
+        xyxy=xyxy, conf=np.linspace(0.9, 0.5, n, dtype=np.float64), cls=np.array(cls_ids, dtype=np.float64)
+    )
+    return SimpleNamespace(boxes=boxes, names={})
+
+
+# model class ids in the result, table, expected canonical names (in order, unmapped dropped)
+TABLE_CASES = [
+    ("coco", [0, 2, 3, 5, 7, 9], ["car", "motorcycle", "bus", "truck"]),
+    ("visdrone", list(range(10)), ["car", "van", "truck", "bus", "motorcycle"]),
+    ("uavdt", [0, 1, 2], ["car", "truck", "bus"]),
+    ("aerial", [0, 1, 2, 3, 4], ["car", "truck", "bus", "van"]),
+    ("auair", list(range(8)), ["car", "truck", "van", "motorcycle", "bus"]),
+    ({4: "minibus", 7: "truck"}, [4, 5, 7], ["van", "truck"]),
+]
+
+
+@pytest.mark.parametrize(("table", "cls_ids", "expected"), TABLE_CASES)
+def test_class_tables_map_fake_result(table, cls_ids, expected) -> None:
+    class_map = resolve_class_map(table)
+    det = detections_from_result(fake_result(cls_ids), class_map)
+    assert list(det.data["class_name"]) == expected
+    assert [CANONICAL_CLASSES[c] for c in det.class_id] == expected
+    assert det.xyxy.dtype == np.float32 and det.xyxy.shape == (len(expected), 4)
+    assert det.confidence is not None and det.confidence.dtype == np.float32
+    kept = [c for c in cls_ids if c in class_map]
+    assert list(det.data["source_class_id"]) == kept
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (COCO_NAMES, {2: "car", 3: "motorcycle", 5: "bus", 7: "truck"}),
+        (VISDRONE_NAMES, {3: "car", 4: "van", 5: "truck", 8: "bus", 9: "motorcycle"}),
+        (AERIAL_NAMES, {0: "car", 1: "truck", 2: "bus", 3: "van"}),
+        (AUAIR_NAMES, {1: "car", 2: "truck", 3: "van", 4: "motorcycle", 6: "bus"}),
+        (UAVDT_NAMES, {0: "car", 1: "truck", 2: "bus"}),
+    ],
+)
+def test_auto_table_from_model_names(names, expected) -> None:
+    assert resolve_class_map("auto", names) == expected
+
+
+@pytest.mark.parametrize(
+    ("table", "names"), [("visdrone", VISDRONE_NAMES), ("aerial", AERIAL_NAMES), ("auair", AUAIR_NAMES)]
+)
+def test_builtin_table_agrees_with_auto(table, names) -> None:
+    assert resolve_class_map(table, names) == resolve_class_map("auto", names)
+
+
+def test_wrong_table_is_logged(caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="pipelines.motion.detector"):
+        resolve_class_map("visdrone", COCO_NAMES)
+    assert "does not match" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("spec", "names", "message"),
+    [
+        ("kitti", COCO_NAMES, "unknown detector class table"),
+        ({0: "pedestrian"}, None, "not a vehicle class"),
+        ({}, None, "empty"),
+        ("auto", {0: "person", 1: "dog"}, "none of the model's classes"),
+        ("auto", None, "carries no class names"),
+    ],
+)
+def test_class_map_errors(spec, names, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve_class_map(spec, names)
+
+
+def test_empty_and_all_dropped_results() -> None:
+    cmap = resolve_class_map("coco")
+    for res in (fake_result([]), fake_result([0, 1, 9]), SimpleNamespace(boxes=None)):
+        det = detections_from_result(res, cmap)
+        assert len(det) == 0 and det.xyxy.shape == (0, 4)
+        assert "class_name" in det.data
+
+
+# --------------------------------------------------------------------------------------------
+# weights
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["missing_file", "folder_without_xml", "none_and_empty_dir"])
+def test_missing_weights_error_names_path_and_fix(tmp_path: Path, kind: str) -> None:
+    weights_dir = tmp_path / "weights"
+    weights_dir.mkdir()
+    path: Path | None
+    if kind == "missing_file":
+        path = tmp_path / "nope.pt"
+    elif kind == "folder_without_xml":
+        path = tmp_path / "x_openvino_model"
+        path.mkdir()
+    else:
+        path = None
+    with pytest.raises(WeightsError) as err:
+        YoloDetector.from_config(DetectorConfig(weights=path), weights_dir=weights_dir)
+    msg = str(err.value)
+    assert str(path if path is not None else weights_dir) in msg
+    assert "--detector PATH" in msg and "weights" in msg
+    assert isinstance(err.value, FileNotFoundError)  # the CLI shows it as a user error
+
+
+@pytest.mark.parametrize("suffix", [".onnx", ".pt"])
+def test_unloadable_weights_raise_weights_error(tmp_path: Path, suffix: str) -> None:
+    bad = tmp_path / f"broken{suffix}"
+    bad.write_bytes(b"definitely not a model" * 8)
+    with pytest.raises(WeightsError, match="could not load detector weights"):
+        YoloDetector(bad)
+
+
+@pytest.mark.parametrize(
+    ("present", "expected"),
+    [
+        (
+            ["a.onnx", "airpatrol_vehicles_n.pt", "airpatrol_vehicles_n_openvino_model/m.xml"],
+            "airpatrol_vehicles_n_openvino_model",
+        ),
+        (["b.onnx", "a.pt", "notes.txt"], "a.pt"),
+        (["x_openvino_model/m.xml", "z.engine"], "x_openvino_model"),
+    ],
+)
+def test_default_weights_found_under_weights_dir(tmp_path: Path, present: list[str], expected: str) -> None:
+    for rel in present:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"x")
+    assert resolve_weights(None, tmp_path) == tmp_path / expected
+
+
+class FakeYOLO:
+    """Records the predict() arguments; returns one fake result."""
+
+    def __init__(self) -> None:
+        self.names = COCO_NAMES
+        self.calls: list[dict] = []
+        self.predictor = SimpleNamespace(imgsz=[640, 640])
+
+    def predict(self, image, **kwargs):
+        self.calls.append(kwargs)
+        return [fake_result([2, 0, 7])]
+
+
+def test_adapter_restricts_classes_and_ignores_half_on_cpu(tmp_path: Path, monkeypatch) -> None:
+    weights = tmp_path / "model.pt"
+    weights.write_bytes(b"x")
+    fake = FakeYOLO()
+    monkeypatch.setattr(det_mod.YoloDetector, "_load", lambda self, path: fake)
+    det = YoloDetector(weights, classes="auto", imgsz=640, half=True, device="cpu", conf=0.3, max_det=50)
+    out = det(np.zeros((32, 32, 3), dtype=np.uint8))
+    call = fake.calls[-1]
+    assert call["classes"] == [2, 3, 5, 7]
+    assert call["half"] is False and call["conf"] == 0.3 and call["max_det"] == 50
+    assert list(out.data["class_name"]) == ["car", "truck"]

@@ -1,0 +1,166 @@
+"""Tracker: ids survive a panning / rotating / zooming camera when boxes are ego-compensated."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import supervision as sv
+
+from pipelines.config import TrackerConfig
+from pipelines.geometry import apply_homography
+from pipelines.motion.tracker import (
+    Tracker,
+    _warp_xyah_kalman,
+    _warp_xyxy_kalman,
+    jacobians,
+    map_boxes,
+    needs_reanchor,
+)
+from pipelines.types import EgoMotion
+
+BACKENDS = ["trackers", "supervision"]
+W, H = 1024, 540
+# Three small vehicles (24 x 12 px) in stabilised ground coordinates, moving 1 px/frame.
+WORLD0 = np.array([[300, 200, 324, 212], [500, 260, 524, 272], [700, 300, 724, 312]], dtype=np.float64)
+
+
+def _translation(dx: float, dy: float) -> np.ndarray:
+    return np.array([[1.0, 0, dx], [0, 1.0, dy], [0, 0, 1]])
+
+
+def _about_centre(deg: float, scale: float, tx: float = 0.0) -> np.ndarray:
+    a = np.vstack([cv2.getRotationMatrix2D((W / 2, H / 2), deg, scale), [0, 0, 1]])
+    a[0, 2] += tx
+    return a
+
+
+def _image_boxes(world_to_image: np.ndarray, world_boxes: np.ndarray) -> np.ndarray:
+    """What a detector sees: the axis-aligned hull of each (rotated, scaled) vehicle."""
+    out = []
+    for x1, y1, x2, y2 in world_boxes:
+        c = apply_homography(world_to_image, np.array([[x1, y1], [x2, y1], [x2, y2], [x1, y2]]))
+        out.append([*c.min(axis=0), *c.max(axis=0)])
+    return np.array(out)
+
+
+def _detections(xyxy: np.ndarray) -> sv.Detections:
+    n = len(xyxy)
+    det = sv.Detections(
+        xyxy=xyxy.astype(np.float32), confidence=np.full(n, 0.9, np.float32), class_id=np.zeros(n, dtype=int)
+    )
+    det.data = {"class_name": np.array(["car"] * n), "row": np.arange(n)}
+    return det
+
+
+def _run(
+    backend: str, step: np.ndarray, frames: int, compensate: bool
+) -> tuple[list[tuple[int, ...]], Tracker]:
+    """Camera moves by ``step`` (previous -> current homography) every frame."""
+    trk = Tracker(TrackerConfig(), backend=backend)
+    world_to_image = np.eye(3)
+    history = []
+    for k in range(frames):
+        world = WORLD0 + np.array([k, 0, k, 0], dtype=np.float64)
+        det = _detections(_image_boxes(world_to_image, world))
+        ego = EgoMotion(step) if compensate and k > 0 else EgoMotion.identity()
+        out = trk.update(det, ego)
+        # boxes come back in current image coordinates, data preserved, in input order
+        assert np.array_equal(out.xyxy, det.xyxy[out.data["row"]])
+        assert list(out.data["row"]) == sorted(out.data["row"])
+        history.append(tuple(int(i) for i in out.tracker_id))
+        world_to_image = step @ world_to_image
+    return history, trk
+
+
+def _stable_frames(history: list[tuple[int, ...]]) -> int:
+    """Frames whose three ids equal the previous frame's three ids."""
+    return sum(1 for a, b in zip(history, history[1:], strict=False) if len(a) == 3 and a == b)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pan_25px_per_frame_keeps_ids_only_when_compensated(backend: str) -> None:
+    pan = _translation(-25.0, 0.0)
+    frames = 20
+    comp, _ = _run(backend, pan, frames, compensate=True)
+    assert len(set(comp[2:])) == 1 and len(comp[-1]) == 3  # one id set from frame 2 on
+    assert len(set(comp[-1])) == 3 and min(comp[-1]) >= 1
+    assert _stable_frames(comp) >= frames - 3
+
+    plain, _ = _run(backend, pan, frames, compensate=False)  # an uncompensated IoU tracker
+    assert _stable_frames(plain) == 0  # boxes jump 24 px (their own width) per frame: no association
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("step", "min_reanchors"),
+    [
+        (_about_centre(2.0, 1.0), 0),  # 2 deg/frame: 120 deg in total, no drift in scale
+        (_about_centre(0.0, 1.02), 1),  # 1.02 zoom/frame: scale 3.2 after 60 frames -> re-anchored
+        (_about_centre(1.0, 0.985, tx=-6.0), 1),
+    ],
+)
+def test_rotation_and_zoom_with_reanchoring(backend: str, step: np.ndarray, min_reanchors: int) -> None:
+    history, trk = _run(backend, step, 60, compensate=True)
+    assert trk.reanchor_count >= min_reanchors
+    assert len(set(history[2:])) == 1 and len(history[-1]) == 3
+
+
+@pytest.mark.parametrize(
+    "g",
+    [
+        _translation(40.0, -7.0),
+        _about_centre(30.0, 1.0),
+        _about_centre(-10.0, 1.7, tx=25.0),
+        np.array([[1.0, 0.02, 5.0], [0.0, 1.0, 3.0], [2e-4, 1e-4, 1.0]]),
+    ],
+)
+def test_kalman_state_warps_like_the_boxes(g: np.ndarray) -> None:
+    box = np.array([400.0, 200.0, 440.0, 220.0])
+    vel = np.array([2.0, 1.0, 2.0, 1.0])  # centre moving (2, 1) px/frame, constant size
+    state = np.concatenate([box, vel])[None]
+    cov = np.eye(8)[None]
+    new, new_cov = _warp_xyxy_kalman(state, cov, g)
+    assert np.allclose(new[0, :4], map_boxes(g, box[None])[0], atol=1e-9)
+    jac = jacobians(g, np.array([[420.0, 210.0]]))[0]
+    assert np.allclose(0.5 * (new[0, 4:6] + new[0, 6:8]), jac @ [2.0, 1.0], atol=1e-9)
+    assert np.all(np.linalg.eigvalsh(new_cov[0]) > 0)
+
+    xyah = np.array([420.0, 210.0, 2.0, 20.0, 2.0, 1.0, 0.0, 0.0])
+    mean, cov2 = _warp_xyah_kalman(xyah, np.eye(8), g)
+    ref = map_boxes(g, box[None])[0]
+    assert np.allclose(mean[:2], 0.5 * (ref[:2] + ref[2:]), atol=1e-9)
+    assert np.isclose(mean[3], ref[3] - ref[1]) and mean[2] == 2.0
+    assert np.allclose(mean[4:6], jac @ [2.0, 1.0], atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("h", "reason"),
+    [
+        (np.eye(3), None),
+        (_translation(1e5, -3e4), None),  # long pans alone are fine
+        (_about_centre(170.0, 1.0), None),  # so is rotation
+        (_about_centre(0.0, 2.2), "zoom"),
+        (np.array([[1.4, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]), "shear"),
+        (np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [4e-4, 0.0, 1.0]]), "perspective"),
+        (np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [-1.5e-3, 0.0, 1.0]]), "horizon"),
+        (np.diag([-1.0, 1.0, 1.0]), "flip"),
+        (np.full((3, 3), np.nan), "degenerate"),
+    ],
+)
+def test_needs_reanchor(h: np.ndarray, reason: str | None) -> None:
+    got = needs_reanchor(h, (W, H))
+    assert (got is None) if reason is None else (got is not None and reason in got)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_frames_and_missing_confidence(backend: str) -> None:
+    trk = Tracker(TrackerConfig(), backend=backend)
+    empty = trk.update(sv.Detections.empty(), EgoMotion.identity())
+    assert len(empty) == 0 and empty.tracker_id is not None
+    det = sv.Detections(xyxy=WORLD0.astype(np.float32), class_id=np.zeros(3, dtype=int))
+    for _ in range(3):
+        out = trk.update(det, EgoMotion.identity())
+    assert sorted(out.tracker_id) == [1, 2, 3]
+    assert len(trk.update(sv.Detections.empty(), EgoMotion.identity())) == 0
+    assert len(trk.update(det, None)) == 3  # the lost tracks come back with their ids

@@ -1,0 +1,422 @@
+"""Base layer: detection filter, mask scheduling / warping / polygon modes, U-Net segmenter and weights."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import supervision as sv
+import torch
+from shared_material import shared_path
+
+from pipelines.base_layer import (
+    CHECKPOINT_FORMAT,
+    RoadMaskLayer,
+    RoadSegmenter,
+    UNetSegmenter,
+    build_unet,
+    filter_by_mask,
+    homography_displacement_px,
+    load_unet,
+    lower_half_overlap,
+    preprocess,
+    read_checkpoint,
+    round_input_size,
+    save_checkpoint,
+    threshold_and_dilate,
+)
+from pipelines.config import RoadConfig
+from pipelines.errors import WeightsError
+from pipelines.types import EgoMotion, Frame
+
+W, H = 160, 120
+
+
+def translation(dx: float, dy: float) -> np.ndarray:
+    return np.array([[1.0, 0.0, dx], [0.0, 1.0, dy], [0.0, 0.0, 1.0]])
+
+
+def make_frame(index: int, w: int = W, h: int = H, t: float | None = None) -> Frame:
+    return Frame(
+        index=index, timestamp_s=index / 30.0 if t is None else t, image=np.zeros((h, w, 3), np.uint8)
+    )
+
+
+class FixedSegmenter:
+    """Returns a fixed probability map and counts its calls."""
+
+    def __init__(self, prob: np.ndarray) -> None:
+        self.prob = prob.astype(np.float32)
+        self.calls = 0
+
+    def __call__(self, image_bgr: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        assert image_bgr.shape[:2] == self.prob.shape
+        return self.prob.copy()
+
+
+def band(x0: int, x1: int, w: int = W, h: int = H) -> np.ndarray:
+    prob = np.zeros((h, w), np.float32)
+    prob[:, x0:x1] = 1.0
+    return prob
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """On the shared 2-core machine two intra-op threads spin against other jobs (10-20x slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_unet() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return build_unet("resnet18").eval()
+
+
+# ------------------------------------------------------------------------------------------
+# filter_by_mask
+# ------------------------------------------------------------------------------------------
+
+ROAD = np.zeros((100, 100), bool)
+ROAD[60:, :] = True  # road: rows 60..99
+
+
+@pytest.mark.parametrize(
+    "box, min_overlap, kept",
+    [
+        ((10, 70, 30, 90), 0.3, True),  # entirely on the road
+        ((10, 20, 30, 40), 0.3, False),  # entirely off
+        ((10, 40, 30, 80), 0.3, True),  # lower half rows 60..80: all road
+        ((10, 20, 30, 80), 0.3, True),  # lower half rows 50..80: 20 of 30 rows on road
+        ((10, 20, 30, 80), 0.7, False),  # ... 0.67 < 0.7
+        ((10, 30, 30, 70), 0.5, True),  # lower half rows 50..70: exactly half
+        ((10, 30, 30, 70), 0.51, False),
+        ((10, 0, 30, 58), 0.3, False),  # upper-half bottom just above the road
+        ((90, 70, 130, 90), 0.9, True),  # half outside the image: the clipped part counts
+        ((150, 150, 170, 170), 0.1, False),  # completely outside the image
+        ((10, 20, 30, 40), 0.0, True),  # min_overlap 0 keeps everything
+    ],
+)
+def test_filter_by_mask_table(box: tuple, min_overlap: float, kept: bool) -> None:
+    det = sv.Detections(
+        xyxy=np.array([box], float), tracker_id=np.array([7]), data={"class_name": np.array(["car"])}
+    )
+    out = filter_by_mask(det, ROAD, min_overlap)
+    assert len(out) == int(kept)
+    if kept:
+        assert out.tracker_id.tolist() == [7] and out.data["class_name"].tolist() == ["car"]
+
+
+def test_filter_by_mask_none_and_empty_are_unchanged() -> None:
+    det = sv.Detections(xyxy=np.array([[0, 0, 10, 10]], float))
+    assert filter_by_mask(det, None, 0.9) is det
+    empty = sv.Detections.empty()
+    assert len(filter_by_mask(empty, ROAD, 0.3)) == 0
+
+
+def test_filter_by_mask_keeps_order_and_data_of_survivors() -> None:
+    boxes = np.array([[10, 70, 30, 90], [10, 20, 30, 40], [40, 62, 60, 99]], float)
+    det = sv.Detections(
+        xyxy=boxes, tracker_id=np.array([1, 2, 3]), data={"class_name": np.array(["a", "b", "c"])}
+    )
+    out = filter_by_mask(det, ROAD.astype(np.uint8) * 255, 0.5)
+    assert out.tracker_id.tolist() == [1, 3]
+    assert out.data["class_name"].tolist() == ["a", "c"]
+
+
+def test_lower_half_overlap_matches_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    mask = rng.random((90, 130)) > 0.6
+    x0 = rng.uniform(-20, 140, 200)
+    y0 = rng.uniform(-20, 100, 200)
+    boxes = np.column_stack([x0, y0, x0 + rng.uniform(1, 40, 200), y0 + rng.uniform(1, 40, 200)])
+    got = lower_half_overlap(boxes, mask)
+    for (bx0, by0, bx1, by1), g in zip(boxes, got, strict=True):
+        xa, xb = int(np.clip(np.floor(bx0), 0, 130)), int(np.clip(np.ceil(bx1), 0, 130))
+        ya, yb = int(np.clip(np.floor((by0 + by1) / 2), 0, 90)), int(np.clip(np.ceil(by1), 0, 90))
+        patch = mask[ya:yb, xa:xb]
+        assert g == pytest.approx(patch.mean() if patch.size else 0.0)
+
+
+# ------------------------------------------------------------------------------------------
+# pure helpers
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "h, expected",
+    [
+        (np.eye(3), 0.0),
+        (translation(3.0, 4.0), 5.0),
+        (translation(-90.0, 0.0), 90.0),
+        (np.array([[1.1, 0, 0], [0, 1.1, 0], [0, 0, 1]]), 0.1 * np.hypot(W - 1, H - 1)),  # zoom about (0, 0)
+    ],
+)
+def test_homography_displacement_px(h: np.ndarray, expected: float) -> None:
+    assert homography_displacement_px(h, W, H) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "size, expected",
+    [((512, 288), (512, 288)), ((500, 280), (512, 288)), ((10, 33), (32, 64)), ((1024, 576), (1024, 576))],
+)
+def test_round_input_size(size: tuple[int, int], expected: tuple[int, int]) -> None:
+    assert round_input_size(size) == expected
+
+
+@pytest.mark.parametrize("dilate_px", [0, 1, 3, 6])
+def test_threshold_and_dilate(dilate_px: int) -> None:
+    prob = np.zeros((31, 31), np.float32)
+    prob[15, 15] = 0.9
+    prob[0, 0] = 0.4  # below the threshold
+    mask = threshold_and_dilate(prob, 0.5, dilate_px)
+    d = dilate_px
+    assert mask.dtype == np.uint8 and mask[0, 0] == 0
+    assert mask[15, 15 + d] == mask[15 - d, 15] == 1  # grown by d along the axes
+    assert mask[15, 16 + d] == mask[14 - d, 15] == 0  # ... and no further
+    assert d == 0 or mask[15 + d, 15 + d] == 0  # round, not square
+    assert int(mask.sum()) <= (2 * d + 1) ** 2
+
+
+def test_preprocess_normalises_imagenet_rgb() -> None:
+    img = np.zeros((10, 20, 3), np.uint8)
+    img[..., 2] = 255  # red in BGR
+    x = preprocess(img, (64, 32))
+    assert x.shape == (1, 3, 32, 64) and x.dtype == np.float32
+    assert x[0, 0].mean() == pytest.approx((1.0 - 0.485) / 0.229, rel=1e-5)  # R channel first
+    assert x[0, 2].mean() == pytest.approx((0.0 - 0.406) / 0.225, rel=1e-5)
+
+
+# ------------------------------------------------------------------------------------------
+# RoadMaskLayer
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "every_n, indices, motion_px, invalid_at, expected_runs, early_gap",
+    [
+        (5, range(12), 0.0, (), [0, 5, 10], 1),
+        (1, range(4), 0.0, (), [0, 1, 2, 3], 1),
+        (100, range(10), 30.0, (), [0, 3, 6, 9], 1),  # 90 px accumulated > 80 px threshold
+        (100, range(10), 20.0, (), [0, 5], 1),  # 100 px after 5 frames
+        (4, range(10), 30.0, (), [0, 3, 6, 9], 1),  # motion comes before the schedule
+        (10, range(8), 0.0, (4,), [0, 4], 1),  # ego-motion lost -> re-segment
+        (10, range(9), 0.0, (4, 5, 6, 7, 8), [0, 4, 5, 6, 7, 8], 1),  # ... on every frame it stays lost
+        (10, range(9), 0.0, (4, 5, 6, 7, 8), [0, 4, 7], 3),  # ... unless early runs are spaced
+        (100, range(10), 30.0, (), [0, 4, 8], 4),  # motion too
+        (5, [0, 2, 4, 7, 9, 11, 12], 0.0, (), [0, 7, 12], 1),  # dropped frames: by frame index
+    ],
+)
+def test_mask_schedule(
+    every_n: int, indices, motion_px: float, invalid_at: tuple, expected_runs: list[int], early_gap: int
+) -> None:
+    seg = FixedSegmenter(band(40, 80))
+    cfg = RoadConfig(every_n_frames=every_n, motion_threshold_px=80.0, dilate_px=0)
+    layer = RoadMaskLayer(cfg, seg, min_early_gap_frames=early_gap)
+    runs = []
+    for i in indices:
+        ego = EgoMotion(translation(motion_px, 0.0), valid=i not in invalid_at)
+        mask = layer.update(make_frame(i), ego)
+        assert mask is not None and mask.shape == (H, W) and mask.dtype == bool
+        if layer.last_run_frame == i and (not runs or runs[-1] != i):
+            runs.append(i)
+    assert runs == expected_runs
+    assert seg.calls == len(expected_runs) == layer.n_runs
+    assert layer.status == f"unet every {every_n} frames"
+
+
+def test_mask_is_warped_by_accumulated_homography_without_rounding_drift() -> None:
+    seg = FixedSegmenter(band(40, 60))
+    layer = RoadMaskLayer(RoadConfig(every_n_frames=1000, motion_threshold_px=1000.0, dilate_px=0), seg)
+    first = layer.update(make_frame(0), EgoMotion.identity())
+    assert np.array_equal(np.flatnonzero(first[0]), np.arange(40, 60))
+    # 0.4 px per frame: one nearest warp per frame would never move; the accumulated one moves 2 px after 5
+    for i in range(1, 6):
+        mask = layer.update(make_frame(i), EgoMotion(translation(0.4, 0.0)))
+    assert np.array_equal(np.flatnonzero(mask[0]), np.arange(42, 62))
+    for i in range(6, 11):
+        mask = layer.update(make_frame(i), EgoMotion(translation(-3.0, 2.0)))
+    rows = np.flatnonzero(mask.any(axis=1))
+    assert np.array_equal(np.flatnonzero(mask[H - 1]), np.arange(27, 47))
+    assert rows.min() == 10  # the 10 rows scrolled in at the top were never segmented
+    assert seg.calls == 1
+
+
+def test_mask_layer_threshold_and_dilation_applied() -> None:
+    prob = np.zeros((H, W), np.float32)
+    prob[60, 80] = 0.8
+    prob[10, 10] = 0.3
+    layer = RoadMaskLayer(RoadConfig(threshold=0.5, dilate_px=2), FixedSegmenter(prob))
+    mask = layer.update(make_frame(0), EgoMotion.identity())
+    assert mask[60, 80] and mask[62, 80] and not mask[63, 80] and not mask[10, 10]
+
+
+def test_mask_layer_reruns_when_frame_size_changes() -> None:
+    layer = RoadMaskLayer(RoadConfig(every_n_frames=100), lambda img: np.ones(img.shape[:2], np.float32))
+    assert layer.update(make_frame(0), EgoMotion.identity()).shape == (H, W)
+    assert layer.update(make_frame(1, w=80, h=60), EgoMotion.identity()).shape == (60, 80)
+    assert layer.n_runs == 2
+
+
+LEFT = np.zeros((H, W), np.float32)
+LEFT[:, : W // 2] = 1.0
+POLY_TOP = [(0.0, 0.0), (W - 1.0, 0.0), (W - 1.0, H / 2 - 1), (0.0, H / 2 - 1)]
+TOP_M = np.zeros((H, W), bool)
+TOP_M[: H // 2, :] = True
+LEFT_M = LEFT > 0
+
+
+@pytest.mark.parametrize(
+    "polygon, mode, with_segmenter, enabled, expected, status, calls",
+    [
+        (POLY_TOP, "override", True, True, TOP_M, "polygon only", 0),
+        (POLY_TOP, "union", True, True, TOP_M | LEFT_M, "unet every 30 frames, union polygon", 1),
+        (POLY_TOP, "intersect", True, True, TOP_M & LEFT_M, "unet every 30 frames, intersect polygon", 1),
+        (None, "union", True, True, LEFT_M, "unet every 30 frames", 1),
+        (POLY_TOP, "union", False, True, TOP_M, "polygon only", 0),
+        (POLY_TOP, "intersect", False, True, TOP_M, "polygon only", 0),
+        (None, "union", False, True, None, "disabled: no road weights", 0),
+        (POLY_TOP, "union", True, False, None, "disabled in config", 0),
+    ],
+)
+def test_polygon_modes(polygon, mode, with_segmenter, enabled, expected, status, calls) -> None:
+    seg = FixedSegmenter(LEFT)
+    cfg = RoadConfig(polygon=polygon, polygon_mode=mode, dilate_px=0, enabled=enabled)
+    layer = RoadMaskLayer(cfg, seg if with_segmenter else None)
+    assert layer.status == status
+    mask = layer.update(make_frame(0), EgoMotion.identity())
+    if expected is None:
+        assert mask is None and not layer.enabled
+    else:
+        assert mask.dtype == bool and np.array_equal(mask, expected)
+    assert seg.calls == calls
+
+
+# ------------------------------------------------------------------------------------------
+# UNetSegmenter with a real (untrained) smp U-Net, and a non-torch backend
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("frame_wh, input_size", [((100, 80), (64, 64)), ((90, 50), (70, 40))])
+def test_unet_segmenter_shapes(tiny_unet: torch.nn.Module, frame_wh: tuple, input_size: tuple) -> None:
+    seg = UNetSegmenter(tiny_unet, input_size=input_size)
+    assert isinstance(seg, RoadSegmenter)
+    img = np.random.default_rng(0).integers(0, 255, (frame_wh[1], frame_wh[0], 3), dtype=np.uint8)
+    prob = seg(img)
+    assert prob.shape == (frame_wh[1], frame_wh[0]) and prob.dtype == np.float32
+    assert np.all((prob >= 0) & (prob <= 1))
+    layer = RoadMaskLayer(RoadConfig(every_n_frames=2), seg)
+    mask = layer.update(Frame(0, 0.0, img), EgoMotion.identity())
+    assert mask.shape == prob.shape and mask.dtype == bool
+
+
+def test_unet_segmenter_accepts_any_logits_backend() -> None:
+    calls = []
+
+    def backend(batch: np.ndarray) -> np.ndarray:  # e.g. an ONNX Runtime or OpenVINO session
+        calls.append(batch.shape)
+        logits = np.full((1, 1, batch.shape[2], batch.shape[3]), -4.0, np.float32)
+        logits[..., : batch.shape[3] // 2] = 4.0
+        return logits
+
+    prob = UNetSegmenter(backend, input_size=(64, 32))(np.zeros((60, 120, 3), np.uint8))
+    assert calls == [(1, 3, 32, 64)]
+    assert prob.shape == (60, 120) and prob[:, :50].min() > 0.98 and prob[:, 70:].max() < 0.02
+
+    with pytest.raises(ValueError, match="logits"):
+        UNetSegmenter(lambda b: np.zeros((1, 2, 32, 64), np.float32), (64, 32))(
+            np.zeros((60, 120, 3), np.uint8)
+        )
+
+
+# ------------------------------------------------------------------------------------------
+# Checkpoints
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory, tiny_unet: torch.nn.Module) -> dict:
+    d = tmp_path_factory.mktemp("weights")
+    ckpt = save_checkpoint(d / "road.pt", tiny_unet, "resnet18", (64, 64), extra={"val_iou": 0.5})
+    bare = d / "bare.pth"
+    torch.save({f"module.{k}": v for k, v in tiny_unet.state_dict().items()}, bare)
+    return {"ckpt": ckpt, "bare": bare, "dir": d}
+
+
+@pytest.mark.parametrize("which", ["ckpt", "bare"])
+def test_load_unet_round_trip(saved: dict, tiny_unet: torch.nn.Module, which: str) -> None:
+    model = load_unet(saved[which], "resnet18")
+    assert not model.training
+    x = torch.from_numpy(preprocess(np.full((64, 64, 3), 90, np.uint8), (64, 64)))
+    with torch.inference_mode():
+        assert torch.allclose(model(x), tiny_unet(x))
+
+
+def test_checkpoint_metadata(saved: dict) -> None:
+    obj = torch.load(saved["ckpt"], weights_only=True)
+    assert obj["format"] == CHECKPOINT_FORMAT and obj["encoder"] == "resnet18"
+    ck = read_checkpoint(saved["ckpt"])
+    assert ck.encoder == "resnet18" and ck.input_size == (64, 64) and ck.extra == {"val_iou": 0.5}
+    assert read_checkpoint(saved["bare"]).encoder is None
+
+
+@pytest.mark.parametrize(
+    "which, encoder, match",
+    [
+        ("missing", "resnet18", "not found: .*nope.pt"),
+        ("ckpt", "resnet34", "trained with encoder 'resnet18'.*road.encoder: resnet18"),
+        ("bare", "resnet34", "expects encoder 'resnet18'"),
+        ("garbage", "resnet18", "cannot read"),
+    ],
+)
+def test_load_unet_errors(saved: dict, which: str, encoder: str, match: str) -> None:
+    path = {"missing": saved["dir"] / "nope.pt", "garbage": saved["dir"] / "garbage.pt"}.get(
+        which, saved.get(which)
+    )
+    if which == "garbage":
+        path.write_bytes(b"not a torch file")
+    with pytest.raises(WeightsError, match=match):
+        load_unet(path, encoder)
+
+
+# ------------------------------------------------------------------------------------------
+# Real aerial tile (Massachusetts Roads): runs end to end on 1500 x 1500 (shape / dtype only)
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.shared
+def test_unet_on_massachusetts_tile(tiny_unet: torch.nn.Module) -> None:
+    images = sorted(shared_path("massachusetts_roads_subset", "images").glob("*.png"))
+    assert images, "no tiles in massachusetts_roads_subset/images"
+    img = cv2.imread(str(images[0]), cv2.IMREAD_COLOR)
+    truth = cv2.imread(str(images[0].parent.parent / "masks" / images[0].name), cv2.IMREAD_GRAYSCALE)
+    assert img.shape == (1500, 1500, 3) and truth.shape == (1500, 1500)
+    seg = UNetSegmenter(tiny_unet, input_size=(256, 256))
+    layer = RoadMaskLayer(RoadConfig(every_n_frames=2, dilate_px=3), seg)
+    masks = [layer.update(Frame(i, i / 30, img), EgoMotion(translation(2.0 * i, 0.0))) for i in range(3)]
+    assert all(m.shape == (1500, 1500) and m.dtype == bool for m in masks)
+    assert layer.n_runs == 2  # frames 0 and 2; frame 1 is the warped mask
+    det = sv.Detections(xyxy=np.array([[700, 700, 720, 712], [10, 10, 20, 20]], float))
+    assert len(filter_by_mask(det, masks[-1], 0.3)) <= 2
+
+
+def test_openvino_backend_matches_torch_and_is_used_by_the_segmenter():
+    import segmentation_models_pytorch as smp
+
+    from pipelines.base_layer import OpenVINOBackend, TorchBackend, UNetSegmenter, preprocess
+
+    torch.manual_seed(0)
+    model = smp.Unet("resnet18", encoder_weights=None, classes=1).eval()
+    image = np.random.default_rng(0).integers(0, 255, (180, 320, 3), dtype=np.uint8)
+    batch = preprocess(image, (128, 96))
+    ref = TorchBackend(model)(batch)
+    exact = OpenVINOBackend(model, (128, 96), precision="f32")(batch)
+    assert exact.shape == ref.shape == (1, 1, 96, 128)
+    np.testing.assert_allclose(exact, ref, atol=1e-4)
+    fast = OpenVINOBackend(model, (128, 96))(batch)  # bf16 where the CPU has it
+    assert np.mean((fast > 0) == (ref > 0)) > 0.97, "thresholded masks agree"
+    prob = UNetSegmenter(OpenVINOBackend(model, (128, 96)), input_size=(128, 96))(image)
+    assert prob.shape == (180, 320) and 0.0 <= prob.min() <= prob.max() <= 1.0

@@ -1,0 +1,163 @@
+"""`airpatrol process` / `bench` end to end, and what a user sees on bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from airpatrol.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "airpatrol.cli", *args], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
+
+
+@pytest.mark.shared
+def test_process_real_uavdt_clip_with_coco_int8(tmp_path, uavdt_clip, coco_openvino):
+    out = tmp_path / "run"
+    code = main(
+        [
+            "process",
+            str(uavdt_clip / "demo_M1303.mp4"),
+            "--detector",
+            str(coco_openvino),
+            "--classes",
+            "coco",
+            "--imgsz",
+            "640",
+            "--altitude",
+            "60",
+            "--pitch",
+            "-60",
+            "--camera",
+            "dji_mavic_3",
+            "--max-frames",
+            "45",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    tracks = [line.split(",") for line in (out / "tracks.txt").read_text().splitlines()]
+    assert len(tracks) > 100
+    assert {int(t[0]) for t in tracks} <= set(range(1, 46))
+    assert len({t[1] for t in tracks}) >= 5, "several vehicles tracked"
+    with (out / "speeds.csv").open() as fh:
+        speeds = [float(r["speed_kmh"]) for r in csv.DictReader(fh) if r["speed_kmh"]]
+    assert len(speeds) > 20
+    assert 0 <= np.median(speeds) < 120, "urban traffic speeds"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["frames"] == 45
+    assert summary["pipeline"]["road_mask"] == "unet every 30 frames"  # the shipped road U-Net
+    assert (out / "annotated.mp4").stat().st_size > 10_000
+    assert isinstance(json.loads((out / "violations.json").read_text()), list)
+
+
+@pytest.mark.shared
+def test_bench_prints_per_stage_ms(uavdt_clip, coco_openvino):
+    res = run_cli(
+        "bench",
+        str(uavdt_clip / "demo_M1303.mp4"),
+        "--detector",
+        str(coco_openvino),
+        "--classes",
+        "coco",
+        "--max-frames",
+        "20",
+        "--warmup",
+        "5",
+        "--quiet",
+        "--altitude",
+        "60",
+        "--camera",
+        "mavic 3",
+    )
+    assert res.returncode == 0, res.stderr
+    for stage in ("decode", "detect", "flow", "track", "speed", "end-to-end"):
+        assert stage in res.stdout
+    assert "cores" in res.stdout, "the machine is named"
+
+
+def _corrupt_video(tmp_path: Path) -> Path:
+    path = tmp_path / "corrupt.mp4"
+    path.write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 40)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make_args", "message"),
+    [
+        (lambda t: ["process", str(_corrupt_video(t))], "corrupt.mp4"),
+        (lambda t: ["process", str(t / "missing.mp4")], "missing.mp4"),
+        (
+            lambda t: ["process", str(_tiny_video(t / "v.mp4")), "--detector", str(t / "none.onnx")],
+            "none.onnx",
+        ),
+        (lambda t: ["process", "x.mp4", "--altitude", "-3"], "altitude"),
+        (lambda t: ["process", "x.mp4", "--camera", "toaster"], "unknown camera"),
+        (lambda t: ["process", "x.mp4", "--config", str(t / "nope.yaml")], "nope.yaml"),
+        (lambda t: ["process", "x.mp4", "--imgsz", "-5"], "detector.imgsz"),
+        (lambda t: ["process", "x.mp4", "--max-frames", "0"], "--max-frames"),
+        (lambda t: ["bench", "x.mp4", "--fps", "0"], "--fps"),
+    ],
+    ids=[
+        "corrupt-video",
+        "missing-video",
+        "missing-weights",
+        "absurd-altitude",
+        "unknown-camera",
+        "missing-config",
+        "negative-imgsz",
+        "zero-frames",
+        "zero-fps",
+    ],
+)
+def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path, make_args, message):
+    res = run_cli(*make_args(tmp_path))
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr
+    assert "error:" in res.stderr
+    assert message in res.stderr
+    errors = [line for line in res.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and message in errors[0], res.stderr  # the reason is on the error line
+
+
+def test_absurd_srt_altitude_is_rejected_clearly(tmp_path):
+    srt = tmp_path / "bad.SRT"
+    srt.write_text(
+        '1\n00:00:00,000 --> 00:00:00,033\n<font size="28">FrameCnt: 1, DiffTime: 33ms\n'
+        "2025-01-01 10:00:00.000\n[focal_len: 24.00] [latitude: 37.1] [longitude: 126.1] "
+        "[rel_alt: 90000.000 abs_alt: 90010.000] </font>\n"
+    )
+    video = tmp_path / "v.mp4"
+    _tiny_video(video)
+    res = run_cli("process", str(video), "--srt", str(srt), "--detector", str(tmp_path / "w.onnx"))
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    assert "altitude" in res.stderr.lower() or "telemetry" in res.stderr.lower()
+
+
+def _tiny_video(path: Path) -> Path:
+    import av
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("mpeg4", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+        for i in range(5):
+            frame = av.VideoFrame.from_ndarray(np.full((64, 64, 3), i * 40, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path

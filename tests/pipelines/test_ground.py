@@ -1,0 +1,106 @@
+"""Per-frame ground model: overrides > telemetry > logged fallback; never a guessed scale."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from pipelines.camera import get_profile
+from pipelines.config import CameraConfig, ConfigError
+from pipelines.ground import GroundModel
+from pipelines.types import Frame, Telemetry
+
+IMG = np.zeros((540, 960, 3), np.uint8)
+
+
+def frame(tel: Telemetry | None) -> Frame:
+    return Frame(index=0, timestamp_s=0.0, image=IMG, telemetry=tel)
+
+
+MAVIC3 = get_profile("dji_mavic_3")
+
+
+@pytest.mark.parametrize(
+    ("cfg", "tel", "altitude", "pitch", "fx"),
+    [
+        # telemetry only; 24 mm equivalent -> the Mavic 3's real 12.29 mm (within rounding of the crop factor)
+        (
+            CameraConfig(name="mavic 3"),
+            Telemetry(0.0, altitude_m=100.0, gimbal_pitch_deg=-90.0, focal_length_35mm=24.0),
+            100.0,
+            -90.0,
+            pytest.approx(12.29 * 960 / 17.3, rel=0.01),
+        ),
+        # overrides win over telemetry
+        (
+            CameraConfig(name="dji_mavic_3", altitude_m=50.0, pitch_deg=-60.0),
+            Telemetry(0.0, altitude_m=100.0, gimbal_pitch_deg=-90.0),
+            50.0,
+            -60.0,
+            pytest.approx(12.29 * 960 / 17.3),
+        ),
+        # camera named by telemetry, no pitch anywhere -> default pitch (logged)
+        (
+            CameraConfig(),
+            Telemetry(0.0, altitude_m=80.0, camera="Mavic 3"),
+            80.0,
+            -90.0,
+            pytest.approx(12.29 * 960 / 17.3),
+        ),
+        # digital zoom narrows the field of view
+        (
+            CameraConfig(name="mavic 3"),
+            Telemetry(0.0, altitude_m=80.0, gimbal_pitch_deg=-90.0, digital_zoom=2.0),
+            80.0,
+            -90.0,
+            pytest.approx(2 * 12.29 * 960 / 17.3),
+        ),
+    ],
+)
+def test_resolution_order(cfg, tel, altitude, pitch, fx):
+    model = GroundModel(cfg)
+    proj = model.projector(frame(tel))
+    assert proj is not None
+    assert proj.altitude_m == altitude
+    assert proj.pitch_deg == pitch
+    assert proj.intrinsics.fx == fx
+    # a pitch nobody measured is said so with every frame (the runs' summaries count it)
+    assumed = tel.gimbal_pitch_deg is None and cfg.pitch_deg is None
+    assert model.status.assumption.startswith("pitch assumed: -90.0 deg") == assumed
+
+
+@pytest.mark.parametrize(
+    ("cfg", "tel", "reason"),
+    [
+        (CameraConfig(name="mavic 3"), None, "no altitude"),
+        (CameraConfig(name="mavic 3"), Telemetry(0.0, gimbal_pitch_deg=-90.0), "no altitude"),
+        (CameraConfig(altitude_m=100.0), Telemetry(0.0), "no camera"),
+        (CameraConfig(name="mavic 3", altitude_m=100.0, pitch_deg=-5.0), None, "too shallow"),
+    ],
+)
+def test_unknown_scale_disables_speed_with_a_reason(cfg, tel, reason, caplog):
+    model = GroundModel(cfg)
+    with caplog.at_level(logging.WARNING, logger="pipelines.ground"):
+        assert model.projector(frame(tel)) is None
+        assert model.projector(frame(tel)) is None
+    assert reason in model.status.reason
+    assert len(caplog.records) == 1, "the fallback is logged once, not every frame"
+
+
+def test_unknown_camera_is_a_config_error():
+    with pytest.raises(ConfigError, match="unknown camera"):
+        GroundModel(CameraConfig.model_construct(name="potato cam"))
+    with pytest.raises(ValueError, match="unknown camera"):
+        CameraConfig(name="potato cam")
+
+
+def test_projector_is_cached_until_telemetry_changes():
+    model = GroundModel(CameraConfig(name="mavic 3"))
+    a = model.projector(frame(Telemetry(0.0, altitude_m=100.0, gimbal_pitch_deg=-90.0)))
+    b = model.projector(frame(Telemetry(0.1, altitude_m=100.0, gimbal_pitch_deg=-90.0)))
+    c = model.projector(frame(Telemetry(0.2, altitude_m=101.0, gimbal_pitch_deg=-90.0)))
+    assert a is b
+    assert c is not a
+    assert c.nadir_gsd_m_per_px == pytest.approx(a.nadir_gsd_m_per_px * 1.01)

@@ -1,0 +1,302 @@
+"""Speed: robust fit math and the windowed estimator on synthetic trajectories with known speed."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pipelines.config import SpeedConfig
+from pipelines.speed import SpeedEstimator, kmh, m_per_s, robust_speed_fit, slope_sigma, theil_sen
+
+
+def run_track(
+    est: SpeedEstimator,
+    times: np.ndarray,
+    positions: np.ndarray,
+    track_id: int = 1,
+    nan_first: bool = True,
+) -> list[tuple[float, object]]:
+    """Feed one track's positions as per-update displacements; return (t, estimate or None) per update."""
+    out = []
+    prev = None
+    for t, p in zip(times, positions, strict=True):
+        d = np.full(2, np.nan) if prev is None and nan_first else p - (prev if prev is not None else p)
+        res = est.update(float(t), np.array([track_id]), d[None])
+        out.append((float(t), res.get(track_id)))
+        prev = p
+    return out
+
+
+def straight(speed_kmh: float, heading_deg: float, times: np.ndarray, start=(3.0, -7.0)) -> np.ndarray:
+    v = m_per_s(speed_kmh)
+    h = math.radians(heading_deg)
+    return np.asarray(start) + np.outer(times, [v * math.cos(h), v * math.sin(h)])
+
+
+# ------------------------------------------------------------------------------------------
+# pure math
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ms, expected", [(0.0, 0.0), (1.0, 3.6), (13.8888889, 50.0), (-2.0, -7.2)])
+def test_kmh(ms: float, expected: float) -> None:
+    assert kmh(ms) == pytest.approx(expected)
+    assert m_per_s(kmh(ms)) == pytest.approx(ms)
+
+
+@pytest.mark.parametrize("heading", [0.0, 37.0, 90.0, 145.0, 260.0])
+@pytest.mark.parametrize("n", [3, 8, 31])
+def test_fit_exact_line(heading: float, n: int) -> None:
+    t = np.linspace(2.0, 3.0, n)
+    xy = straight(50.0, heading, t)
+    speed, sigma, v = robust_speed_fit(t, xy)
+    assert kmh(speed) == pytest.approx(50.0, abs=1e-9)
+    assert sigma == pytest.approx(0.0, abs=1e-9)
+    assert math.degrees(math.atan2(v[1], v[0])) % 360 == pytest.approx(heading % 360)
+
+
+@pytest.mark.parametrize("outlier_share", [0.1, 0.2, 0.25])
+def test_fit_ignores_gross_outliers(outlier_share: float) -> None:
+    rng = np.random.default_rng(11)
+    t = np.arange(40) / 30.0
+    xy = straight(72.0, 20.0, t) + rng.normal(0, 0.05, (40, 2))
+    bad = rng.choice(40, int(outlier_share * 40), replace=False)
+    xy[bad] += rng.uniform(5, 15, (len(bad), 2)) * rng.choice([-1, 1], (len(bad), 2))
+    speed, sigma, _ = robust_speed_fit(t, xy)
+    assert abs(kmh(speed) - 72.0) < 1.5
+    assert kmh(sigma) < 2.0  # the outliers do not inflate the scatter estimate
+
+
+def test_fit_order_independent_and_two_points() -> None:
+    t = np.array([0.3, 0.0, 0.1, 0.2])
+    xy = straight(36.0, 0.0, t)
+    assert kmh(robust_speed_fit(t, xy)[0]) == pytest.approx(36.0)
+    speed, sigma, _ = robust_speed_fit(t[:2], xy[:2])
+    assert kmh(speed) == pytest.approx(36.0) and sigma == math.inf
+
+
+@pytest.mark.parametrize(
+    "t, xy, match",
+    [
+        (np.array([0.0]), np.zeros((1, 2)), "at least 2"),
+        (np.array([0.0, 1.0]), np.zeros((3, 2)), "samples"),
+        (np.array([0.0, np.nan]), np.zeros((2, 2)), "finite"),
+        (np.array([1.0, 1.0]), np.zeros((2, 2)), "distinct"),
+    ],
+)
+def test_fit_rejects_bad_input(t: np.ndarray, xy: np.ndarray, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        robust_speed_fit(t, xy)
+
+
+def test_theil_sen_columns_and_slope_sigma_matches_ols_scale() -> None:
+    rng = np.random.default_rng(5)
+    t = np.linspace(-0.5, 0.5, 200)
+    y = np.column_stack([2.0 * t + 1.0, -3.0 * t]) + rng.normal(0, 0.1, (200, 2))
+    slopes, intercepts = theil_sen(t, y)
+    assert slopes == pytest.approx([2.0, -3.0], abs=0.1) and intercepts == pytest.approx([1.0, 0.0], abs=0.03)
+    ols_se = 0.1 / math.sqrt(np.sum((t - t.mean()) ** 2))
+    sig = slope_sigma(t, y - (intercepts + np.outer(t, slopes)))
+    assert sig == pytest.approx([ols_se * math.sqrt(math.pi / 3)] * 2, rel=0.2)
+
+
+def test_sigma_is_calibrated_monte_carlo() -> None:
+    rng = np.random.default_rng(2)
+    errs, sigmas = [], []
+    t = np.arange(16) / 15.0
+    for _ in range(400):
+        xy = straight(50.0, rng.uniform(0, 360), t) + rng.normal(0, 0.3, (16, 2))
+        s, sg, _ = robust_speed_fit(t, xy)
+        errs.append(s - m_per_s(50.0))
+        sigmas.append(sg)
+    ratio = np.std(errs) / np.median(sigmas)
+    assert 0.8 < ratio < 1.25
+    assert np.mean(np.abs(errs) < 3 * np.asarray(sigmas)) > 0.97
+
+
+# ------------------------------------------------------------------------------------------
+# estimator
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "heading, noise_m, fps, seed",
+    [
+        (0.0, 0.05, 30.0, 0),
+        (33.0, 0.1, 30.0, 1),
+        (128.0, 0.1, 25.0, 2),
+        (251.0, 0.15, 60.0, 3),
+        (305.0, 0.1, 29.97, 4),
+    ],
+)
+def test_constant_speed_with_position_noise(heading: float, noise_m: float, fps: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    times = 12.0 + np.arange(int(4 * fps)) / fps
+    pos = straight(50.0, heading, times) + rng.normal(0, noise_m, (len(times), 2))
+    est = SpeedEstimator(SpeedConfig(window_s=1.0, altitude_sigma_frac=0.0))
+    got = [(t, e) for t, e in run_track(est, times, pos) if e is not None]
+    assert got, "no estimate reported"
+    assert got[0][0] == pytest.approx(times[0] + 0.5, abs=1.5 / fps)  # min_track_age_s = 0.5
+    speeds = np.array([e.speed_kmh for _, e in got])
+    sigmas = np.array([e.sigma_kmh for _, e in got])
+    settled = [e for t, e in got if t - times[0] >= 1.0]  # full window
+    assert max(abs(e.speed_kmh - 50.0) for e in settled) < 1.0
+    z = np.abs(speeds - 50.0) / sigmas
+    assert z[-1] < 3.0 and np.mean(z < 3.0) > 0.9  # sigma is honest ... (pooled check below)
+    assert np.median(sigmas[-len(settled) :]) < 1.0  # ... and not uselessly large
+    assert settled[-1].window_s == pytest.approx(1.0, abs=1.01 / fps)
+    assert settled[-1].n_samples == pytest.approx(fps + 1, abs=1.01)
+
+
+def test_estimator_sigma_calibrated_over_many_tracks() -> None:
+    """True speed within 1 / 3 sigma about as often as a Gaussian says, pooled over 30 noisy tracks."""
+    rng = np.random.default_rng(1000)
+    times = np.arange(90) / 30.0
+    est = SpeedEstimator(SpeedConfig(window_s=1.0, altitude_sigma_frac=0.0))
+    z = []
+    for tid in range(30):
+        pos = straight(50.0, rng.uniform(0, 360), times) + rng.normal(0, 0.1, (90, 2))
+        z += [
+            abs(e.speed_kmh - 50.0) / e.sigma_kmh for _, e in run_track(est, times, pos, tid) if e is not None
+        ]
+    z = np.asarray(z)
+    assert len(z) > 2000
+    assert 0.58 < np.mean(z < 1.0) < 0.78  # 0.68 for a Gaussian
+    assert np.mean(z < 3.0) > 0.985  # 0.997 for a Gaussian
+
+
+def test_altitude_sigma_adds_in_quadrature() -> None:
+    rng = np.random.default_rng(9)
+    times = np.arange(60) / 30.0
+    pos = straight(90.0, 10.0, times) + rng.normal(0, 0.1, (60, 2))
+    a = run_track(SpeedEstimator(SpeedConfig(altitude_sigma_frac=0.0)), times, pos)[-1][1]
+    b = run_track(SpeedEstimator(SpeedConfig(altitude_sigma_frac=0.05)), times, pos)[-1][1]
+    assert b.speed_kmh == a.speed_kmh
+    assert b.sigma_kmh == pytest.approx(math.hypot(a.sigma_kmh, 0.05 * a.speed_kmh))
+
+
+@pytest.mark.parametrize("window_s, accel", [(1.0, 3.0), (0.5, 3.0), (1.0, -2.0)])
+def test_accelerating_vehicle_window_follows(window_s: float, accel: float) -> None:
+    fps, v0 = 30.0, m_per_s(40.0)
+    times = np.arange(int(5 * fps)) / fps
+    pos = np.column_stack([v0 * times + 0.5 * accel * times**2, 0.3 * times])
+    pos = pos @ np.array([[0.6, 0.8], [-0.8, 0.6]])  # arbitrary heading
+    est = SpeedEstimator(SpeedConfig(window_s=window_s, min_track_age_s=window_s, altitude_sigma_frac=0.0))
+    got = [(t, e) for t, e in run_track(est, times, pos) if e is not None]
+    for t, e in got:
+        centre = t - window_s / 2  # a straight-line fit over a window measures its centre's speed
+        expected = kmh(math.hypot(v0 + accel * centre, 0.3))
+        assert e.speed_kmh == pytest.approx(expected, abs=0.05)
+    first, last = got[0][1].speed_kmh, got[-1][1].speed_kmh
+    assert (last - first) * np.sign(accel) > kmh(abs(accel)) * 3.5  # follows, never locked
+
+
+def test_dropped_frames_and_irregular_timestamps() -> None:
+    rng = np.random.default_rng(4)
+    times = np.cumsum(rng.uniform(0.02, 0.05, 200))  # jittered frame intervals
+    keep = rng.random(200) > 0.3  # 30 % of the frames dropped
+    keep[:3] = True
+    times = times[keep]
+    pos = straight(50.0, 200.0, times) + rng.normal(0, 0.05, (len(times), 2))
+    cfg = SpeedConfig(window_s=1.0, altitude_sigma_frac=0.0)
+    got = [(t, e) for t, e in run_track(SpeedEstimator(cfg), times, pos) if e is not None]
+    settled = [e for t, e in got if t - times[0] > 1.0]
+    assert max(abs(e.speed_kmh - 50.0) for e in settled) < 1.0
+    assert all(e.window_s <= 1.0 + 1e-9 for _, e in got)  # window by time, not by frame count
+    assert min(e.n_samples for e in settled) < 31
+
+
+@pytest.mark.parametrize("fps, expected_samples", [(10.0, 11), (30.0, 31), (60.0, 61)])
+def test_window_is_time_based(fps: float, expected_samples: int) -> None:
+    times = np.arange(int(3 * fps)) / fps
+    got = run_track(SpeedEstimator(SpeedConfig(window_s=1.0)), times, straight(30.0, 0.0, times))
+    last = got[-1][1]
+    assert last.n_samples == expected_samples and last.window_s == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("jump_at", [10, 40, 70])
+def test_outlier_displacement_rejected(jump_at: int) -> None:
+    fps = 30.0
+    times = np.arange(90) / fps
+    pos = straight(50.0, 45.0, times)
+    disp = np.diff(pos, axis=0, prepend=np.full((1, 2), np.nan))
+    disp[jump_at] += [40.0, -25.0]  # 47 m in 33 ms: ~5000 km/h, a measurement error
+    est = SpeedEstimator(SpeedConfig())
+    results = [est.update(float(t), np.array([5]), d[None]).get(5) for t, d in zip(times, disp, strict=True)]
+    assert est.n_outliers == 1
+    reported = [(i, r) for i, r in enumerate(results) if r is not None]
+    assert all(abs(r.speed_kmh - 50.0) < 0.5 for _, r in reported)
+    # before the first estimate there is no velocity to bridge with: integration restarts there
+    assert reported[0][0] == (jump_at + 15 if jump_at < 15 else 15)
+    assert reported[-1][0] == 89
+
+
+@pytest.mark.parametrize(
+    "min_age, min_samples, fps, first_report_after_s",
+    [
+        (0.5, 6, 30.0, 0.5),
+        (0.0, 6, 30.0, 5 / 30.0),  # samples gate only
+        (1.0, 6, 30.0, 1.0),
+        (0.2, 6, 10.0, 0.5),  # 6 samples at 10 fps take 0.5 s
+        (0.0, 2, 30.0, 1 / 30.0),
+    ],
+)
+def test_min_age_and_samples_gate(
+    min_age: float, min_samples: int, fps: float, first_report_after_s: float
+) -> None:
+    times = 100.0 + np.arange(int(2 * fps)) / fps
+    cfg = SpeedConfig(min_track_age_s=min_age, min_samples=min_samples)
+    got = [t for t, e in run_track(SpeedEstimator(cfg), times, straight(40.0, 0.0, times)) if e is not None]
+    assert got[0] - times[0] == pytest.approx(first_report_after_s, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "true_kmh, cap, reported", [(240.0, 250.0, True), (300.0, 250.0, False), (130.0, 120.0, False)]
+)
+def test_plausibility_cap(true_kmh: float, cap: float, reported: bool) -> None:
+    times = np.arange(60) / 30.0
+    est = SpeedEstimator(SpeedConfig(max_plausible_kmh=cap))
+    got = [e for _, e in run_track(est, times, straight(true_kmh, 70.0, times)) if e is not None]
+    assert bool(got) == reported
+    assert (est.n_implausible > 0) == (not reported)
+    assert est.n_outliers == 0  # below 2x the cap a step is not an outlier
+
+
+def test_nan_row_restarts_track_and_age() -> None:
+    times = np.arange(60) / 30.0
+    disp = np.diff(straight(50.0, 0.0, times), axis=0, prepend=np.full((1, 2), np.nan))
+    disp[30] = np.nan
+    est = SpeedEstimator(SpeedConfig(min_track_age_s=0.5))
+    got = [bool(est.update(t, [3], d[None])) for t, d in zip(times, disp, strict=True)]
+    assert got[29] and not any(got[30:45]) and all(got[45:])
+
+
+def test_several_tracks_forget_and_prune() -> None:
+    est = SpeedEstimator(SpeedConfig(min_track_age_s=0.0, min_samples=3))
+    ids = np.array([4, 9, 2])
+    speeds = np.array([20.0, 50.0, 80.0])
+    step = np.column_stack([m_per_s(speeds) / 10.0, np.zeros(3)])
+    out = est.update(0.0, ids, np.full((3, 2), np.nan))
+    for k in range(1, 5):
+        out = est.update(k / 10.0, ids, step)
+    assert {k: round(v.speed_kmh, 6) for k, v in out.items()} == {4: 20.0, 9: 50.0, 2: 80.0}
+    est.forget(9)
+    est.prune([2, 77])
+    assert est.track_ids == [2]
+    assert est.update(0.5, np.array([4]), step[:1]) == {}  # track 4 was pruned: a fresh start
+    with pytest.raises(ValueError, match="displacements"):
+        est.update(0.6, np.array([1, 2]), np.zeros((3, 2)))
+
+
+def test_estimate_is_refitted_every_update_never_locked() -> None:
+    fps = 30.0
+    times = np.arange(150) / fps
+    v = np.where(times < 2.0, m_per_s(50.0), m_per_s(80.0))  # sudden change at t = 2 s
+    pos = np.column_stack([np.cumsum(v / fps), np.zeros(150)])
+    got = [
+        (t, e) for t, e in run_track(SpeedEstimator(SpeedConfig(window_s=1.0)), times, pos) if e is not None
+    ]
+    assert abs(next(e for t, e in got if t == pytest.approx(times[59])).speed_kmh - 50.0) < 0.5
+    assert abs(got[-1][1].speed_kmh - 80.0) < 0.5  # one window after the change
