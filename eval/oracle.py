@@ -1,0 +1,151 @@
+"""Oracle models for evaluation: ground truth served as detections (and road masks).
+
+``OracleDetector`` follows the pipeline's detector injection contract: the pipeline calls
+``detect_frame(frame)`` (frame.index is 0-based; ground-truth frame numbers are 1-based, so frame
+``i`` gets the boxes of GT frame ``i + 1``). Jitter and random drops are deterministic per
+(seed, frame index), so results do not depend on call order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import supervision as sv
+
+from pipelines.types import Frame
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GtFrame:
+    """Ground-truth boxes of one frame."""
+
+    ids: np.ndarray  # (N,) int
+    xyxy: np.ndarray  # (N, 4) float
+    class_names: np.ndarray  # (N,) object (canonical names)
+    visibility: np.ndarray  # (N,) float in [0, 1]
+
+    @staticmethod
+    def empty() -> GtFrame:
+        return GtFrame(np.zeros(0, int), np.zeros((0, 4)), np.zeros(0, dtype=object), np.zeros(0))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class OracleDetector:
+    """Serves ground-truth boxes as detections, with Gaussian jitter and random drops.
+
+    ``gt_by_frame`` maps 1-based GT frame numbers to :class:`GtFrame`. ``jitter_px`` is the standard
+    deviation of independent noise on each box edge; ``drop_rate`` the chance that a box is missed;
+    ``min_visibility`` hides boxes that are mostly out of view or occluded (a detector would too).
+    """
+
+    def __init__(
+        self,
+        gt_by_frame: Mapping[int, GtFrame],
+        jitter_px: float = 0.0,
+        drop_rate: float = 0.0,
+        seed: int = 0,
+        min_visibility: float = 0.0,
+        confidence: float = 0.9,
+    ):
+        if jitter_px < 0 or not 0 <= drop_rate < 1:
+            raise ValueError("jitter_px must be >= 0 and drop_rate in [0, 1)")
+        self.gt_by_frame = gt_by_frame
+        self.jitter_px = float(jitter_px)
+        self.drop_rate = float(drop_rate)
+        self.seed = int(seed)
+        self.min_visibility = float(min_visibility)
+        self.confidence = float(confidence)
+        self._calls = 0
+
+    @classmethod
+    def from_mot(
+        cls, path: str | Path, class_names: Mapping[int, str] | None = None, **kwargs
+    ) -> OracleDetector:
+        """Load a MOTChallenge ``gt.txt`` (the simulator's class table unless ``class_names`` is given)."""
+        from eval.datasets import load_mot_gt
+        from eval.simulate import SIM_CLASS_NAMES
+
+        names = SIM_CLASS_NAMES if class_names is None else class_names
+        return cls(load_mot_gt(path, class_names=names).by_frame(), **kwargs)
+
+    def detect_frame(self, frame: Frame) -> sv.Detections:
+        return self._detections(frame.index + 1, frame.width, frame.height)
+
+    def __call__(self, image: np.ndarray) -> sv.Detections:
+        """Fallback for callers without frames: consecutive calls are consecutive frames."""
+        self._calls += 1
+        return self._detections(self._calls, image.shape[1], image.shape[0])
+
+    def _detections(self, gt_frame: int, width: int, height: int) -> sv.Detections:
+        gt = self.gt_by_frame.get(gt_frame)
+        if gt is None or len(gt) == 0:
+            return _empty_detections()
+        keep = gt.visibility >= self.min_visibility
+        rng = np.random.default_rng([self.seed, gt_frame])
+        if self.drop_rate > 0:
+            keep &= rng.random(len(gt)) >= self.drop_rate
+        xyxy = gt.xyxy[keep].astype(np.float32).copy()
+        if self.jitter_px > 0 and len(xyxy):
+            xyxy += rng.normal(0.0, self.jitter_px, xyxy.shape).astype(np.float32)
+        if len(xyxy):
+            xyxy[:, [0, 2]] = np.clip(xyxy[:, [0, 2]], 0, width - 1)
+            xyxy[:, [1, 3]] = np.clip(xyxy[:, [1, 3]], 0, height - 1)
+            ok = (xyxy[:, 2] - xyxy[:, 0] >= 1) & (xyxy[:, 3] - xyxy[:, 1] >= 1)
+        else:
+            ok = np.zeros(0, bool)
+        names = gt.class_names[keep][ok]
+        det = sv.Detections(
+            xyxy=xyxy[ok],
+            confidence=np.full(int(ok.sum()), self.confidence, dtype=np.float32),
+            class_id=np.array([_CLASS_INDEX.get(str(n), 0) for n in names], dtype=int),
+        )
+        det.data["class_name"] = np.array(names, dtype=object)
+        return det
+
+
+# Class ids of the canonical names (the pipeline reads data["class_name"]; ids only need to be stable).
+_CLASS_INDEX = {"car": 0, "van": 1, "truck": 2, "bus": 3, "motorcycle": 4, "vehicle": 0}
+
+
+def _empty_detections() -> sv.Detections:
+    det = sv.Detections.empty()
+    det.data["class_name"] = np.zeros(0, dtype=object)
+    return det
+
+
+class OracleSegmenter:
+    """Exact road masks of a simulated flight, for the road-mask ablation.
+
+    The pipeline's segmenter protocol only sees the image, so the evaluator tells the oracle which
+    frame comes next (:meth:`bind`) while it feeds frames to the pipeline.
+    """
+
+    def __init__(self, flight_dir: str | Path):
+        import dataclasses
+
+        from eval.simulate import FlightSpec, Scene
+
+        spec = FlightSpec.from_yaml(Path(flight_dir) / "flight.yaml")
+        # Vehicles never change the road (separate random streams): build the scene without them.
+        self.scene = Scene(dataclasses.replace(spec, n_vehicles=0, sprites_dir=None))
+        self.index = 0
+
+    def bind(self, frame: Frame) -> Frame:
+        self.index = frame.index
+        return frame
+
+    def __call__(self, image_bgr: np.ndarray) -> np.ndarray:
+        mask = self.scene.road_mask(self.index)
+        if mask.shape[:2] != image_bgr.shape[:2]:
+            import cv2
+
+            mask = cv2.resize(mask, (image_bgr.shape[1], image_bgr.shape[0]), interpolation=cv2.INTER_NEAREST)
+        return (mask > 0).astype(np.float32)

@@ -1,0 +1,254 @@
+"""Evaluation outputs: metrics.json, report.md, PNG plots and the predicted tracks (MOT format)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from eval.runner import EvalReport, OracleOptions
+    from pipelines.config import PipelineConfig
+
+log = logging.getLogger(__name__)
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "-" if not math.isfinite(v) else f"{v:.{digits}f}"
+    return str(v)
+
+
+def write_report(
+    report: EvalReport,
+    out: Path,
+    *,
+    base: PipelineConfig | None = None,
+    oracle: OracleOptions | None = None,
+    max_frames: int | None = None,
+) -> None:
+    from eval.runner import results_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "max_frames": max_frames,
+        "oracle": None
+        if oracle is None
+        else {"jitter_px": oracle.jitter_px, "drop_rate": oracle.drop_rate, "seed": oracle.seed},
+        "detector": None if base is None else _detector_label(base),
+        "detector_classes": None if base is None else base.detector.classes,
+    }
+    (out / "metrics.json").write_text(results_json(report, **meta))
+    tracks_dir = out / "tracks"
+    for r in report.results:
+        d = tracks_dir / _safe(r.variant)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{_safe(r.sequence)}.txt").write_text("\n".join(r.tracks.to_mot_lines()) + "\n")
+    plots = write_plots(report, out / "plots")
+    (out / "report.md").write_text(render_markdown(report, plots, meta))
+    log.info("evaluation report written to %s", out)
+
+
+def _detector_label(base: PipelineConfig) -> str:
+    """The base detector as run: explicit weights, or the shipped default the builder resolves."""
+    from pipelines.builder import DEFAULT_DETECTOR_CANDIDATES, default_weights
+
+    if base.detector.weights is not None:
+        return str(base.detector.weights)
+    return f"default: {default_weights(DEFAULT_DETECTOR_CANDIDATES)}"
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in name)
+
+
+def render_markdown(report: EvalReport, plots: list[Path], meta: dict) -> str:
+    lines = [f"# Evaluation: {report.dataset}", ""]
+    if meta.get("max_frames"):
+        lines.append(f"Runs cut at {meta['max_frames']} frames per sequence.")
+    if meta.get("oracle"):
+        o = meta["oracle"]
+        lines.append(
+            f"Oracle detector: jitter {o['jitter_px']} px, drop rate {o['drop_rate']}, seed {o['seed']}."
+        )
+    lines += ["", "## Configurations (all sequences combined)", ""]
+    lines.append(
+        "| configuration | frames | fps | HOTA | MOTA | IDF1 | IDSW | speed MAE km/h | RMSE | p95 | MAPE % | "
+        "coverage | viol. P | viol. R |"
+    )
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for v in report.variants:
+        c = report.combined.get(v.name, {})
+        t = c.get("tracking") or {}
+        s = c.get("speed") or {}
+        vi = c.get("violations") or {}
+        lines.append(
+            f"| {v.name} | {c.get('frames', 0)} | {_fmt(c.get('fps'), 1)} | {_fmt(t.get('HOTA'))} | "
+            f"{_fmt(t.get('MOTA'))} | {_fmt(t.get('IDF1'))} | {_fmt(t.get('IDSW'))} | {_fmt(s.get('mae_kmh'), 2)} | "
+            f"{_fmt(s.get('rmse_kmh'), 2)} | {_fmt(s.get('p95_abs_kmh'), 2)} | {_fmt(s.get('mape_pct'), 1)} | "
+            f"{_fmt(s.get('coverage'), 2)} | {_fmt(vi.get('precision'), 2)} | {_fmt(vi.get('recall'), 2)} |"
+        )
+    lines += ["", "## Per sequence", ""]
+    lines.append(
+        "| configuration | sequence | alt m | pitch | detector | mask | frames | HOTA | MOTA | MOTP | IDF1 | FP | FN | "
+        "speed MAE | p95 | viol. TP/FP/FN | notes |"
+    )
+    lines.append("|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    for r in report.results:
+        t = r.tracking or {}
+        s = r.speed or {}
+        vi = r.violations
+        vtxt = f"{vi['tp']}/{vi['fp']}/{vi['fn']}" if vi else "-"
+        lines.append(
+            f"| {r.variant} | {r.sequence} | {_fmt(r.altitude_m, 0)} | {_fmt(r.pitch_deg, 0)} | "
+            f"{Path(str(r.pipeline.get('detector', '-'))).name} | {r.mask_source} | "
+            f"{r.frames} | {_fmt(t.get('HOTA'))} | {_fmt(t.get('MOTA'))} | {_fmt(t.get('MOTP'))} | "
+            f"{_fmt(t.get('IDF1'))} | {_fmt(t.get('FP'))} | {_fmt(t.get('FN'))} | {_fmt(s.get('mae_kmh'), 2)} | "
+            f"{_fmt(s.get('p95_abs_kmh'), 2)} | {vtxt} | {'; '.join(r.notes)} |"
+        )
+    speed_variants = [(v, report.combined[v.name].get("speed")) for v in report.variants]
+    if any(s for _, s in speed_variants):
+        lines += ["", "## Speed error by true speed and altitude", ""]
+        lines.append("| configuration | bin | n | MAE km/h | RMSE | p95 | bias | MAPE % |")
+        lines.append("|---|---|---:|---:|---:|---:|---:|---:|")
+        for v, s in speed_variants:
+            if not s:
+                continue
+            for group in ("by_speed", "by_altitude"):
+                for label, b in s.get(group, {}).items():
+                    lines.append(
+                        f"| {v.name} | {label} | {b.get('n', 0)} | {_fmt(b.get('mae_kmh'), 2)} | "
+                        f"{_fmt(b.get('rmse_kmh'), 2)} | {_fmt(b.get('p95_abs_kmh'), 2)} | "
+                        f"{_fmt(b.get('bias_kmh'), 2)} | {_fmt(b.get('mape_pct'), 1)} |"
+                    )
+    if plots:
+        lines += ["", "## Plots", ""]
+        lines += [f"![{p.stem}](plots/{p.name})" for p in plots]
+    lines += [
+        "",
+        "Metrics: HOTA/CLEAR/Identity from TrackEval (IoU 0.5 for MOTA/IDF1; HOTA averaged over its alphas). "
+        "Speed errors are predicted minus true instantaneous speed for boxes matched at IoU >= 0.5. "
+        "Violations match by track association and overlapping time (1 s slack).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_plots(report: EvalReport, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    names = [v.name for v in report.variants]
+
+    # 1. metric bars per configuration
+    keys = ("HOTA", "MOTA", "IDF1")
+    vals = np.array(
+        [[(report.combined[n].get("tracking") or {}).get(k, np.nan) for k in keys] for n in names], float
+    )
+    if np.isfinite(vals).any():
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        x = np.arange(len(names))
+        width = 0.8 / len(keys)
+        for i, k in enumerate(keys):
+            axes[0].bar(x + i * width - 0.4 + width / 2, np.nan_to_num(vals[:, i]), width, label=k)
+        axes[0].set_xticks(x, names, rotation=20, ha="right")
+        axes[0].set_ylim(min(0.0, np.nanmin(vals) - 0.05), 1.0)
+        axes[0].set_title("tracking")
+        axes[0].legend()
+        mae = [(report.combined[n].get("speed") or {}).get("mae_kmh", np.nan) for n in names]
+        p95 = [(report.combined[n].get("speed") or {}).get("p95_abs_kmh", np.nan) for n in names]
+        axes[1].bar(x - 0.2, np.nan_to_num(mae), 0.4, label="MAE")
+        axes[1].bar(x + 0.2, np.nan_to_num(p95), 0.4, label="p95 |error|")
+        axes[1].set_xticks(x, names, rotation=20, ha="right")
+        axes[1].set_ylabel("km/h")
+        axes[1].set_title("speed error")
+        axes[1].legend()
+        fig.tight_layout()
+        written.append(_save(fig, out / "metrics_by_configuration.png"))
+
+    # 2-4. speed error plots
+    from eval.metrics import SpeedSamples
+
+    per_variant = {}
+    for n in names:
+        ss = [r.speed_samples for r in report.results if r.variant == n and r.speed_samples is not None]
+        if ss:
+            s = SpeedSamples.concat(ss)
+            ok = np.isfinite(s.pred_kmh)
+            if ok.any():
+                per_variant[n] = (s.gt_kmh[ok], s.error[ok], s.altitude_m[ok])
+    if per_variant:
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        all_err = np.concatenate([e for _, e, _ in per_variant.values()])
+        lim = max(1.0, float(np.percentile(np.abs(all_err), 99)))
+        bins = np.linspace(-lim, lim, 61)
+        for n, (_, e, _) in per_variant.items():
+            ax.hist(e, bins=bins, histtype="step", label=n, linewidth=1.5)
+        ax.set_xlabel("speed error (predicted - true), km/h")
+        ax.set_ylabel("samples (frames)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        written.append(_save(fig, out / "speed_error_hist.png"))
+
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for n, (g, e, a) in per_variant.items():
+            axes[0].scatter(g, e, s=3, alpha=0.3, label=n)
+            alts = np.unique(a[np.isfinite(a)])
+            if len(alts):
+                means = [np.mean(np.abs(e[a == al])) for al in alts]
+                p95s = [np.percentile(np.abs(e[a == al]), 95) for al in alts]
+                axes[1].plot(alts, means, "o-", label=f"{n} MAE")
+                axes[1].plot(alts, p95s, "x--", label=f"{n} p95")
+        axes[0].axhline(0, color="k", linewidth=0.8)
+        axes[0].set_xlabel("true speed, km/h")
+        axes[0].set_ylabel("error, km/h")
+        axes[0].set_title("error vs speed")
+        axes[0].legend(fontsize=8, markerscale=4)
+        axes[1].set_xlabel("altitude, m")
+        axes[1].set_ylabel("|error|, km/h")
+        axes[1].set_title("error vs altitude")
+        axes[1].legend(fontsize=8)
+        fig.tight_layout()
+        written.append(_save(fig, out / "speed_error_vs_speed_altitude.png"))
+
+    # 5. track timeline of the first scored sequence of the first configuration
+    first = next((r for r in report.results if r.gt is not None), None)
+    if first is not None:
+        fig, ax = plt.subplots(figsize=(10, 4.5))
+        gt = first.gt
+        scored = ~gt.distractor
+        gids = np.unique(gt.ids[scored])
+        row_of = {int(g): i for i, g in enumerate(gids)}
+        for g in gids:
+            fr = gt.frames[scored & (gt.ids == g)]
+            ax.plot(fr, np.full(len(fr), row_of[int(g)]), "|", color="0.75", markersize=4)
+        from eval.metrics import prepare_sequence
+
+        matched = prepare_sequence(gt, first.tracks, first.frames)
+        cmap = plt.get_cmap("tab20")
+        for f, gid, prow, _ in matched.pairs:
+            tid = int(first.tracks.ids[prow])
+            ax.plot([f], [row_of.get(gid, -1)], "|", color=cmap(tid % 20), markersize=6)
+        ax.set_xlabel("frame")
+        ax.set_ylabel("ground-truth vehicle")
+        ax.set_title(f"{first.variant} / {first.sequence}: grey = ground truth, colour = matched track id")
+        fig.tight_layout()
+        written.append(_save(fig, out / "track_timeline.png"))
+    return written
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

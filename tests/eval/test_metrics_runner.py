@@ -1,0 +1,285 @@
+"""Tracking / speed / violation metrics on hand-made tracks, ablation parsing and the eval command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from eval.datasets import GroundTruth, GtViolation, GtViolations
+from eval.metrics import (
+    PredTracks,
+    association_counts,
+    box_iou,
+    ignore_coverage,
+    prepare_sequence,
+    raw_tracking_results,
+    speed_samples,
+    summarize_speed,
+    summarize_tracking,
+    violation_metrics,
+)
+from eval.runner import Variant, parse_ablations
+from pipelines.config import ConfigError, PipelineConfig
+from pipelines.types import Violation
+
+
+def _gt(n_frames: int = 10, distractor_row: bool = False, ignore: bool = False) -> GroundTruth:
+    """Two vehicles moving right, present in every frame."""
+    frames, ids, boxes = [], [], []
+    for f in range(1, n_frames + 1):
+        for vid, y in ((1, 10.0), (2, 60.0)):
+            frames.append(f)
+            ids.append(vid)
+            boxes.append([10.0 + 5 * f, y, 40.0 + 5 * f, y + 20])
+    n = len(frames)
+    distractor = np.zeros(n, bool)
+    if distractor_row:
+        frames.append(1)
+        ids.append(99)
+        boxes.append([300.0, 300, 330, 320])
+        distractor = np.append(distractor, True)
+        n += 1
+    ign_f = np.array([1]) if ignore else np.zeros(0, int)
+    ign_b = np.array([[200.0, 200, 260, 260]]) if ignore else np.zeros((0, 4))
+    return GroundTruth(
+        np.array(frames),
+        np.array(ids),
+        np.array(boxes),
+        np.full(n, "car", dtype=object),
+        np.ones(n),
+        distractor,
+        ign_f,
+        ign_b,
+    )
+
+
+def _pred_from_gt(gt: GroundTruth, id_map=None, speed: float = 50.0, extra=()) -> PredTracks:
+    sel = ~gt.distractor
+    ids = np.array(
+        [
+            (id_map or {}).get((int(f), int(i)), int(i) + 100)
+            for f, i in zip(gt.frames[sel], gt.ids[sel], strict=True)
+        ]
+    )
+    frames = gt.frames[sel]
+    boxes = gt.xyxy[sel]
+    if extra:
+        frames = np.append(frames, [e[0] for e in extra])
+        ids = np.append(ids, [e[1] for e in extra])
+        boxes = np.vstack([boxes, [e[2] for e in extra]])
+    return PredTracks(frames, ids, boxes, np.full(len(frames), speed))
+
+
+def test_box_iou_table():
+    a = np.array([[0.0, 0, 10, 10]])
+    b = np.array([[0.0, 0, 10, 10], [5, 0, 15, 10], [20, 20, 30, 30]])
+    assert box_iou(a, b)[0].tolist() == pytest.approx([1.0, 1 / 3, 0.0])
+    assert box_iou(np.zeros((0, 4)), b).shape == (0, 3)
+
+
+@pytest.mark.parametrize(
+    ("case", "mota", "idsw", "fp", "hota_perfect"),
+    [
+        ("perfect", 1.0, 0, 0, True),
+        ("id_switch", 1.0 - 1 / 20, 1, 0, False),
+        ("false_positive", 1.0 - 1 / 20, 0, 1, False),
+        ("distractor_match", 1.0, 0, 0, True),  # a prediction on a distractor is not a false positive
+        ("in_ignore_region", 1.0, 0, 0, True),  # nor is one inside an ignore region
+    ],
+)
+def test_tracking_metrics(case, mota, idsw, fp, hota_perfect):
+    gt = _gt(distractor_row=case == "distractor_match", ignore=case == "in_ignore_region")
+    if case == "id_switch":
+        pred = _pred_from_gt(gt, {(f, 1): 500 for f in range(6, 11)})
+    elif case == "false_positive":
+        pred = _pred_from_gt(gt, extra=[(3, 7, [500.0, 500, 520, 520])])
+    elif case == "distractor_match":
+        pred = _pred_from_gt(gt, extra=[(1, 7, [300.0, 300, 330, 320])])
+    elif case == "in_ignore_region":
+        pred = _pred_from_gt(gt, extra=[(1, 7, [210.0, 210, 250, 250])])
+    else:
+        pred = _pred_from_gt(gt)
+    matched = prepare_sequence(gt, pred, 10, (640, 480))
+    s = summarize_tracking(raw_tracking_results(matched))
+    assert s["MOTA"] == pytest.approx(mota)
+    assert s["IDSW"] == idsw and s["FP"] == fp
+    assert (s["HOTA"] == pytest.approx(1.0)) == hota_perfect
+    assert s["IDF1"] <= 1.0
+
+
+def test_ignore_coverage_uses_the_union():
+    regions = np.array([[0.0, 0, 10, 20], [10, 0, 20, 20]])  # two halves of one box
+    cov = ignore_coverage(np.array([[0.0, 0, 20, 20], [30, 30, 40, 40]]), regions, (100, 100))
+    assert cov[0] > 0.95 and cov[1] == 0
+
+
+def test_speed_summary_and_bins():
+    from eval.datasets import GtSpeeds
+
+    gt = _gt()
+    pred = _pred_from_gt(gt, speed=52.0)
+    matched = prepare_sequence(gt, pred, 10)
+    truth = GtSpeeds(gt.frames, gt.ids, np.full(len(gt), 50.0), gt.frames / 30.0)
+    samples = speed_samples("s", matched, pred, truth, altitude_m=100.0, pitch_deg=-90.0)
+    s = summarize_speed(samples)
+    assert s["n"] == 20 and s["coverage"] == 1.0
+    assert s["mae_kmh"] == pytest.approx(2.0) and s["bias_kmh"] == pytest.approx(2.0)
+    assert s["mape_pct"] == pytest.approx(4.0)
+    assert list(s["by_speed"]) == ["50-70 km/h"] and list(s["by_altitude"]) == ["80-120 m"]
+
+
+def _violation(track: int, t0: float, t1: float, peak: float = 70.0) -> Violation:
+    return Violation(track, "global", 50.0, peak, peak - 5, 1.0, int(t0 * 30), int(t1 * 30), t0, t1)
+
+
+@pytest.mark.parametrize(
+    ("preds", "tp", "fp", "fn"),
+    [
+        ([_violation(101, 0.0, 0.3)], 1, 0, 0),
+        ([_violation(101, 0.0, 0.3), _violation(102, 0.0, 0.3)], 1, 1, 0),  # vehicle 2 never violated
+        ([], 0, 0, 1),
+        ([_violation(101, 5.0, 6.0)], 0, 1, 1),  # no overlap in time
+    ],
+)
+def test_violation_matching(preds, tp, fp, fn):
+    gt = _gt()
+    pred = _pred_from_gt(gt)
+    matched = prepare_sequence(gt, pred, 10)
+    truth = GtViolations(50.0, 0.2, (GtViolation(1, 0.0, 0.3, 72.0, 68.0),))
+    m = violation_metrics(preds, truth, association_counts(matched, pred), slack_s=1.0)
+    assert (m["tp"], m["fp"], m["fn"]) == (tp, fp, fn)
+
+
+@pytest.mark.parametrize(
+    ("max_time_s", "counted"),
+    [
+        (None, True),
+        (0.5, True),  # lasted its 0.2 s minimum inside the processed frames
+        (0.2, True),  # exactly the minimum
+        (0.15, False),  # cut before it had lasted the minimum: nobody could report it
+    ],
+)
+def test_violation_recall_on_cut_runs(max_time_s, counted):
+    gt = _gt()
+    pred = _pred_from_gt(gt)
+    matched = prepare_sequence(gt, pred, 10)
+    truth = GtViolations(50.0, 0.2, (GtViolation(1, 0.0, 0.3, 72.0, 68.0),))
+    m = violation_metrics([], truth, association_counts(matched, pred), max_time_s=max_time_s)
+    assert m["fn"] == (1 if counted else 0)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--oracle", "--drop", "1.5"],
+        ["--oracle", "--jitter", "-1"],
+        ["--max-frames", "0"],
+        ["--drop", "nan"],
+    ],
+)
+def test_eval_rejects_bad_numbers_up_front(argv, capsys):
+    from eval.cli import register
+
+    parser = argparse.ArgumentParser(prog="airpatrol")
+    register(parser.add_subparsers())
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["eval", "somewhere", *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "must be" in err or "expected" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "names", "check"),
+    [
+        (None, ["base"], None),
+        ("mask", ["base", "mask=on", "mask=off"], ("mask=off", "mask", "off")),
+        (
+            "egomotion",
+            ["base", "egomotion=off"],
+            ("egomotion=off", "overrides", (("egomotion", "enabled", False),)),
+        ),
+        ("oracle", ["base", "oracle"], ("oracle", "oracle", True)),
+        ("detector=m.onnx+detector.classes=coco", ["base", "detector=m.onnx+detector.classes=coco"], None),
+        ("tracker.lost_track_buffer=10", ["base", "tracker.lost_track_buffer=10"], None),
+    ],
+)
+def test_parse_ablations(text, names, check):
+    variants = parse_ablations(text, Variant("base"))
+    assert [v.name for v in variants] == names
+    if check:
+        v = next(v for v in variants if v.name == check[0])
+        assert getattr(v, check[1]) == check[2]
+    cfg = variants[-1].apply(PipelineConfig())
+    if text and text.startswith("tracker"):
+        assert cfg.tracker.lost_track_buffer == 10
+    if text and text.startswith("detector"):
+        assert str(cfg.detector.weights) == "m.onnx" and cfg.detector.classes == "coco"
+
+
+@pytest.mark.parametrize("text", ["warp=9", "tracker.no_such_field=1", "mask,mask=on"])
+def test_parse_ablations_errors(text):
+    with pytest.raises(ConfigError):
+        parse_ablations(text, Variant("base"))
+
+
+def test_eval_command_end_to_end(small_flight_dir, tmp_path):
+    """`airpatrol eval` on the small flight: oracle, mask ablations (exact masks, U-Net), report files."""
+    from eval.cli import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    out = tmp_path / "report"
+    args = parser.parse_args(
+        [
+            "eval",
+            str(small_flight_dir),
+            "--oracle",
+            "--ablate",
+            "mask=oracle,mask=on",
+            "--max-frames",
+            "60",
+            "--out",
+            str(out),
+            "-q",
+        ]
+    )
+    assert args.func(args) == 0
+    data = json.loads((out / "metrics.json").read_text())
+    assert [v["name"] for v in data["variants"]] == ["base", "mask=oracle", "mask=on"]
+    seqs = {s["variant"]: s for s in data["sequences"]}
+    assert seqs["mask=oracle"]["mask_source"].startswith("oracle")
+    assert seqs["mask=on"]["mask_source"] == "U-Net airpatrol_road_unet_mnv3s.pt"  # the shipped default
+    assert seqs["base"]["frames"] == 60
+    assert seqs["base"]["tracking"]["MOTA"] > 0.9
+    assert data["combined"]["base"]["speed"]["n"] > 0
+    report = (out / "report.md").read_text()
+    assert "| base |" in report and "HOTA" in report
+    assert {p.name for p in (out / "plots").iterdir()} >= {
+        "metrics_by_configuration.png",
+        "speed_error_hist.png",
+        "speed_error_vs_speed_altitude.png",
+        "track_timeline.png",
+    }
+    assert (out / "tracks" / "base" / f"{small_flight_dir.name}.txt").read_text().strip()
+
+
+def test_simulate_command(tmp_path):
+    from eval.cli import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(
+        ["simulate", str(tmp_path / "f"), "--duration", "0.3", "--fps", "10", "--size", "256x144", "--vehicles", "3",
+         "--layout", "intersection", "--pitch", "-70", "--drift", "2,0", "-q"]
+    )  # fmt: skip
+    assert args.func(args) == 0
+    from eval.simulate import FlightSpec
+
+    spec = FlightSpec.from_yaml(tmp_path / "f" / "flight.yaml")
+    assert (spec.width, spec.height, spec.layout, spec.pitch_deg, spec.drift_mps) == (
+        256, 144, "intersection", -70.0, (2.0, 0.0),
+    )  # fmt: skip
