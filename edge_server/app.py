@@ -1,0 +1,323 @@
+"""FastAPI application factory and the uvicorn runner behind ``airpatrol serve``."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from edge_server import __version__
+from edge_server.api import ApiError, json_error, protected, public, require_token
+from edge_server.events import EventBus
+from edge_server.metrics import Metrics
+from edge_server.rtc import StreamManager, restrict_ice_host_addresses
+from edge_server.settings import ServerSettings, SettingsError
+from edge_server.store import Store
+from pipelines.config import PipelineConfig
+from pipelines.errors import AirPatrolError
+
+log = logging.getLogger(__name__)
+
+_STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    429: "too_many_requests",
+    503: "unavailable",
+}
+
+
+# Swagger UI for /docs. The page is the same for everyone and holds no secret: a token given as
+# ?token= (browsers cannot send headers when opening a page) is read by the page's script in the
+# browser, removed from the address bar and history, sent as "Authorization: Bearer" to fetch
+# /openapi.json, and put into Swagger UI's own Authorize dialog (the spec's "bearer" scheme) for
+# "Try it out". The server never writes it into HTML.
+SWAGGER_UI_JS = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"
+SWAGGER_UI_CSS = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css"
+DOCS_HTML = f"""<!DOCTYPE html>
+<html>
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<meta name="referrer" content="no-referrer">
+<link type="text/css" rel="stylesheet" href="{SWAGGER_UI_CSS}">
+<title>AirPatrol edge server API</title>
+</head>
+<body>
+<div id="swagger-ui"></div>
+<script src="{SWAGGER_UI_JS}"></script>
+<script>
+(function () {{
+  const params = new URLSearchParams(window.location.search);
+  const token = params.get("token");
+  if (token !== null) {{
+    params.delete("token");
+    const rest = params.toString();
+    window.history.replaceState(null, "", window.location.pathname + (rest ? "?" + rest : "") + window.location.hash);
+  }}
+  const ui = SwaggerUIBundle({{
+    url: "/openapi.json",
+    dom_id: "#swagger-ui",
+    layout: "BaseLayout",
+    deepLinking: true,
+    presets: [SwaggerUIBundle.presets.apis, SwaggerUIBundle.SwaggerUIStandalonePreset],
+    requestInterceptor: function (req) {{
+      if (token && req.url.endsWith("/openapi.json") && !req.headers.Authorization) {{
+        req.headers.Authorization = "Bearer " + token;
+      }}
+      return req;
+    }},
+    onComplete: function () {{
+      if (token) {{ ui.preauthorizeApiKey("bearer", token); }}
+    }},
+  }});
+  window.ui = ui;
+}})();
+</script>
+</body>
+</html>
+"""
+DOCS_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+
+
+def import_object(spec: str) -> Any:
+    """``"package.module:attr"`` -> the object."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise SettingsError(f"detector_factory must look like 'package.module:callable', got {spec!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise SettingsError(f"cannot import detector_factory {spec!r}: {exc}") from exc
+    return obj
+
+
+def make_pipeline_factory(
+    settings: ServerSettings,
+    *,
+    detector_factory: Callable[[], Any] | None = None,
+    segmenter_factory: Callable[[], Any] | None = None,
+) -> Callable[[], Any]:
+    """A callable building one fresh pipeline per stream (``build_pipeline``, models injected)."""
+    config = (
+        PipelineConfig.from_yaml(settings.pipeline_config) if settings.pipeline_config else PipelineConfig()
+    )
+    if detector_factory is None and settings.detector_factory:
+        detector_factory = import_object(settings.detector_factory)
+
+    def factory() -> Any:
+        from pipelines.builder import build_pipeline
+
+        detector = detector_factory() if detector_factory is not None else None
+        segmenter = segmenter_factory() if segmenter_factory is not None else None
+        return build_pipeline(config, detector=detector, segmenter=segmenter)
+
+    return factory
+
+
+def create_app(
+    settings: ServerSettings | None = None,
+    *,
+    pipeline_factory: Callable[[], Any] | None = None,
+    detector_factory: Callable[[], Any] | None = None,
+    segmenter_factory: Callable[[], Any] | None = None,
+    ice_host_addresses: list[str] | None = None,
+) -> FastAPI:
+    """Build the server. Models can be injected (``detector_factory`` is called once per stream)."""
+    settings = settings or ServerSettings.load()
+    if pipeline_factory is None:
+        pipeline_factory = make_pipeline_factory(
+            settings, detector_factory=detector_factory, segmenter_factory=segmenter_factory
+        )
+    if ice_host_addresses:
+        restrict_ice_host_addresses(ice_host_addresses)
+    api_token = settings.resolve_api_token()
+    metrics = Metrics()
+    bus = EventBus(queue_size=256)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        bus.bind(asyncio.get_running_loop())
+        settings.resolved_media_dir.mkdir(parents=True, exist_ok=True)
+        store = await asyncio.to_thread(Store.from_url, settings.resolved_database_url)
+        abandoned = await asyncio.to_thread(store.mark_abandoned_sessions)
+        if abandoned:
+            log.warning("marked %d sessions left active by a previous run as failed", abandoned)
+        app.state.store = store
+        app.state.manager = StreamManager(settings, store, bus, metrics, pipeline_factory)
+        # Import the engine now so the first offer does not pay for it (a few seconds on small CPUs).
+        await asyncio.to_thread(importlib.import_module, "pipelines.builder")
+        log.info("AirPatrol edge server ready (database %s)", _redact(settings.resolved_database_url))
+        try:
+            yield
+        finally:
+            log.info("shutting down: closing %d streams", app.state.manager.active_count)
+            await app.state.manager.close_all("server shutdown")
+            await asyncio.to_thread(store.close)
+
+    app = FastAPI(
+        title="AirPatrol edge server",
+        version=__version__,
+        description=(
+            "Live drone traffic monitoring: WebRTC ingest (phone app offer API and WHIP), telemetry over a "
+            "data channel, live violation events, and the violation store. All routes but /healthz need "
+            "`Authorization: Bearer <token>`. See docs/api.md and docs/telemetry-datachannel.md."
+        ),
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.settings = settings
+    app.state.api_token = api_token
+    app.state.metrics = metrics
+    app.state.bus = bus
+
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["Location", "ETag"],
+        )
+
+    app.include_router(public)
+    app.include_router(protected)
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
+    async def openapi_json() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=[Depends(require_token)])
+    async def docs() -> HTMLResponse:
+        return HTMLResponse(DOCS_HTML, headers=DOCS_HEADERS)
+
+    _install_error_handlers(app)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
+        return json_error(exc.status_code, exc.code, exc.detail, exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _STATUS_CODES.get(
+            exc.status_code, HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_")
+        )
+        detail = exc.detail
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"no route {request.method} {request.url.path}; see /docs"
+        elif exc.status_code == 405:
+            detail = f"{request.method} is not allowed on {request.url.path}"
+        return json_error(exc.status_code, code, detail, getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err.get("loc", ()))
+            if err.get("type") == "unknown_parameter":  # schemas.StrictQuery: one problem per name
+                given = err.get("input") if isinstance(err.get("input"), dict) else {}
+                for name, message in err["ctx"]["unknown"].items():
+                    problems.append(
+                        {"field": f"{loc}.{name}", "message": message, "input": _short(given.get(name))}
+                    )
+                continue
+            problems.append(
+                {"field": loc, "message": err.get("msg", "invalid"), "input": _short(err.get("input"))}
+            )
+        summary = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
+        return JSONResponse(
+            {"error": "invalid_request", "detail": summary, "problems": problems}, status_code=422
+        )
+
+    @app.exception_handler(AirPatrolError)
+    async def user_error(_request: Request, exc: AirPatrolError) -> JSONResponse:
+        return json_error(400, "bad_request", str(exc))
+
+    app.add_middleware(InternalErrorMiddleware)
+
+
+class InternalErrorMiddleware:
+    """Unhandled errors -> a JSON 500, logged once, and the connection stays usable.
+
+    An ``exception_handler(Exception)`` would run in Starlette's ServerErrorMiddleware, which sends
+    the response and then re-raises; uvicorn then logs a second traceback and closes the
+    connection, so a client's next request on that keep-alive connection fails with a read error.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_tracking)
+        except Exception:
+            if started:  # too late for a clean answer: let the server close the connection
+                raise
+            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            response = json_error(500, "internal_error", "internal server error (logged on the server)")
+            await response(scope, receive, send)
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value if not isinstance(value, str) else value[:200]
+    return None
+
+
+def _redact(url: str) -> str:
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url
+
+
+def serve(settings: ServerSettings, **app_kwargs: Any) -> None:
+    """Run the server with uvicorn until interrupted (SIGINT/SIGTERM shut it down cleanly)."""
+    import uvicorn
+
+    app = create_app(settings, **app_kwargs)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        access_log=False,
+        timeout_graceful_shutdown=int(settings.shutdown_timeout_s),
+        log_config=None,
+    )
+    log.info("serving on http://%s:%d (API docs: /docs?token=...)", settings.host, settings.port)
+    uvicorn.Server(config).run()

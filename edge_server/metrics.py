@@ -1,0 +1,66 @@
+"""Prometheus metrics of one server instance (own registry, so several apps can live in one process)."""
+
+from __future__ import annotations
+
+import contextlib
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY_BUCKETS_S = (0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.active_streams = Gauge("airpatrol_active_streams", "Streams being received now", registry=r)
+        self.streams_total = Counter(
+            "airpatrol_streams_total", "Streams started, by ingest kind", ["kind"], registry=r
+        )
+        self.stream_end_total = Counter(
+            "airpatrol_stream_end_total", "Streams ended, by outcome", ["status"], registry=r
+        )
+        self.frames_received = Counter(
+            "airpatrol_frames_received_total", "Decoded video frames received", registry=r
+        )
+        self.frames_processed = Counter(
+            "airpatrol_frames_processed_total", "Frames run through a pipeline", registry=r
+        )
+        self.frames_dropped = Counter(
+            "airpatrol_frames_dropped_total",
+            "Frames replaced in the latest-frame slot before a worker took them (processing slower than the stream)",
+            registry=r,
+        )
+        self.frame_latency = Histogram(
+            "airpatrol_frame_latency_seconds",
+            "Server-added latency per processed frame: decoded frame received -> pipeline result",
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.stream_fps = Gauge(
+            "airpatrol_stream_processed_fps",
+            "Processed frames per second of each active stream",
+            ["session"],
+            registry=r,
+        )
+        self.stream_drop_ratio = Gauge(
+            "airpatrol_stream_dropped_ratio",
+            "Dropped / received frames of each active stream",
+            ["session"],
+            registry=r,
+        )
+        self.telemetry_messages = Counter(
+            "airpatrol_telemetry_messages_total",
+            "Telemetry data-channel messages, by result",
+            ["result"],
+            registry=r,
+        )
+        self.violations = Counter("airpatrol_violations_total", "Violations detected", registry=r)
+        self.event_subscribers = Gauge(
+            "airpatrol_event_subscribers", "Open /api/v1/events WebSockets", registry=r
+        )
+
+    def forget_stream(self, session_id: str) -> None:
+        for gauge in (self.stream_fps, self.stream_drop_ratio):
+            with contextlib.suppress(KeyError):
+                gauge.remove(session_id)

@@ -1,0 +1,552 @@
+"""Reference publisher: streams a recorded flight to the edge server in real time, as the phone app would.
+
+Video goes out as a WebRTC track; telemetry (from the flight's SRT via ``load_telemetry``, or
+constant values) goes on the "telemetry" data channel, stamped with the sender's wall clock at
+the moment each frame is "captured" (handed to the encoder) - exactly what a DJI Mobile SDK app
+does with live telemetry. Live violations come back on the "events" data channel and the
+annotated video on the return track. Negotiation uses either the phone API
+(``POST /api/v1/webrtc/offer``) or WHIP (``POST /whip``). See docs/telemetry-datachannel.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import av
+import httpx
+import numpy as np
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+from edge_server.telemetry import TelemetryMessage
+from pipelines.errors import AirPatrolError
+from pipelines.types import Telemetry
+
+log = logging.getLogger(__name__)
+
+VIDEO_CLOCK_RATE = 90000
+SYNTHETIC = "synthetic"
+
+
+class PublishError(AirPatrolError):
+    """The server refused the stream or could not be reached; the message says why."""
+
+
+@dataclass
+class PublishResult:
+    session_id: str | None = None
+    frames_sent: int = 0
+    frames_skipped: int = 0
+    telemetry_sent: int = 0
+    return_frames: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def violations(self) -> list[dict[str, Any]]:
+        return [e["violation"] for e in self.events if e.get("type") == "violation"]
+
+    def summary(self) -> dict[str, Any]:
+        ended = next((e for e in reversed(self.events) if e.get("type") == "session.ended"), None)
+        return {
+            "session_id": self.session_id,
+            "frames_sent": self.frames_sent,
+            "frames_skipped": self.frames_skipped,
+            "telemetry_sent": self.telemetry_sent,
+            "return_frames": self.return_frames,
+            "violations": len(self.violations),
+            "duration_s": round(self.duration_s, 2),
+            "server": None if ended is None else {k: v for k, v in ended.items() if k not in ("type",)},
+        }
+
+
+# ------------------------------------------------------------------------------------------------
+# sources
+
+
+def synthetic_size(video: str | Path) -> tuple[int, int] | None:
+    """``synthetic`` -> (640, 360); ``synthetic:1280x720`` -> (1280, 720); a path -> None."""
+    text = str(video)
+    if text == SYNTHETIC:
+        return 640, 360
+    if text.startswith(SYNTHETIC + ":"):
+        try:
+            w, h = (int(v) for v in text.split(":", 1)[1].lower().split("x"))
+        except ValueError as exc:
+            raise PublishError(f"synthetic size must look like synthetic:1280x720, got {text!r}") from exc
+        return w, h
+    return None
+
+
+def iter_frames(path: str | Path, max_frames: int | None = None) -> Iterator[tuple[float, np.ndarray]]:
+    """(timestamp_s, BGR image) of a video file or frame folder (via ``pipelines.sources``) or synthetic."""
+    size = synthetic_size(path)
+    if size is not None:
+        from edge_server.synthetic import SyntheticScene
+
+        scene = SyntheticScene(*size)
+        i = 0
+        while max_frames is None or i < max_frames:
+            yield i / 30.0, scene.render(i / 30.0)
+            i += 1
+        return
+    try:
+        from pipelines.sources import open_source
+    except ImportError:  # engine not installed: decode the file directly
+        yield from _iter_av(path, max_frames)
+        return
+    for frame in open_source(str(path), max_frames=max_frames):
+        yield frame.timestamp_s, frame.image
+
+
+def _iter_av(path: str | Path, max_frames: int | None) -> Iterator[tuple[float, np.ndarray]]:
+    try:
+        container = av.open(str(path))
+    except (av.error.FileNotFoundError, FileNotFoundError) as exc:
+        raise PublishError(f"video not found: {path}") from exc
+    except av.error.FFmpegError as exc:
+        raise PublishError(f"cannot open video {path}: {exc}") from exc
+    with container:
+        for i, frame in enumerate(container.decode(video=0)):
+            if max_frames is not None and i >= max_frames:
+                break
+            ts = float(frame.time) if frame.time is not None else i / 30.0
+            yield ts, frame.to_ndarray(format="bgr24")
+
+
+class _RealTimeTrack(MediaStreamTrack):
+    """What both publisher tracks share: a wall clock that sends video time ``t`` at
+    ``start + t / speed``, the end (``max_seconds``, end of file), counters and ``on_frame``."""
+
+    kind = "video"
+
+    def __init__(
+        self,
+        *,
+        loop_playback: bool,
+        max_seconds: float | None,
+        on_frame: Callable[[float, float], None] | None,
+        speed: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self._loop_playback = loop_playback
+        self._max_seconds = max_seconds
+        self._on_frame = on_frame
+        self._speed = speed
+        self._start: float | None = None
+        self._offset = 0.0  # video time added per completed loop
+        self._last_t = 0.0
+        self.sent = 0
+        self.skipped = 0  # frames left out to stay in real time
+        self.finished = asyncio.Event()
+
+    def _ensure_live(self) -> None:
+        if self.readyState != "live":
+            raise MediaStreamError
+
+    def _stop_if(self, over: bool) -> None:
+        """End the track (MediaStreamError) when the source or the allowed time is over."""
+        if over:
+            self._end()
+            raise MediaStreamError
+
+    def _past_max(self, t: float) -> bool:
+        return self._max_seconds is not None and t > self._max_seconds
+
+    def _delay(self, t: float) -> float:
+        """Seconds until video time ``t`` is due (negative: late)."""
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now - t / self._speed
+        return self._start + t / self._speed - now
+
+    def _loop_offset(self) -> float:
+        return self._last_t + 1.0 / 30.0
+
+    def _sent(self, source_ts: float, t: float) -> None:
+        self._last_t = t
+        self.sent += 1
+        if self._on_frame is not None:
+            self._on_frame(source_ts, time.time())
+
+    def _end(self) -> None:
+        self.finished.set()
+        self.stop()
+
+
+class PlaybackTrack(_RealTimeTrack):
+    """Plays frames in real time; ``on_frame(video_time_s, capture_wall_s)`` fires as each is sent."""
+
+    def __init__(
+        self,
+        frames: Callable[[], Iterator[tuple[float, np.ndarray]]],
+        *,
+        loop_playback: bool = False,
+        max_seconds: float | None = None,
+        speed: float = 1.0,
+        on_frame: Callable[[float, float], None] | None = None,
+    ) -> None:
+        super().__init__(loop_playback=loop_playback, max_seconds=max_seconds, on_frame=on_frame, speed=speed)
+        self._make = frames
+        self._it = frames()
+        self._t0: float | None = None
+
+    async def _next(self) -> tuple[float, np.ndarray] | None:
+        item = await asyncio.to_thread(next, self._it, None)
+        if item is None and self._loop_playback and self.sent:
+            self._offset = self._loop_offset()
+            self._it = self._make()
+            self._t0 = None
+            item = await asyncio.to_thread(next, self._it, None)
+        return item
+
+    async def recv(self) -> av.VideoFrame:
+        self._ensure_live()
+        while True:
+            item = await self._next()
+            self._stop_if(item is None)
+            ts, image = item
+            if self._t0 is None:
+                self._t0 = ts
+            t = self._offset + (ts - self._t0)
+            self._stop_if(self._past_max(t))
+            delay = self._delay(t)
+            # Like a live camera: when the encoder falls behind, skip frames instead of sending late ones.
+            if delay > -0.1 or self.sent == 0:
+                break
+            self.skipped += 1
+        if delay > 0:
+            await asyncio.sleep(delay)
+        frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+        frame.pts = int(round(t * VIDEO_CLOCK_RATE))
+        frame.time_base = Fraction(1, VIDEO_CLOCK_RATE)
+        self._sent(ts, t)
+        return frame
+
+
+class PassthroughTrack(_RealTimeTrack):
+    """Relays a file's H.264 packets as they are - no decoding, no re-encoding - in real time.
+
+    This is what a drone app does with the camera's own H.264 stream, and it keeps the publisher's
+    CPU out of server benchmarks. The stream must have no B-frames (WebRTC sends frames in order):
+    encode with ``-profile:v baseline`` or ``-bf 0``. MP4/MOV/MKV (length-prefixed) and MPEG-TS /
+    raw Annex B inputs both work (``h264_mp4toannexb``).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        loop_playback: bool = False,
+        max_seconds: float | None = None,
+        on_frame: Callable[[float, float], None] | None = None,
+    ) -> None:
+        super().__init__(loop_playback=loop_playback, max_seconds=max_seconds, on_frame=on_frame)
+        from av.bitstream import BitStreamFilterContext
+
+        try:
+            self._container = av.open(str(path))
+        except (av.error.FFmpegError, FileNotFoundError) as exc:
+            raise PublishError(f"cannot open video {path}: {exc}") from exc
+        if not self._container.streams.video:
+            raise PublishError(f"{path} has no video stream")
+        self._stream = self._container.streams.video[0]
+        codec = self._stream.codec_context
+        if codec.name != "h264":
+            raise PublishError(f"--passthrough needs H.264 video, {path} holds {codec.name}")
+        if codec.has_b_frames:
+            raise PublishError(f"{path} has B-frames; WebRTC needs H.264 without them (encode with -bf 0)")
+        self._bsf = BitStreamFilterContext("h264_mp4toannexb", self._stream)
+        self._packets = self._demux()
+
+    def _demux(self) -> Iterator[av.Packet]:
+        for packet in self._container.demux(self._stream):
+            if packet.size == 0 or packet.pts is None:
+                continue
+            yield from self._bsf.filter(packet)
+
+    def _next(self) -> av.Packet | None:
+        packet = next(self._packets, None)
+        if packet is None and self._loop_playback and self.sent:
+            self._offset = self._loop_offset()
+            self._container.seek(0)
+            self._packets = self._demux()
+            packet = next(self._packets, None)
+        return packet
+
+    async def recv(self) -> av.Packet:
+        self._ensure_live()
+        packet = self._next()
+        self._stop_if(packet is None)
+        ts = float(packet.pts * packet.time_base)
+        t = self._offset + ts
+        self._stop_if(self._past_max(t))
+        delay = self._delay(t)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        packet.pts = int(round(t / packet.time_base))
+        packet.dts = packet.pts
+        self._sent(ts, t)
+        return packet
+
+    def stop(self) -> None:
+        super().stop()
+        with contextlib.suppress(Exception):
+            self._container.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# telemetry
+
+
+def telemetry_source(
+    video: str | Path,
+    srt: str | Path | None,
+    *,
+    altitude_m: float | None = None,
+    pitch_deg: float | None = None,
+    focal_35mm: float | None = None,
+    camera: str | None = None,
+) -> Callable[[float], Telemetry | None] | None:
+    """``f(video_time_s) -> Telemetry`` from the SRT (or a sidecar next to the video), else constants."""
+    if srt is None and synthetic_size(video) is None:
+        for suffix in (".SRT", ".srt"):
+            candidate = Path(video).with_suffix(suffix)
+            if candidate.is_file():
+                srt = candidate
+                log.info("using telemetry sidecar %s", candidate)
+                break
+    overrides = {
+        "altitude_m": altitude_m,
+        "gimbal_pitch_deg": pitch_deg,
+        "focal_length_35mm": focal_35mm,
+        "camera": camera,
+    }
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if srt is not None:
+        from pipelines.telemetry import load_telemetry
+
+        track = load_telemetry(srt)
+
+        def from_track(t: float) -> Telemetry | None:
+            try:
+                sample = track.at(t)
+            except Exception:  # noqa: BLE001 - outside the log: send nothing for this frame
+                return None
+            if sample is None:
+                return None
+            import dataclasses
+
+            return dataclasses.replace(sample, **overrides) if overrides else sample
+
+        return from_track
+    if synthetic_size(video) is not None and not overrides:
+        from edge_server import synthetic
+
+        overrides = {
+            "altitude_m": synthetic.DEFAULT_ALTITUDE_M,
+            "gimbal_pitch_deg": synthetic.DEFAULT_PITCH_DEG,
+            "focal_length_35mm": synthetic.DEFAULT_FOCAL_35MM,
+            "camera": synthetic.DEFAULT_CAMERA,
+        }
+    if not overrides:
+        return None
+    return lambda t: Telemetry(timestamp_s=t, **overrides)
+
+
+# ------------------------------------------------------------------------------------------------
+# session
+
+
+async def _negotiate(client: httpx.AsyncClient, server: str, sdp: str, whip: bool) -> tuple[str, str, str]:
+    """-> (answer sdp, session id, resource URL to DELETE at the end)."""
+    try:
+        if whip:
+            resp = await client.post(
+                f"{server}/whip", content=sdp, headers={"Content-Type": "application/sdp"}
+            )
+        else:
+            resp = await client.post(f"{server}/api/v1/webrtc/offer", json={"sdp": sdp, "type": "offer"})
+    except httpx.HTTPError as exc:
+        raise PublishError(f"cannot reach {server}: {exc}") from exc
+    if resp.status_code >= 400:
+        try:
+            detail = resp.json().get("detail")
+        except ValueError:
+            detail = resp.text[:300]
+        raise PublishError(f"server refused the stream: HTTP {resp.status_code}: {detail}")
+    if whip:
+        location = resp.headers.get("location")
+        if resp.status_code != 201 or not location:
+            raise PublishError(f"WHIP endpoint answered {resp.status_code} without a Location header")
+        resource = str(httpx.URL(server + "/").join(location))
+        return (
+            resp.text,
+            resp.headers.get("x-session-id") or location.rstrip("/").rsplit("/", 1)[-1],
+            resource,
+        )
+    body = resp.json()
+    return body["sdp"], body["session_id"], f"{server}/api/v1/webrtc/{body['session_id']}"
+
+
+async def publish(
+    video: str | Path,
+    server: str,
+    token: str,
+    *,
+    srt: str | Path | None = None,
+    whip: bool = False,
+    telemetry_hz: float = 10.0,
+    loop_playback: bool = False,
+    max_seconds: float | None = None,
+    return_video: bool = True,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    linger_s: float = 1.0,
+    telemetry: Callable[[float], Telemetry | None] | None = None,
+    extra_telemetry: Callable[[], str | None] | None = None,
+    stop: asyncio.Event | None = None,
+    connect_timeout_s: float = 20.0,
+    passthrough: bool = False,
+) -> PublishResult:
+    """Stream ``video`` to ``server`` until it ends (or ``stop`` is set); returns what happened.
+
+    ``telemetry`` overrides the SRT lookup (``f(video_time_s) -> Telemetry``);
+    ``extra_telemetry`` may return raw strings to send on the channel (tests use it for bad input).
+    """
+    server = server.rstrip("/")
+    result = PublishResult()
+    if synthetic_size(video) is None and not Path(video).exists():
+        raise PublishError(f"video not found: {video}")
+    if passthrough and synthetic_size(video) is not None:
+        raise PublishError("--passthrough relays a file's H.264; it cannot be used with the synthetic source")
+    tel_at = telemetry if telemetry is not None else telemetry_source(video, srt)
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    tel_channel = pc.createDataChannel("telemetry")
+    events_channel = pc.createDataChannel("events")
+    ended = asyncio.Event()
+    connected = asyncio.Event()
+    last_tel = [-1e9]
+
+    def on_frame(video_t: float, wall: float) -> None:
+        result.frames_sent += 1
+        if tel_channel.readyState != "open":
+            return
+        if extra_telemetry is not None:
+            raw = extra_telemetry()
+            if raw is not None:
+                tel_channel.send(raw)
+        if tel_at is None or wall - last_tel[0] < 1.0 / telemetry_hz:
+            return
+        sample = tel_at(video_t)
+        if sample is None:
+            return
+        msg = TelemetryMessage.from_telemetry(sample, timestamp=wall)
+        tel_channel.send(msg.model_dump_json(exclude_none=True))
+        result.telemetry_sent += 1
+        last_tel[0] = wall
+
+    def make_frames() -> Iterator[tuple[float, np.ndarray]]:
+        return iter_frames(video)
+
+    track: PlaybackTrack | PassthroughTrack
+    if passthrough:
+        track = PassthroughTrack(
+            video, loop_playback=loop_playback, max_seconds=max_seconds, on_frame=on_frame
+        )
+    else:
+        track = PlaybackTrack(
+            make_frames, loop_playback=loop_playback, max_seconds=max_seconds, on_frame=on_frame
+        )
+    transceiver = pc.addTransceiver(track, direction="sendrecv" if return_video else "sendonly")
+    if passthrough:  # the packets are H.264: negotiate nothing else
+        caps = RTCRtpSender.getCapabilities("video").codecs
+        transceiver.setCodecPreferences([c for c in caps if c.mimeType in ("video/H264", "video/rtx")])
+
+    @events_channel.on("message")
+    def on_message(message: str | bytes) -> None:
+        try:
+            event = json.loads(message)
+        except ValueError:
+            log.warning("non-JSON event: %r", message[:100])
+            return
+        result.events.append(event)
+        if event.get("type") == "session.ended":
+            ended.set()
+        if on_event is not None:
+            on_event(event)
+
+    @pc.on("track")
+    def on_track(remote: MediaStreamTrack) -> None:
+        async def count() -> None:
+            with contextlib.suppress(MediaStreamError, asyncio.CancelledError):
+                while True:
+                    await remote.recv()
+                    result.return_frames += 1
+
+        tasks.append(asyncio.create_task(count()))
+
+    @pc.on("connectionstatechange")
+    def on_state() -> None:
+        log.debug("connection %s", pc.connectionState)
+        if pc.connectionState == "connected":
+            connected.set()
+        elif pc.connectionState in ("failed", "closed"):
+            ended.set()
+            connected.set()
+
+    tasks: list[asyncio.Task] = []
+    headers = {"Authorization": f"Bearer {token}", "User-Agent": "airpatrol-publish"}
+    started = time.monotonic()
+    async with httpx.AsyncClient(headers=headers, timeout=30.0) as client:
+        resource = None
+        try:
+            await pc.setLocalDescription(await pc.createOffer())
+            answer, result.session_id, resource = await _negotiate(
+                client, server, pc.localDescription.sdp, whip
+            )
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+            log.info(
+                "session %s: streaming %s to %s%s",
+                result.session_id,
+                video,
+                server,
+                " (WHIP)" if whip else "",
+            )
+            try:
+                await asyncio.wait_for(connected.wait(), connect_timeout_s)
+            except asyncio.TimeoutError as exc:
+                raise PublishError(
+                    f"no WebRTC connection to {server} within {connect_timeout_s:g} s"
+                ) from exc
+            if pc.connectionState != "connected":
+                raise PublishError(f"WebRTC connection {pc.connectionState}")
+            waiters = [asyncio.create_task(track.finished.wait()), asyncio.create_task(ended.wait())]
+            if stop is not None:
+                waiters.append(asyncio.create_task(stop.wait()))
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            for w in waiters:
+                w.cancel()
+            if not ended.is_set():
+                await asyncio.sleep(linger_s)  # violations closing on the last frames
+        finally:
+            if resource is not None and not ended.is_set():
+                with contextlib.suppress(httpx.HTTPError):
+                    await client.delete(resource, timeout=60.0)  # the server flushes, then answers
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(ended.wait(), 2.0)
+            for task in tasks:
+                task.cancel()
+            result.frames_skipped = track.skipped
+            track.stop()
+            await pc.close()
+    result.duration_s = time.monotonic() - started
+    return result

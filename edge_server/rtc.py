@@ -1,0 +1,492 @@
+"""WebRTC ingest (aiortc): one :class:`StreamSession` per publishing drone.
+
+A session owns the peer connection, the worker thread running its pipeline, the telemetry buffer
+and clock mapping, the "events" data channel and the annotated return-video track. The
+:class:`StreamManager` creates sessions from SDP offers (phone API and WHIP alike) and ends them
+- on request, when the peer vanishes, when the stream goes idle, or at shutdown - always through
+:meth:`StreamManager.close`, which lets the worker flush before the peer is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import aioice.ice
+import av
+import numpy as np
+from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+from edge_server.events import EventBus, dumps
+from edge_server.media import fit_width
+from edge_server.metrics import Metrics
+from edge_server.settings import ServerSettings
+from edge_server.store import Store
+from edge_server.telemetry import ClockSync, TelemetryBuffer, install_sender_report_hook, parse_message
+from edge_server.worker import IncomingFrame, StreamStats, StreamWorker, release_pipeline
+from pipelines.errors import AirPatrolError, TelemetryError
+from pipelines.types import Telemetry
+
+log = logging.getLogger(__name__)
+
+VIDEO_CLOCK_RATE = 90000
+
+
+class OfferError(ValueError):
+    """An SDP offer the server cannot use (HTTP 400); the message says why."""
+
+
+class CapacityError(RuntimeError):
+    """No room for another stream (HTTP 503)."""
+
+
+class PipelineUnavailable(RuntimeError):
+    """The pipeline for a new stream could not be built (HTTP 503); the message says why."""
+
+
+_SDP_LINE = re.compile(r"^[a-z]=.*$")
+
+
+def check_offer_sdp(sdp: str) -> None:
+    """Reject SDP that is not a WebRTC offer with video, with a message a client developer can act on."""
+    if not sdp or not sdp.strip():
+        raise OfferError("empty SDP offer")
+    lines = [ln for ln in sdp.replace("\r\n", "\n").split("\n") if ln.strip()]
+    if lines[0].strip() != "v=0":
+        raise OfferError("malformed SDP offer: the first line must be 'v=0'")
+    bad = [ln for ln in lines if not _SDP_LINE.match(ln)]
+    if bad:
+        raise OfferError(f"malformed SDP offer: line {bad[0][:60]!r} is not '<letter>=<value>'")
+    media = [ln for ln in lines if ln.startswith("m=")]
+    if not media:
+        raise OfferError("SDP offer has no media section (m=)")
+    if not any(ln.startswith("m=video ") for ln in media):
+        raise OfferError("SDP offer has no video section (m=video): publish a video track")
+    for attr, what in (
+        ("a=ice-ufrag:", "ICE username"),
+        ("a=ice-pwd:", "ICE password"),
+        ("a=fingerprint:", "DTLS fingerprint"),
+    ):
+        if not any(ln.startswith(attr) for ln in lines):
+            raise OfferError(f"SDP offer lacks {attr.rstrip(':')} ({what}); WebRTC offers need ICE and DTLS")
+
+
+def restrict_ice_host_addresses(addresses: list[str]) -> None:
+    """Offer only these host addresses as ICE candidates (process-wide; empty list = all)."""
+    if not addresses:
+        return
+    fixed = list(addresses)
+    aioice.ice.get_host_addresses = lambda use_ipv4=True, use_ipv6=True: list(fixed)
+
+
+class ReturnVideoTrack(MediaStreamTrack):
+    """Annotated frames back to the publisher; always the newest one (no queue)."""
+
+    kind = "video"
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_width: int) -> None:
+        super().__init__()
+        self._loop = loop
+        self._max_width = max_width
+        self._frame: av.VideoFrame | None = None
+        self._event = asyncio.Event()
+        self._start: float | None = None
+        self._last_pts = -1
+        self.enabled = False  # set once negotiation shows the peer receives it
+        self.sent = 0
+
+    def push(self, bgr: np.ndarray) -> None:
+        """Called from the worker thread."""
+        if not self.enabled or self.readyState != "live":
+            return
+        frame = av.VideoFrame.from_ndarray(
+            np.ascontiguousarray(fit_width(bgr, self._max_width)), format="bgr24"
+        )
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._set, frame)
+
+    def _set(self, frame: av.VideoFrame) -> None:
+        self._frame = frame
+        self._event.set()
+
+    async def recv(self) -> av.VideoFrame:
+        while True:
+            if self.readyState != "live":
+                raise MediaStreamError
+            await self._event.wait()
+            self._event.clear()
+            frame, self._frame = self._frame, None
+            if frame is not None:
+                break
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now
+        pts = max(self._last_pts + 1, int((now - self._start) * VIDEO_CLOCK_RATE))
+        self._last_pts = pts
+        frame.pts, frame.time_base = pts, Fraction(1, VIDEO_CLOCK_RATE)
+        self.sent += 1
+        return frame
+
+    def stop(self) -> None:
+        super().stop()
+        self._event.set()
+
+
+@dataclass
+class StreamSession:
+    id: str
+    kind: str
+    pc: RTCPeerConnection
+    remote: str | None
+    stats: StreamStats = field(default_factory=StreamStats)
+    clock: ClockSync = field(default_factory=ClockSync)
+    telemetry: TelemetryBuffer = field(default_factory=TelemetryBuffer)
+    worker: StreamWorker | None = None
+    return_track: ReturnVideoTrack | None = None
+    video_track: Any = None
+    events_channel: Any = None
+    tasks: list[asyncio.Task] = field(default_factory=list)
+    closing: bool = False
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+    created_perf: float = field(default_factory=time.perf_counter)
+    sr_hook: bool = False
+    telemetry_offset_s: float = 0.0
+    last_reject_notice: float = 0.0
+    answer_sdp: str = ""
+
+    def telemetry_at(self, media_time_s: float) -> Telemetry | None:
+        if not len(self.telemetry):
+            return None
+        sender_t = self.clock.to_sender_time(media_time_s)
+        if sender_t is None:
+            return None
+        t = self.telemetry.at(sender_t - self.telemetry_offset_s)
+        if t is None:
+            return None
+        import dataclasses
+
+        return dataclasses.replace(t, timestamp_s=media_time_s)
+
+    def live_stats(self) -> dict[str, Any]:
+        out = self.stats.as_session_fields()
+        out["processed_fps"] = self.stats.fps()
+        return out
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "clock_sync": self.clock.describe(),
+            "rtcp_sender_reports": self.sr_hook,
+            "return_video_frames": self.return_track.sent if self.return_track else 0,
+        }
+
+
+class StreamManager:
+    def __init__(
+        self,
+        settings: ServerSettings,
+        store: Store,
+        bus: EventBus,
+        metrics: Metrics,
+        pipeline_factory: Callable[[], Any],
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.bus = bus
+        self.metrics = metrics
+        self.pipeline_factory = pipeline_factory
+        self.media_dir: Path = settings.resolved_media_dir
+        self.sessions: dict[str, StreamSession] = {}
+        self._pending = 0  # offers being set up (count against max_streams)
+        self._clip_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clips")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._shutting_down = False
+        self._background: set[asyncio.Task] = set()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    @property
+    def active_count(self) -> int:
+        return len(self.sessions)
+
+    def get(self, session_id: str) -> StreamSession | None:
+        return self.sessions.get(session_id)
+
+    # -- session creation -----------------------------------------------------------------------
+
+    async def create(self, offer_sdp: str, kind: str, remote: str | None = None) -> StreamSession:
+        check_offer_sdp(offer_sdp)
+        if self._shutting_down:
+            raise CapacityError("server is shutting down")
+        if len(self.sessions) + self._pending >= self.settings.max_streams:
+            raise CapacityError(
+                f"server is at capacity ({self.settings.max_streams} streams); try again later"
+            )
+        self._loop = asyncio.get_running_loop()
+        self._pending += 1
+        pc: RTCPeerConnection | None = None
+        sess: StreamSession | None = None
+        pipeline: Any = None
+        try:
+            servers = [RTCIceServer(urls=u) for u in self.settings.ice_servers]
+            pc = RTCPeerConnection(RTCConfiguration(iceServers=servers))
+            sess = StreamSession(id=uuid.uuid4().hex, kind=kind, pc=pc, remote=remote)
+            sess.telemetry = TelemetryBuffer(max_age_s=self.settings.telemetry_max_age_s)
+            sess.telemetry_offset_s = self.settings.telemetry_time_offset_s
+            self._wire(sess)
+            try:
+                await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+            except Exception as exc:  # noqa: BLE001 - aiortc raises assorted errors on bad SDP
+                hint = ""
+                if "parameters" in str(exc):
+                    hint = " (no video codec in common? the server decodes VP8 and H.264)"
+                raise OfferError(f"SDP offer rejected: {type(exc).__name__}: {exc}{hint}") from exc
+            if sess.video_track is None:
+                raise OfferError(
+                    "SDP offer has no video track the server can receive (direction must be sendonly or sendrecv)"
+                )
+            # Only an offer aiortc accepted pays for a pipeline (detector + road network: seconds of CPU).
+            try:
+                pipeline = await asyncio.to_thread(self.pipeline_factory)
+            except AirPatrolError as exc:
+                raise PipelineUnavailable(f"pipeline unavailable: {exc}") from exc
+            if self._shutting_down:  # close_all() ran while the pipeline was being built
+                raise CapacityError("server is shutting down")
+            answer = await pc.createAnswer()
+            await pc.setLocalDescription(answer)
+            sess.answer_sdp = pc.localDescription.sdp
+            if sess.return_track is not None:
+                sess.return_track.enabled = any(
+                    t.sender.track is sess.return_track and t.currentDirection in ("sendrecv", "sendonly")
+                    for t in pc.getTransceivers()
+                )
+            for t in pc.getTransceivers():
+                if t.kind == "video" and t.receiver.track is sess.video_track:
+                    sess.sr_hook = install_sender_report_hook(t.receiver, sess.clock)
+
+            await asyncio.to_thread(self.store.create_session, sess.id, kind, remote)
+            sess.worker = StreamWorker(
+                sess.id,
+                pipeline,
+                store=self.store,
+                bus=self.bus,
+                metrics=self.metrics,
+                media_dir=self.media_dir,
+                clip_executor=self._clip_executor,
+                telemetry_at=sess.telemetry_at,
+                return_sink=sess.return_track.push if sess.return_track is not None else None,
+                return_wanted=(
+                    lambda t=sess.return_track: t is not None and t.enabled and t.readyState == "live"
+                ),
+                process_max_width=self.settings.process_max_width,
+                on_finished=self._on_worker_finished,
+                stats=sess.stats,
+                clip_pre_s=self.settings.clip_pre_s,
+                clip_post_s=self.settings.clip_post_s,
+                clip_fps=self.settings.clip_fps,
+                clip_max_width=self.settings.clip_max_width,
+                snapshot_quality=self.settings.snapshot_jpeg_quality,
+                stats_interval_s=self.settings.stats_interval_s,
+                session_info=sess.info,
+            )
+            sess.worker.start()
+            pipeline = None  # the worker owns it now and closes it when the stream ends
+            self.sessions[sess.id] = sess
+            self.bus.add_listener(sess.id, lambda ev, s=sess: self._to_events_channel(s, ev))
+            sess.tasks.append(asyncio.create_task(self._consume_video(sess), name=f"video-{sess.id[:8]}"))
+            self.metrics.active_streams.set(len(self.sessions))
+            self.metrics.streams_total.labels(kind).inc()
+            self.bus.publish({"type": "session.started", "session_id": sess.id, "kind": kind})
+            log.info("session %s started (%s from %s)", sess.id, kind, remote or "?")
+            pc = None  # owned by the session now
+            return sess
+        finally:
+            self._pending -= 1
+            if pipeline is not None:
+                await asyncio.to_thread(release_pipeline, pipeline)
+            if pc is not None:  # the offer failed: nothing of the half-made session may stay behind
+                for task in sess.tasks if sess is not None else ():
+                    task.cancel()
+                if sess is not None and sess.return_track is not None:
+                    sess.return_track.stop()
+                await pc.close()
+
+    def _wire(self, sess: StreamSession) -> None:
+        pc = sess.pc
+
+        @pc.on("track")
+        def on_track(track: MediaStreamTrack) -> None:
+            if track.kind == "video" and sess.video_track is None:
+                sess.video_track = track
+                if self.settings.return_video:
+                    sess.return_track = ReturnVideoTrack(
+                        asyncio.get_running_loop(), self.settings.return_video_max_width
+                    )
+                    pc.addTrack(sess.return_track)
+            else:  # audio or a second video: drain it so aiortc's queue does not grow
+                sess.tasks.append(asyncio.create_task(_drain(track)))
+
+        @pc.on("datachannel")
+        def on_datachannel(channel: Any) -> None:
+            if channel.label == "telemetry":
+                channel.on("message", lambda message: self._on_telemetry(sess, message))
+            elif channel.label == "events":
+                sess.events_channel = channel
+            else:
+                log.info("session %s: ignoring data channel %r", sess.id, channel.label)
+
+        @pc.on("connectionstatechange")
+        async def on_state() -> None:
+            state = pc.connectionState
+            log.debug("session %s: connection %s", sess.id, state)
+            if state in ("failed", "closed") and sess.id in self.sessions:
+                await self.close(sess.id, f"peer connection {state}")
+
+    # -- media and telemetry --------------------------------------------------------------------
+
+    async def _consume_video(self, sess: StreamSession) -> None:
+        track = sess.video_track
+        idle = self.settings.stream_idle_timeout_s
+        reason = "video ended"
+        index = 0
+        try:
+            while True:
+                try:
+                    frame = await asyncio.wait_for(track.recv(), timeout=idle)
+                except asyncio.TimeoutError:
+                    reason = f"no video for {idle:g} s (peer gone?)"
+                    break
+                except MediaStreamError:
+                    reason = "peer stopped sending video"
+                    break
+                perf, wall = time.perf_counter(), time.time()
+                if frame.pts is None:
+                    media_time = time.perf_counter() - sess.created_perf
+                else:
+                    media_time = float(frame.pts * frame.time_base)
+                sess.clock.on_frame(media_time, wall)
+                sess.worker.submit(IncomingFrame(frame, media_time, perf, wall, index))
+                index += 1
+        except asyncio.CancelledError:
+            return
+        self._spawn(self.close(sess.id, reason))
+
+    def _on_telemetry(self, sess: StreamSession, message: str | bytes) -> None:
+        arrival = time.time()
+        try:
+            t = parse_message(
+                message,
+                self.settings.max_telemetry_message_bytes,
+                arrival_s=arrival,
+                max_clock_skew_s=self.settings.telemetry_max_clock_skew_s,
+            )
+        except (TelemetryError, ValueError) as exc:
+            reason = str(exc)
+            sess.stats.telemetry_rejected += 1
+            sess.stats.telemetry_reject_reasons[reason[:120]] += 1
+            self.metrics.telemetry_messages.labels("rejected").inc()
+            log.debug("session %s: telemetry rejected: %s", sess.id, reason)
+            now = time.monotonic()
+            if now - sess.last_reject_notice >= 1.0:  # tell the sender, at most once a second
+                sess.last_reject_notice = now
+                self._send_event(
+                    sess,
+                    {
+                        "type": "telemetry.rejected",
+                        "session_id": sess.id,
+                        "reason": reason[:500],
+                        "rejected_total": sess.stats.telemetry_rejected,
+                    },
+                )
+            return
+        sess.telemetry.add(t)
+        sess.clock.on_telemetry(t.timestamp_s, arrival)
+        sess.stats.telemetry_received += 1
+        self.metrics.telemetry_messages.labels("accepted").inc()
+
+    def _to_events_channel(self, sess: StreamSession, event: dict[str, Any]) -> None:
+        if event.get("session_id") == sess.id:
+            self._send_event(sess, event)
+
+    @staticmethod
+    def _send_event(sess: StreamSession, event: dict[str, Any]) -> None:
+        ch = sess.events_channel
+        if ch is not None and ch.readyState == "open":
+            try:
+                ch.send(dumps(event))
+            except Exception:  # noqa: BLE001 - channel closing under us
+                log.debug("event not sent on data channel", exc_info=True)
+
+    # -- ending ---------------------------------------------------------------------------------
+
+    def _on_worker_finished(self, session_id: str, status: str, reason: str | None) -> None:
+        """Worker thread: its stream ended by itself (corrupt frame, engine error)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):
+            asyncio.run_coroutine_threadsafe(self.close(session_id, reason or status), loop)
+
+    async def close(self, session_id: str, reason: str) -> bool:
+        """End a stream: stop the worker (it flushes everything), then close the peer."""
+        sess = self.sessions.get(session_id)
+        if sess is None:
+            return False
+        if sess.closing:
+            await sess.closed.wait()
+            return True
+        sess.closing = True
+        try:
+            current = asyncio.current_task()
+            for task in sess.tasks:
+                if task is not current:
+                    task.cancel()
+            if sess.worker is not None:
+                sess.worker.stop(reason)
+                done = await asyncio.to_thread(sess.worker.join, self.settings.shutdown_timeout_s)
+                if not done:
+                    log.error(
+                        "session %s: worker did not finish within %.0f s",
+                        session_id,
+                        self.settings.shutdown_timeout_s,
+                    )
+            await asyncio.sleep(0)  # let the worker's last events reach the data channel
+            if sess.events_channel is not None and sess.events_channel.readyState == "open":
+                await asyncio.sleep(0.2)
+            if sess.return_track is not None:
+                sess.return_track.stop()
+            await sess.pc.close()
+        except Exception:  # noqa: BLE001
+            log.exception("session %s: error while closing", session_id)
+        finally:
+            self.bus.remove_listener(session_id)
+            self.sessions.pop(session_id, None)
+            self.metrics.active_streams.set(len(self.sessions))
+            sess.closed.set()
+        return True
+
+    async def close_all(self, reason: str = "server shutdown") -> None:
+        self._shutting_down = True
+        await asyncio.gather(
+            *(self.close(sid, reason) for sid in list(self.sessions)), return_exceptions=True
+        )
+        self._clip_executor.shutdown(wait=True)
+
+
+async def _drain(track: MediaStreamTrack) -> None:
+    with contextlib.suppress(MediaStreamError, asyncio.CancelledError):
+        while True:
+            await track.recv()

@@ -1,0 +1,224 @@
+"""API and event schemas (pydantic: the edge of the service)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from edge_server.store import SORTS, SessionRow, TrackRow, ViolationRow
+
+# Text that reaches a database query: no control characters (PostgreSQL refuses NUL in strings).
+PLAIN_TEXT = r"^[^\x00-\x1f\x7f]*$"
+
+
+class ErrorOut(BaseModel):
+    error: str = Field(description="machine-readable code, e.g. not_found, unauthorized, invalid_request")
+    detail: Any = Field(description="human-readable explanation (or a list of field problems)")
+
+
+class SdpIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    sdp: str = Field(min_length=1, max_length=200_000)
+    type: Literal["offer"] = "offer"
+
+
+class SdpOut(BaseModel):
+    sdp: str
+    type: Literal["answer"] = "answer"
+    session_id: str
+    events_url: str
+    session_url: str
+
+
+class ViolationOut(BaseModel):
+    id: int
+    session_id: str
+    occurred_at: dt.datetime
+    track_id: int
+    class_name: str
+    zone: str
+    speed_limit_kmh: float
+    peak_speed_kmh: float
+    mean_speed_kmh: float
+    sigma_kmh: float
+    start_time_s: float
+    end_time_s: float
+    start_frame: int
+    end_frame: int
+    bbox_xyxy: list[float] | None = None
+    ground_xy_m: list[float] | None = Field(None, description="stabilised ground position (m) at the peak")
+    latitude: float | None = Field(None, description="vehicle position, when the engine could compute it")
+    longitude: float | None = None
+    drone_latitude: float | None = Field(None, description="drone position from telemetry at the violation")
+    drone_longitude: float | None = None
+    altitude_m: float | None = None
+    false_positive: bool
+    snapshot_url: str | None = None
+    clip_url: str | None = None
+
+    @classmethod
+    def from_row(cls, row: ViolationRow, prefix: str = "/api/v1") -> ViolationOut:
+        ground = None
+        if row.ground_x_m is not None and row.ground_y_m is not None:
+            ground = [row.ground_x_m, row.ground_y_m]
+        return cls(
+            id=row.id,
+            session_id=row.session_id,
+            occurred_at=row.occurred_at,
+            track_id=row.track_id,
+            class_name=row.class_name,
+            zone=row.zone,
+            speed_limit_kmh=round(row.speed_limit_kmh, 2),
+            peak_speed_kmh=round(row.peak_speed_kmh, 2),
+            mean_speed_kmh=round(row.mean_speed_kmh, 2),
+            sigma_kmh=round(row.sigma_kmh or 0.0, 2),
+            start_time_s=row.start_time_s,
+            end_time_s=row.end_time_s,
+            start_frame=row.start_frame,
+            end_frame=row.end_frame,
+            bbox_xyxy=row.bbox_xyxy,
+            ground_xy_m=ground,
+            latitude=row.latitude,
+            longitude=row.longitude,
+            drone_latitude=row.drone_latitude,
+            drone_longitude=row.drone_longitude,
+            altitude_m=row.altitude_m,
+            false_positive=bool(row.false_positive),
+            snapshot_url=f"{prefix}/violations/{row.id}/snapshot.jpg" if row.snapshot_path else None,
+            clip_url=f"{prefix}/violations/{row.id}/clip.mp4" if row.clip_path else None,
+        )
+
+
+class ViolationPage(BaseModel):
+    items: list[ViolationOut]
+    next_cursor: str | None = Field(
+        None, description="pass as ?cursor= to get the next page; null on the last"
+    )
+
+
+class FalsePositiveIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    false_positive: bool
+
+
+class TrackOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    track_id: int
+    class_name: str
+    first_time_s: float
+    last_time_s: float
+    frames: int
+    peak_speed_kmh: float | None
+    mean_speed_kmh: float | None
+    violated: bool
+
+
+class SessionOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    id: str
+    kind: str
+    status: str
+    end_reason: str | None
+    remote: str | None
+    started_at: dt.datetime
+    ended_at: dt.datetime | None
+    width: int | None
+    height: int | None
+    camera: str | None
+    frames_received: int
+    frames_processed: int
+    frames_dropped: int
+    telemetry_received: int
+    telemetry_rejected: int
+    violations_count: int
+    processed_fps: float | None
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+
+    @classmethod
+    def from_row(cls, row: SessionRow, live: dict[str, Any] | None = None) -> SessionOut:
+        out = cls.model_validate(row)
+        if live:  # an active stream: counters from memory, the row is written at the end
+            out = out.model_copy(update={k: v for k, v in live.items() if k in cls.model_fields})
+        return out
+
+
+class SessionDetail(SessionOut):
+    info: dict[str, Any] | None = None
+    tracks: list[TrackOut] = []
+
+    @classmethod
+    def from_row_full(
+        cls, row: SessionRow, tracks: list[TrackRow], live: dict[str, Any] | None = None
+    ) -> SessionDetail:
+        base = SessionOut.from_row(row, live)
+        return cls(**base.model_dump(), info=row.info, tracks=[TrackOut.model_validate(t) for t in tracks])
+
+
+class SessionPage(BaseModel):
+    items: list[SessionOut]
+    next_cursor: str | None = None
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "degraded"]
+    database: bool
+    active_streams: int
+    version: str
+
+
+# ------------------------------------------------------------------------------------------------
+# query parameters of the list endpoints
+
+SortName = Literal["-occurred_at", "occurred_at", "-peak_speed_kmh", "peak_speed_kmh", "-id", "id"]
+assert set(SortName.__args__) == set(SORTS)  # type: ignore[attr-defined]
+
+
+class StrictQuery(BaseModel):
+    """Query parameters of an endpoint. An unknown name is an error naming it: a typo such as
+    ``min_sped=80`` must not silently drop a filter and answer with everything."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_names_only(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            known = list(cls.model_fields)
+            unknown = {str(k)[:100]: unknown_parameter_message(str(k), known) for k in data if k not in known}
+            if unknown:
+                raise PydanticCustomError(
+                    "unknown_parameter",
+                    "{summary}",
+                    {"summary": "; ".join(f"{k!r}: {m}" for k, m in unknown.items()), "unknown": unknown},
+                )
+        return data
+
+
+def unknown_parameter_message(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if close:
+        return f"unknown query parameter (did you mean {close[0]!r}?)"
+    return f"unknown query parameter; this endpoint takes {', '.join(known)}"
+
+
+class SessionQuery(StrictQuery):
+    status: Literal["active", "ended", "failed"] | None = Field(None, description="filter by status")
+    limit: int = Field(50, ge=1, le=500)
+    cursor: str | None = Field(None, max_length=512, description="next_cursor of the previous page")
+
+
+class ViolationQuery(StrictQuery):
+    session_id: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT)
+    since: dt.datetime | None = Field(None, description="occurred_at >= since (ISO 8601, naive = UTC)")
+    until: dt.datetime | None = Field(None, description="occurred_at < until (ISO 8601, naive = UTC)")
+    min_speed_kmh: float | None = Field(None, ge=0, le=1000, description="peak speed at least")
+    zone: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT)
+    false_positive: bool | None = Field(None, description="only (un)marked ones")
+    sort: SortName = Field("-occurred_at", description="field, '-' for descending")
+    limit: int = Field(50, ge=1, le=500)
+    cursor: str | None = Field(None, max_length=512, description="next_cursor of the previous page")

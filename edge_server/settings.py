@@ -1,0 +1,157 @@
+"""Server settings: environment (``AIRPATROL_*``) over a YAML settings file over defaults.
+
+Pydantic lives here because settings are an edge of the service. Everything below the API
+layer receives a plain :class:`ServerSettings` object.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+
+from pipelines.errors import AirPatrolError
+
+log = logging.getLogger(__name__)
+
+_settings_file_data: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "_settings_file_data", default=None
+)
+
+
+class SettingsError(AirPatrolError, ValueError):
+    """Server settings that cannot be used; the message says what to fix."""
+
+
+class ServerSettings(BaseSettings):
+    """Everything ``airpatrol serve`` can be told. Env names are ``AIRPATROL_<FIELD>``."""
+
+    model_config = SettingsConfigDict(env_prefix="AIRPATROL_", extra="forbid", validate_default=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    # Bearer token for every route but /healthz. None -> a random token is generated once and
+    # kept in <data_dir>/api_token (mode 0600), and its location is logged.
+    api_token: SecretStr | None = None
+
+    data_dir: Path = Path("airpatrol-data")
+    # SQLAlchemy URL; default sqlite:///<data_dir>/airpatrol.db (WAL). PostgreSQL:
+    # postgresql+psycopg2://user:password@host:5432/db
+    database_url: str | None = None
+    media_dir: Path | None = None  # snapshots and clips; default <data_dir>/media
+    pipeline_config: Path | None = None  # site YAML (PipelineConfig); None -> defaults
+    # Optional "module:callable" returning a detector for every stream (see docs/api.md);
+    # None -> build_pipeline loads the detector from the pipeline config.
+    detector_factory: str | None = None
+
+    max_streams: int = Field(4, ge=1)
+    ice_servers: list[str] = []  # e.g. ["stun:stun.l.google.com:19302"]; none needed on a LAN
+    stream_idle_timeout_s: float = Field(10.0, gt=0)  # no video for this long -> the stream ends
+    telemetry_max_age_s: float = Field(2.0, gt=0)  # hold the last sample at most this long
+    # Telemetry is looked up at (frame's sender time - this): set it to how much later the video
+    # reaches the sending app than the telemetry of the same instant (docs/telemetry-datachannel.md).
+    telemetry_time_offset_s: float = Field(0.0, ge=-5, le=5)
+    max_telemetry_message_bytes: int = Field(16384, ge=256)
+    # Telemetry whose timestamp is further than this from the server's clock at arrival is
+    # rejected (a timestamp in milliseconds, a clock that is not the wall clock): one such sample
+    # must not throw off the clock mapping. 0 accepts any clock (senders whose timestamps are not
+    # Unix time, or a server whose clock is not set): telemetry is then aligned by arrival times.
+    telemetry_max_clock_skew_s: float = Field(86400.0, ge=0)
+
+    # Downscale frames wider than this before the pipeline (whole frame, so the ground geometry
+    # stays right); None = full resolution. 960-1280 roughly halves the CPU per 1080p frame.
+    process_max_width: int | None = Field(None, ge=160)
+
+    return_video: bool = True  # annotated video back to peers that offer to receive it
+    return_video_max_width: int = Field(960, ge=64)
+    stats_interval_s: float = Field(2.0, gt=0)  # "stats" messages on the events data channel
+
+    clip_pre_s: float = Field(3.0, ge=0)
+    clip_post_s: float = Field(2.0, ge=0)
+    clip_fps: float = Field(10.0, gt=0, le=60)
+    clip_max_width: int = Field(640, ge=64)
+    snapshot_jpeg_quality: int = Field(90, ge=10, le=100)
+
+    cors_origins: list[str] = []
+    shutdown_timeout_s: float = Field(20.0, gt=0)
+
+    @field_validator("database_url")
+    @classmethod
+    def _strip(cls, v: str | None) -> str | None:
+        return v.strip() or None if v is not None else None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        file_source = InitSettingsSource(settings_cls, init_kwargs=dict(_settings_file_data.get() or {}))
+        return (init_settings, env_settings, file_source)
+
+    @classmethod
+    def load(cls, settings_file: str | Path | None = None, **overrides: Any) -> ServerSettings:
+        """Settings from ``overrides`` (None values ignored) > env > YAML file > defaults.
+
+        The YAML file is ``settings_file`` or ``$AIRPATROL_SETTINGS_FILE``; its keys are the
+        field names (``api_token``, ``database_url``, ``max_streams`` ...).
+        """
+        path = settings_file or os.environ.get("AIRPATROL_SETTINGS_FILE")
+        data: dict[str, Any] = {}
+        if path:
+            path = Path(path)
+            try:
+                loaded = yaml.safe_load(path.read_text()) or {}
+            except FileNotFoundError as exc:
+                raise SettingsError(f"settings file not found: {path}") from exc
+            except yaml.YAMLError as exc:
+                raise SettingsError(f"settings file {path} is not valid YAML: {exc}") from exc
+            if not isinstance(loaded, dict):
+                raise SettingsError(f"settings file {path} must hold a mapping at the top level")
+            data = loaded
+        token = _settings_file_data.set(data)
+        try:
+            return cls(**{k: v for k, v in overrides.items() if v is not None})
+        except ValidationError as exc:
+            raise SettingsError(f"invalid server settings{f' in {path}' if path else ''}:\n{exc}") from exc
+        finally:
+            _settings_file_data.reset(token)
+
+    # -- derived values ------------------------------------------------------------------------
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'airpatrol.db').resolve()}"
+
+    @property
+    def resolved_media_dir(self) -> Path:
+        return (self.media_dir or self.data_dir / "media").resolve()
+
+    def resolve_api_token(self) -> str:
+        """The configured token, else the one kept in ``<data_dir>/api_token`` (created once)."""
+        if self.api_token is not None and self.api_token.get_secret_value():
+            return self.api_token.get_secret_value()
+        path = self.data_dir / "api_token"
+        if path.exists():
+            value = path.read_text().strip()
+            if value:
+                return value
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        value = secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(value + "\n")
+        log.warning("no AIRPATROL_API_TOKEN set: generated one and stored it in %s", path.resolve())
+        return value

@@ -1,0 +1,145 @@
+"""Helpers for the edge server tests: a real uvicorn server on a free port, loopback-only WebRTC.
+
+Models are the only fakes: streams use the synthetic scene (bright vehicles on a textured road)
+and :class:`edge_server.synthetic.BrightBlobDetector`; peers, server, database and the pipeline
+(``build_pipeline``) are real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+from sqlalchemy import text
+
+from edge_server.app import create_app
+from edge_server.settings import ServerSettings
+from edge_server.store import make_engine
+from edge_server.synthetic import BrightBlobDetector
+
+TOKEN = "test-token-123"
+PG_URL = os.environ.get("AIRPATROL_TEST_POSTGRES_URL")
+PG_MISSING = 'AIRPATROL_TEST_POSTGRES_URL is not set (eval "$(.ci/postgres.sh)" provides one)'
+
+
+@contextlib.contextmanager
+def postgres_schema() -> Iterator[str]:
+    """A database URL whose connections use a fresh schema of the test PostgreSQL (dropped after).
+
+    One schema per test: runs in parallel never collide. Needs ``AIRPATROL_TEST_POSTGRES_URL``.
+    """
+    assert PG_URL, PG_MISSING
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = make_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield f"{PG_URL}{'&' if '?' in PG_URL else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RunningServer:
+    url: str
+    app: object
+    settings: ServerSettings
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    @property
+    def token(self) -> str:
+        return TOKEN
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {TOKEN}"}
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=self.headers, timeout=30)
+
+    @property
+    def store(self):
+        return self.app.state.store
+
+    @property
+    def manager(self):
+        return self.app.state.manager
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(60)
+        assert not self.thread.is_alive(), "uvicorn did not stop"
+
+
+def start_server(tmp_path: Path, app_kwargs: dict | None = None, **overrides) -> RunningServer:
+    values = {
+        "api_token": TOKEN,
+        "data_dir": tmp_path / "data",
+        "host": "127.0.0.1",
+        "port": free_port(),
+        "stream_idle_timeout_s": 4.0,
+        "clip_pre_s": 1.0,
+        "clip_post_s": 0.5,
+        "stats_interval_s": 0.5,
+        "return_video_max_width": 320,
+        "shutdown_timeout_s": 30.0,
+    }
+    values.update(overrides)
+    settings = ServerSettings(**values)
+    app = create_app(settings, **(app_kwargs or {"detector_factory": BrightBlobDetector}))
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("test server did not start")
+        time.sleep(0.05)
+    return RunningServer(f"http://127.0.0.1:{settings.port}", app, settings, server, thread)
+
+
+async def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        await asyncio.sleep(interval)
+    raise AssertionError("condition not met in time")
+
+
+def speeding_in_view(server: RunningServer, session_id: str | None = None) -> bool:
+    """True once a stream has a fast car (~73 km/h) measured long enough to be a violation."""
+    sessions = server.manager.sessions
+    sess = sessions.get(session_id) if session_id else next(iter(sessions.values()), None)
+    if sess is None or sess.worker is None:
+        return False
+    try:
+        rows = sess.worker.tracks.rows()
+    except RuntimeError:  # the worker thread changed the dict under us: ask again
+        return False
+    # speeds start after min_track_age (0.5 s); a violation needs min_duration (0.5 s) above the limit
+    return any(
+        r["peak_speed_kmh"] and r["peak_speed_kmh"] > 55 and r["last_time_s"] - r["first_time_s"] > 1.6
+        for r in rows
+    )

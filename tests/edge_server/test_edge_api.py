@@ -1,0 +1,397 @@
+"""REST and WebSocket API against a real uvicorn server: auth, filters, pagination, media, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import json
+import shutil
+import subprocess
+
+import cv2
+import numpy as np
+import pytest
+import websockets
+from edge_helpers import TOKEN, RunningServer
+
+from edge_server.media import FrameRing, write_clip
+
+T0 = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.timezone.utc)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def seeded(server: RunningServer) -> RunningServer:
+    """Two finished sessions with violations; the first has a snapshot and a clip on disk."""
+    store = server.store
+    media = server.settings.resolved_media_dir
+    store.create_session("sess-a", "webrtc", remote="10.0.0.2")
+    store.create_session("sess-b", "whip")
+    rows = []
+    for i, (sid, minute, speed, zone) in enumerate(
+        [
+            ("sess-a", 0, 61.0, "global"),
+            ("sess-a", 1, 75.0, "school"),
+            ("sess-a", 2, 90.5, "school"),
+            ("sess-a", 3, 70.0, "global"),
+            ("sess-b", 10, 55.0, "global"),
+            ("sess-b", 11, 120.0, "global"),
+            ("sess-b", 12, 70.0, "global"),
+        ]
+    ):
+        rows.append(
+            store.add_violation(
+                session_id=sid,
+                occurred_at=T0 + dt.timedelta(minutes=minute),
+                track_id=i,
+                zone=zone,
+                speed_limit_kmh=50.0 if zone == "global" else 30.0,
+                peak_speed_kmh=speed,
+                mean_speed_kmh=speed - 2,
+                start_time_s=minute * 60.0,
+                end_time_s=minute * 60.0 + 2,
+                start_frame=minute * 1800,
+                end_frame=minute * 1800 + 60,
+                bbox_xyxy=[10, 20, 50, 40],
+            )
+        )
+    img = np.full((60, 80, 3), 200, np.uint8)
+    (media / "sess-a").mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(media / "sess-a" / "v1.jpg"), img)
+    ring = FrameRing(10, 10, 320)
+    for k in range(12):
+        ring.add(k / 10, np.full((120, 160, 3), 20 * k % 255, np.uint8))
+    write_clip(media / "sess-a" / "v1.mp4", ring.window(0, 2), 10)
+    store.update_violation(rows[0].id, snapshot_path="sess-a/v1.jpg", clip_path="sess-a/v1.mp4")
+    store.update_violation(rows[1].id, snapshot_path="../../etc/passwd")  # never served
+    store.end_session("sess-a", "ended", "ended by client", frames_received=10)
+    server.seeded_ids = [r.id for r in rows]
+    return server
+
+
+def test_auth_everywhere_but_healthz(server: RunningServer) -> None:
+    import httpx
+
+    with httpx.Client(base_url=server.url) as anon:
+        health = anon.get("/healthz")
+        assert (
+            health.status_code == 200
+            and health.json()["status"] == "ok"
+            and health.json()["database"] is True
+        )
+        for method, path in [
+            ("GET", "/api/v1/violations"),
+            ("GET", "/api/v1/sessions"),
+            ("GET", "/metrics"),
+            ("GET", "/docs"),
+            ("GET", "/openapi.json"),
+            ("POST", "/whip"),
+            ("POST", "/api/v1/webrtc/offer"),
+            ("PUT", "/api/v1/violations/1/false_positive"),
+        ]:
+            r = anon.request(method, path)
+            assert r.status_code == 401, (path, r.status_code, r.text)
+            assert r.json()["error"] == "unauthorized"
+            assert r.headers["www-authenticate"] == "Bearer"
+        wrong = anon.get("/api/v1/violations", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        assert anon.get("/api/v1/violations", headers={"Authorization": f"Basic {TOKEN}"}).status_code == 401
+        # /docs: the token opens the page (?token= from a browser, or the header) but is never
+        # written into it; the page's script reads it and sends it as a header to /openapi.json
+        for headers, query in [({}, {"token": TOKEN}), ({"Authorization": f"Bearer {TOKEN}"}, {})]:
+            docs = anon.get("/docs", params=query, headers=headers)
+            assert docs.status_code == 200 and "swagger" in docs.text.lower(), docs.text
+            assert TOKEN not in docs.text
+            assert 'url: "/openapi.json"' in docs.text and 'preauthorizeApiKey("bearer", token)' in docs.text
+            assert docs.headers["cache-control"] == "no-store"
+            assert docs.headers["referrer-policy"] == "no-referrer"
+        assert anon.get("/docs", params={"token": "wrong"}).status_code == 401
+        assert anon.get("/openapi.json", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+        spec = anon.get(f"/openapi.json?token={TOKEN}").json()
+        assert "/whip" in spec["paths"] and "/api/v1/violations" in spec["paths"]
+        assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    with server.client() as c:
+        assert c.get("/metrics").status_code == 200
+        assert c.get("/api/v1/violations").json() == {"items": [], "next_cursor": None}
+
+
+def _cursor(raw_json: str) -> str:
+    """A cursor as the server encodes them, around hand-written (tampered) JSON."""
+    return base64.urlsafe_b64encode(raw_json.encode()).decode().rstrip("=")
+
+
+HUGE = "99999999999999999999999"  # beyond 64 bits: SQLite raises OverflowError binding it
+V = "/api/v1/violations"
+
+# (method, path, query, json body, status, error code, text the detail must contain)
+BAD_REQUESTS = [
+    ("GET", "/api/v1/nope", None, None, 404, "not_found", "/api/v1/nope"),
+    ("POST", V, None, None, 405, "method_not_allowed", "POST"),
+    ("GET", V, {"since": "2025-06-02T00:00:00Z", "until": "2025-06-01T00:00:00Z"}, None, 422,
+     "invalid_request", "before"),
+    ("GET", V, {"since": "9999-12-31T23:59:59-12:00"}, None, 422, "invalid_request", "since"),
+    ("GET", V, {"until": "0001-01-01T00:00:00+01:00"}, None, 422, "invalid_request", "until"),
+    ("GET", V, {"session_id": "a\x00b"}, None, 422, "invalid_request", "session_id"),
+    ("GET", V, {"zone": "school\x00"}, None, 422, "invalid_request", "zone"),
+    # unknown parameters: a typo never drops a filter silently
+    ("GET", V, {"min_sped": 80}, None, 422, "invalid_request", "query.min_sped: unknown query parameter (did you mean 'min_speed_kmh'?)"),
+    ("GET", V, {"zone": "school", "limt": 5}, None, 422, "invalid_request", "query.limt: unknown"),
+    ("GET", "/api/v1/sessions", {"stauts": "ended"}, None, 422, "invalid_request", "query.stauts: unknown"),
+    # ids beyond 64 bits, zero, negative
+    ("GET", f"{V}/{HUGE}", None, None, 422, "invalid_request", "violation_id"),
+    ("GET", f"{V}/{HUGE}/snapshot.jpg", None, None, 422, "invalid_request", "violation_id"),
+    ("GET", f"{V}/{HUGE}/clip.mp4", None, None, 422, "invalid_request", "violation_id"),
+    ("PUT", f"{V}/{HUGE}/false_positive", None, {"false_positive": True}, 422, "invalid_request",
+     "violation_id"),
+    ("GET", f"{V}/0", None, None, 422, "invalid_request", "violation_id"),
+    ("GET", f"{V}/-5", None, None, 422, "invalid_request", "violation_id"),
+    ("GET", f"{V}/abc", None, None, 422, "invalid_request", "violation_id"),
+    ("GET", f"{V}/{2**63 - 1}", None, None, 404, "not_found", "no violation"),  # largest id: no row
+    ("GET", f"{V}/424242", None, None, 404, "not_found", "no violation"),
+    ("GET", "/api/v1/sessions/unknown", None, None, 404, "not_found", "no session"),
+    ("GET", "/api/v1/sessions/a%00b", None, None, 422, "invalid_request", "session_id"),
+    ("GET", "/api/v1/sessions/" + "x" * 100, None, None, 422, "invalid_request", "session_id"),
+    # tampered cursors
+    ("GET", V, {"cursor": "garbage!!"}, None, 400, "invalid_cursor", "invalid cursor"),
+    ("GET", V, {"sort": "-id", "cursor": _cursor('["-id",1e400,1]')}, None, 400, "invalid_cursor", "cursor"),
+    ("GET", V, {"sort": "-id", "cursor": _cursor(f'["-id",{HUGE},1]')}, None, 400, "invalid_cursor", "cursor"),
+    ("GET", V, {"sort": "-id", "cursor": _cursor('["-id",true,1]')}, None, 400, "invalid_cursor", "cursor"),
+    ("GET", V, {"sort": "-peak_speed_kmh", "cursor": _cursor(f'["-peak_speed_kmh",70.5,{HUGE}]')}, None,
+     400, "invalid_cursor", "cursor"),
+    ("GET", V, {"sort": "-peak_speed_kmh", "cursor": _cursor('["-peak_speed_kmh",NaN,3]')}, None, 400,
+     "invalid_cursor", "cursor"),
+    ("GET", V, {"sort": "peak_speed_kmh", "cursor": _cursor(f'["peak_speed_kmh",1{"0" * 309},3]')}, None,
+     400, "invalid_cursor", "cursor"),
+    ("GET", V, {"cursor": _cursor('["-occurred_at","9999-12-31T23:59:59-12:00",1]')}, None, 400,
+     "invalid_cursor", "cursor"),
+    ("GET", V, {"cursor": _cursor('["-occurred_at","0001-01-01T00:00:00+01:00",1]')}, None, 400,
+     "invalid_cursor", "cursor"),
+    ("GET", V, {"cursor": _cursor('["-occurred_at",12,1]')}, None, 400, "invalid_cursor", "cursor"),
+    ("GET", V, {"cursor": _cursor('["-occurred_at","2025-06-01T12:00:00+00:00",[1]]')}, None, 400,
+     "invalid_cursor", "cursor"),
+    ("GET", "/api/v1/sessions", {"cursor": _cursor('["-started_at","9999-12-31T23:59:59-12:00","x"]')},
+     None, 400, "invalid_cursor", "cursor"),
+    ("GET", "/api/v1/sessions", {"cursor": _cursor('["-started_at","2025-06-01T12:00:00+00:00",7]')},
+     None, 400, "invalid_cursor", "cursor"),
+    ("GET", "/api/v1/sessions", {"cursor": _cursor('["-started_at","2025-06-01T12:00:00+00:00","a\\u0000"]')},
+     None, 400, "invalid_cursor", "cursor"),
+    ("PUT", f"{V}/1/false_positive", None, {"false_positive": "perhaps"}, 422, "invalid_request",
+     "false_positive"),
+]  # fmt: skip
+
+
+# Runs the /docs page's script under Node with the two things a browser page gives it (location and
+# history) and a stand-in for the Swagger UI bundle that records its configuration.
+DOCS_HARNESS = """
+const calls = {replaced: null, preauthorized: null, config: null};
+globalThis.window = {
+  location: {search: process.argv[2], pathname: "/docs", hash: "#/violations"},
+  history: {replaceState: (_s, _t, url) => { calls.replaced = url; }},
+};
+globalThis.SwaggerUIBundle = (config) => {
+  calls.config = config;
+  return {preauthorizeApiKey: (name, value) => { calls.preauthorized = [name, value]; }};
+};
+SwaggerUIBundle.presets = {apis: {}};
+SwaggerUIBundle.SwaggerUIStandalonePreset = {};
+eval(require("fs").readFileSync(0, "utf8"));
+calls.config.onComplete();
+const spec = calls.config.requestInterceptor({url: "http://edge:8080/openapi.json", headers: {}});
+const other = calls.config.requestInterceptor({url: "http://edge:8080/api/v1/violations", headers: {}});
+console.log(JSON.stringify({...calls, config: calls.config.url, spec: spec.headers, other: other.headers}));
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js to run the page's script")
+@pytest.mark.parametrize(
+    ("search", "replaced", "authorized"),
+    [
+        (f"?token={TOKEN}", "/docs#/violations", True),
+        (f"?a=1&token={TOKEN}", "/docs?a=1#/violations", True),
+        ("", None, False),
+    ],
+)
+def test_docs_page_script_keeps_the_token_out_of_the_url(
+    tmp_path, search: str, replaced: str | None, authorized: bool
+) -> None:
+    """The token leaves the address bar, fetches the spec as a header and fills the Authorize dialog."""
+    from edge_server.app import DOCS_HTML
+
+    script = DOCS_HTML.split("<script>")[1].split("</script>")[0]
+    (tmp_path / "harness.js").write_text(DOCS_HARNESS)
+    proc = subprocess.run(
+        ["node", str(tmp_path / "harness.js"), search],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["replaced"] == replaced and out["config"] == "/openapi.json"
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    assert out["spec"] == (bearer if authorized else {})
+    assert out["other"] == {}  # "Try it out" uses the Authorize dialog, which the user can change
+    assert out["preauthorized"] == (["bearer", TOKEN] if authorized else None)
+
+
+def test_clear_errors_never_tracebacks(db_server: RunningServer) -> None:
+    """Bad requests with a valid token get a clear 4xx on SQLite and PostgreSQL, never a 500."""
+    with db_server.client() as c:
+        for params, field in [
+            ({"limit": 0}, "limit"),
+            ({"limit": "many"}, "limit"),
+            ({"since": "yesterday"}, "since"),
+            ({"min_speed_kmh": -3}, "min_speed_kmh"),
+            ({"min_speed_kmh": "nan"}, "min_speed_kmh"),
+            ({"sort": "speed"}, "sort"),
+            ({"false_positive": "maybe"}, "false_positive"),
+        ]:
+            r = c.get("/api/v1/violations", params=params)
+            body = r.json()
+            assert r.status_code == 422 and body["error"] == "invalid_request", (params, body)
+            assert field in body["detail"] and "Traceback" not in r.text
+        for method, path, params, body, status, code, needle in BAD_REQUESTS:
+            r = c.request(method, path, params=params, json=body)
+            case = (method, path, params, r.status_code, r.text)
+            assert r.status_code == status and r.json()["error"] == code, case
+            assert needle in r.json()["detail"] and "Traceback" not in r.text, case
+        r = c.put(
+            "/api/v1/violations/1/false_positive",
+            content=b"{not json",
+            headers={"Content-Type": "application/json"},
+        )
+        assert r.status_code == 422 and r.json()["error"] == "invalid_request"
+        assert c.get("/healthz").json()["status"] == "ok"
+
+
+def test_violation_filters_and_detail(seeded: RunningServer) -> None:
+    with seeded.client() as c:
+
+        def speeds(**params) -> list[float]:
+            r = c.get("/api/v1/violations", params=params)
+            assert r.status_code == 200, r.text
+            return sorted(v["peak_speed_kmh"] for v in r.json()["items"])
+
+        assert speeds() == [55.0, 61.0, 70.0, 70.0, 75.0, 90.5, 120.0]
+        assert speeds(session_id="sess-b") == [55.0, 70.0, 120.0]
+        assert speeds(zone="school") == [75.0, 90.5]
+        assert speeds(min_speed_kmh=71) == [75.0, 90.5, 120.0]
+        assert speeds(since="2025-06-01T12:01:00Z", until="2025-06-01T12:03:00Z") == [75.0, 90.5]
+        assert speeds(since="2025-06-01T14:01:00+02:00") == [55.0, 70.0, 70.0, 75.0, 90.5, 120.0]  # 12:01Z
+        assert speeds(since="2025-06-01T12:10:00") == [55.0, 70.0, 120.0]  # naive = UTC
+        assert speeds(session_id="sess-a", zone="global", min_speed_kmh=65) == [70.0]
+
+        vid = seeded.seeded_ids[0]
+        detail = c.get(f"/api/v1/violations/{vid}").json()
+        assert detail["session_id"] == "sess-a" and detail["peak_speed_kmh"] == 61.0
+        assert detail["occurred_at"].startswith("2025-06-01T12:00:00")
+        assert detail["snapshot_url"] == f"/api/v1/violations/{vid}/snapshot.jpg"
+        assert detail["clip_url"] == f"/api/v1/violations/{vid}/clip.mp4"
+        assert detail["bbox_xyxy"] == [10, 20, 50, 40]
+
+
+def test_sorting_and_cursor_pagination(seeded: RunningServer) -> None:
+    with seeded.client() as c:
+        for sort, key in [
+            ("-peak_speed_kmh", "peak_speed_kmh"),
+            ("occurred_at", "occurred_at"),
+            ("-id", "id"),
+        ]:
+            items, cursor = [], None
+            while True:
+                params = {"sort": sort, "limit": 2}
+                if cursor:
+                    params["cursor"] = cursor
+                page = c.get("/api/v1/violations", params=params).json()
+                items.extend(page["items"])
+                cursor = page["next_cursor"]
+                if not cursor:
+                    break
+            assert len(items) == 7 and len({v["id"] for v in items}) == 7
+            keys = [(v[key], v["id"]) for v in items]
+            assert keys == sorted(keys, reverse=sort.startswith("-"))
+        first = c.get("/api/v1/violations", params={"sort": "-peak_speed_kmh", "limit": 2}).json()
+        r = c.get("/api/v1/violations", params={"sort": "id", "cursor": first["next_cursor"]})
+        assert r.status_code == 400 and "sort" in r.json()["detail"]
+
+
+def test_false_positive_and_media_downloads(seeded: RunningServer) -> None:
+    vid, other = seeded.seeded_ids[0], seeded.seeded_ids[1]
+    with seeded.client() as c:
+        r = c.put(f"/api/v1/violations/{vid}/false_positive", json={"false_positive": True})
+        assert r.status_code == 200 and r.json()["false_positive"] is True
+        assert c.get(f"/api/v1/violations/{vid}").json()["false_positive"] is True
+        assert [
+            v["id"] for v in c.get("/api/v1/violations", params={"false_positive": True}).json()["items"]
+        ] == [vid]
+        assert len(c.get("/api/v1/violations", params={"false_positive": False}).json()["items"]) == 6
+        assert (
+            c.put(f"/api/v1/violations/{vid}/false_positive", json={"false_positive": False}).json()[
+                "false_positive"
+            ]
+            is False
+        )
+        assert (
+            c.put("/api/v1/violations/999999/false_positive", json={"false_positive": True}).status_code
+            == 404
+        )
+
+        snap = c.get(f"/api/v1/violations/{vid}/snapshot.jpg")
+        assert snap.status_code == 200 and snap.headers["content-type"] == "image/jpeg"
+        assert cv2.imdecode(np.frombuffer(snap.content, np.uint8), cv2.IMREAD_COLOR).shape == (60, 80, 3)
+        clip = c.get(f"/api/v1/violations/{vid}/clip.mp4")
+        assert clip.status_code == 200 and clip.headers["content-type"] == "video/mp4"
+        assert clip.content[4:8] == b"ftyp"
+        ranged = c.get(f"/api/v1/violations/{vid}/clip.mp4", headers={"Range": "bytes=0-99"})
+        assert ranged.status_code == 206 and len(ranged.content) == 100  # browsers seek with ranges
+        # a path outside the media folder is never served; a missing clip is a clear 404
+        r = c.get(f"/api/v1/violations/{other}/snapshot.jpg")
+        assert r.status_code == 404 and r.json()["error"] == "not_found"
+        r = c.get(f"/api/v1/violations/{other}/clip.mp4")
+        assert r.status_code == 404 and "no clip" in r.json()["detail"]
+
+
+def test_sessions_list_and_detail(seeded: RunningServer) -> None:
+    with seeded.client() as c:
+        page = c.get("/api/v1/sessions").json()
+        assert {s["id"] for s in page["items"]} == {"sess-a", "sess-b"}
+        assert [s["id"] for s in c.get("/api/v1/sessions", params={"status": "ended"}).json()["items"]] == [
+            "sess-a"
+        ]
+        first = c.get("/api/v1/sessions", params={"limit": 1}).json()
+        second = c.get("/api/v1/sessions", params={"limit": 1, "cursor": first["next_cursor"]}).json()
+        assert {first["items"][0]["id"], second["items"][0]["id"]} == {"sess-a", "sess-b"}
+        assert second["next_cursor"] is None
+        detail = c.get("/api/v1/sessions/sess-a").json()
+        assert detail["violations_count"] == 4 and detail["status"] == "ended" and detail["tracks"] == []
+        assert c.get("/api/v1/sessions", params={"status": "weird"}).status_code == 422
+
+
+async def test_events_websocket_auth_and_updates(seeded: RunningServer) -> None:
+    ws_base = seeded.url.replace("http", "ws") + "/api/v1/events"
+    with pytest.raises(websockets.exceptions.InvalidStatus) as exc:
+        async with websockets.connect(ws_base):
+            pass
+    assert exc.value.response.status_code == 403
+    with pytest.raises(websockets.exceptions.InvalidStatus):
+        async with websockets.connect(ws_base + "?token=wrong"):
+            pass
+    vid = seeded.seeded_ids[2]
+    async with websockets.connect(ws_base, additional_headers={"Authorization": f"Bearer {TOKEN}"}) as ws:
+        hello = json.loads(await asyncio.wait_for(ws.recv(), 5))
+        assert hello == {"type": "hello", "active_sessions": []}
+        async with websockets.connect(ws_base + f"?token={TOKEN}&session_id=sess-b") as ws_b:
+            json.loads(await asyncio.wait_for(ws_b.recv(), 5))
+            await asyncio.to_thread(
+                lambda: seeded.client().put(
+                    f"/api/v1/violations/{vid}/false_positive", json={"false_positive": True}
+                )
+            )
+            event = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            assert event["type"] == "violation.updated" and event["violation"]["id"] == vid
+            assert event["violation"]["false_positive"] is True
+            with pytest.raises(asyncio.TimeoutError):  # filtered: sess-a events do not reach sess-b watchers
+                await asyncio.wait_for(ws_b.recv(), 0.5)

@@ -1,0 +1,178 @@
+"""Bad offers, capacity, an unusable pipeline and server shutdown: clear answers, nothing left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import httpx
+import pytest
+from aiortc import RTCConfiguration, RTCPeerConnection
+from aiortc.mediastreams import AudioStreamTrack
+from edge_helpers import TOKEN, speeding_in_view, wait_for
+
+from edge_server.publish import PlaybackTrack, iter_frames, publish
+from edge_server.synthetic import BrightBlobDetector
+from pipelines.builder import build_pipeline
+from pipelines.config import PipelineConfig
+from pipelines.errors import WeightsError
+
+pytestmark = pytest.mark.timeout(90)
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+async def _offer(video: bool = True, audio: bool = False) -> tuple[RTCPeerConnection, str]:
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    if video:
+        pc.addTransceiver(PlaybackTrack(lambda: iter_frames("synthetic")), direction="sendonly")
+    if audio:
+        pc.addTransceiver(AudioStreamTrack(), direction="sendonly")
+    await pc.setLocalDescription(await pc.createOffer())
+    return pc, pc.localDescription.sdp
+
+
+async def test_bad_offers_get_clear_4xx(server) -> None:
+    good_pc, good_sdp = await _offer()
+    audio_pc, audio_only = await _offer(video=False, audio=True)
+    no_fingerprint = "\r\n".join(ln for ln in good_sdp.split("\r\n") if not ln.startswith("a=fingerprint"))
+    bad_setup = good_sdp.replace("a=setup:actpass", "a=setup:bogus")
+    no_codec = re.sub(r"a=rtpmap:(\d+) \w+/", r"a=rtpmap:\1 FOO/", good_sdp)
+    async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=30) as c:
+        cases = [
+            ("whip", "text/plain", good_sdp, 415, "application/sdp"),
+            ("whip", "application/json", '{"sdp": "v=0"}', 415, "application/sdp"),
+            ("whip", None, good_sdp, 415, "application/sdp"),
+            ("whip", "application/sdp", "", 400, "empty"),
+            ("whip", "application/sdp", "hello world", 400, "v=0"),
+            ("whip", "application/sdp", "v=0\r\nthis is not sdp\r\n", 400, "not '<letter>=<value>'"),
+            ("whip", "application/sdp", audio_only, 400, "no video"),
+            ("whip", "application/sdp", no_fingerprint, 400, "fingerprint"),
+            ("whip", "application/sdp", bad_setup, 400, "SDP offer rejected"),
+            ("whip", "application/sdp", no_codec, 400, "codec in common"),
+            ("whip", "application/sdp; charset=utf-8", b"v=0\r\n\xff\xfe", 400, "UTF-8"),
+            ("phone", None, {"sdp": "garbage"}, 400, "v=0"),
+            ("phone", None, {"sdp": audio_only}, 400, "no video"),
+            ("phone", None, {"type": "offer"}, 422, "sdp"),
+            ("phone", None, {"sdp": good_sdp, "type": "answer"}, 422, "type"),
+        ]
+        for kind, ctype, body, status, needle in cases:
+            if kind == "whip":
+                headers = {"Content-Type": ctype} if ctype else {}
+                content = body.encode() if isinstance(body, str) else body
+                r = await c.post("/whip", content=content, headers=headers)
+            else:
+                r = await c.post("/api/v1/webrtc/offer", json=body)
+            assert r.status_code == status, (kind, ctype, needle, r.status_code, r.text)
+            payload = r.json()
+            assert needle in payload["detail"], (needle, payload)
+            assert "Traceback" not in r.text
+        r = await c.patch("/whip/unknown")
+        assert r.status_code == 405
+        assert (await c.delete("/whip/unknown")).status_code == 404
+        assert (await c.delete("/api/v1/webrtc/unknown")).status_code == 404
+        options = await c.options("/whip")
+        assert options.status_code == 204 and options.headers["accept-post"] == "application/sdp"
+        assert (await c.get("/api/v1/sessions")).json()["items"] == []  # nothing half-created
+    assert server.manager.active_count == 0
+    await good_pc.close()
+    await audio_pc.close()
+
+
+class RecordingPipelineFactory:
+    """The real pipeline (synthetic-scene detector), recording each one built and each one closed."""
+
+    def __init__(self) -> None:
+        self.built: list = []
+        self.closed: list = []
+
+    def __call__(self):
+        pipeline = build_pipeline(PipelineConfig(), detector=BrightBlobDetector())
+        pipeline.close = lambda: self.closed.append(pipeline)  # the server calls close() when it has one
+        self.built.append(pipeline)
+        return pipeline
+
+
+async def test_bad_offers_build_no_pipeline_and_failures_release_it(server_factory) -> None:
+    """aiortc checks the offer before the (costly) pipeline is built; a later failure closes it."""
+    factory = RecordingPipelineFactory()
+    srv = server_factory(app_kwargs={"pipeline_factory": factory})
+    good_pc, good_sdp = await _offer()
+    recv_pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    recv_pc.addTransceiver("video", direction="recvonly")
+    await recv_pc.setLocalDescription(await recv_pc.createOffer())
+    whip = {"Content-Type": "application/sdp"}
+    async with httpx.AsyncClient(base_url=srv.url, headers=AUTH, timeout=30) as c:
+        for sdp, needle in [
+            (good_sdp.replace("a=setup:actpass", "a=setup:bogus"), "SDP offer rejected"),
+            (re.sub(r"a=rtpmap:(\d+) \w+/", r"a=rtpmap:\1 FOO/", good_sdp), "codec in common"),
+            (recv_pc.localDescription.sdp, "no video track the server can receive"),
+        ]:
+            r = await c.post("/whip", content=sdp, headers=whip)
+            assert r.status_code == 400 and needle in r.json()["detail"], r.text
+        assert factory.built == []
+
+        # the database fails after the pipeline was built: it is closed, the peer too, no session
+        with srv.store.engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE sessions RENAME TO sessions_gone")
+        r = await c.post("/whip", content=good_sdp, headers=whip)
+        assert r.status_code == 500 and r.json()["error"] == "internal_error"
+        assert len(factory.built) == 1 and factory.closed == factory.built
+        assert srv.manager.active_count == 0 and srv.manager._pending == 0
+        with srv.store.engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE sessions_gone RENAME TO sessions")
+        # A 500 keeps the keep-alive connection usable: the next request below goes over it. (A
+        # re-raised error made uvicorn close it right after the response; the pause lets that land.)
+        await asyncio.sleep(0.3)
+
+        ok_pc, ok_sdp = await _offer()
+        r = await c.post("/whip", content=ok_sdp, headers=whip)
+        assert r.status_code == 201 and len(factory.built) == 2 and len(factory.closed) == 1
+        assert (await c.delete(r.headers["location"])).status_code == 200
+        assert factory.closed == factory.built  # the worker closes its pipeline when the stream ends
+    for pc in (good_pc, recv_pc, ok_pc):
+        await pc.close()
+
+
+async def test_capacity_and_unusable_pipeline(server_factory) -> None:
+    srv = server_factory(max_streams=1)
+    pc1, sdp1 = await _offer()
+    pc2, sdp2 = await _offer()
+    async with httpx.AsyncClient(base_url=srv.url, headers=AUTH, timeout=30) as c:
+        first = await c.post("/whip", content=sdp1, headers={"Content-Type": "application/sdp"})
+        assert first.status_code == 201
+        second = await c.post("/whip", content=sdp2, headers={"Content-Type": "application/sdp"})
+        assert second.status_code == 503 and second.json()["error"] == "at_capacity"
+        assert second.headers["retry-after"] == "10"
+        assert (await c.delete(first.headers["location"])).status_code == 200
+    for pc in (pc1, pc2):
+        await pc.close()
+
+    def no_weights():
+        raise WeightsError("no vehicle detector weights: put the model under weights/")
+
+    broken = server_factory(app_kwargs={"pipeline_factory": no_weights})
+    pc3, sdp3 = await _offer()
+    async with httpx.AsyncClient(base_url=broken.url, headers=AUTH, timeout=30) as c:
+        r = await c.post("/whip", content=sdp3, headers={"Content-Type": "application/sdp"})
+        assert r.status_code == 503 and r.json()["error"] == "pipeline_unavailable"
+        assert "weights" in r.json()["detail"]
+        assert (await c.get("/healthz")).json()["active_streams"] == 0
+    await pc3.close()
+
+
+async def test_shutdown_closes_peers_and_flushes(server_factory) -> None:
+    srv = server_factory()
+    stop = asyncio.Event()
+    task = asyncio.create_task(publish("synthetic", srv.url, TOKEN, stop=stop, return_video=False))
+    # wait until the first fast car has a speed, then stop the server under the stream
+    await wait_for(lambda: speeding_in_view(srv))
+    sid = next(iter(srv.manager.sessions))
+    await asyncio.to_thread(srv.stop)
+    result = await asyncio.wait_for(task, 30)
+    assert result.session_id == sid
+    assert any(e["type"] == "session.ended" for e in result.events)  # told before the peer closed
+    row = srv.store.get_session(sid)
+    assert row.status == "ended" and row.end_reason == "server shutdown"
+    assert srv.store.count_violations(sid) >= 1  # the open violation, closed by finish()
+    assert row.frames_processed > 15

@@ -1,0 +1,331 @@
+"""Live streams between real aiortc peers (in this process) and a real uvicorn server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from fractions import Fraction
+
+import av
+import httpx
+import numpy as np
+import pytest
+import websockets
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from edge_helpers import TOKEN, speeding_in_view, wait_for
+
+from edge_server.publish import PlaybackTrack, iter_frames, publish
+from edge_server.synthetic import BrightBlobDetector, SyntheticScene
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def _collect_ws(url: str, out: list, ready: asyncio.Event) -> None:
+    async with websockets.connect(url) as ws:
+        async for message in ws:
+            event = json.loads(message)
+            out.append(event)
+            if event["type"] == "hello":
+                ready.set()
+
+
+async def test_phone_stream_end_to_end(server) -> None:
+    """Video + telemetry in; live events, annotated video, stored violations, snapshot and clip out."""
+    ws_events: list[dict] = []
+    ready = asyncio.Event()
+    ws_url = server.url.replace("http", "ws") + f"/api/v1/events?token={TOKEN}"
+    ws_task = asyncio.create_task(_collect_ws(ws_url, ws_events, ready))
+    await asyncio.wait_for(ready.wait(), 10)
+
+    result = await publish("synthetic", server.url, TOKEN, max_seconds=6.5)
+
+    assert result.session_id
+    types = [e["type"] for e in result.events]
+    assert "stats" in types and types[-1] == "session.ended"
+    assert result.violations, f"no violation on the events channel: {types}"
+    assert result.return_frames > 20, "annotated return video not received"
+    assert result.telemetry_sent > 20
+    for v in result.violations:
+        assert 60 < v["peak_speed_kmh"] < 90  # the fast lane runs at ~73 km/h
+        assert v["speed_limit_kmh"] == 50
+
+    with server.client() as c:
+        session = c.get(f"/api/v1/sessions/{result.session_id}").json()
+        assert session["status"] == "ended" and session["end_reason"] == "ended by client"
+        assert session["kind"] == "webrtc"
+        assert session["frames_processed"] > 30  # >= 5 fps even on a loaded 2-core machine
+        assert session["frames_received"] >= session["frames_processed"] + session["frames_dropped"] - 1
+        assert session["telemetry_received"] > 20 and session["telemetry_rejected"] == 0
+        assert session["camera"] == "DJI Mini 4 Pro"
+        assert session["latency_p50_ms"] > 0 and session["processed_fps"] > 3
+        assert session["info"]["clock_sync"]["method"] in ("rtcp", "arrival")
+        assert session["info"]["pipeline"]["detector"] == "BrightBlobDetector"
+        tracks = session["tracks"]
+        assert any(t["violated"] for t in tracks) and any(not t["violated"] for t in tracks)
+        slow = [t for t in tracks if t["mean_speed_kmh"] is not None and t["mean_speed_kmh"] < 40]
+        assert slow, tracks  # the slow lane (~24 km/h) was measured too
+
+        stored = c.get("/api/v1/violations", params={"session_id": result.session_id}).json()["items"]
+        assert len(stored) == len(result.violations)
+        assert all(v["altitude_m"] == pytest.approx(50.0) for v in stored)
+        vid = stored[0]["id"]
+        snap = c.get(f"/api/v1/violations/{vid}/snapshot.jpg")
+        assert snap.status_code == 200 and snap.headers["content-type"] == "image/jpeg"
+        assert snap.content[:2] == b"\xff\xd8"
+        clip = c.get(f"/api/v1/violations/{vid}/clip.mp4")
+        assert clip.status_code == 200 and clip.headers["content-type"] == "video/mp4"
+        path = server.settings.resolved_media_dir / "check.mp4"
+        path.write_bytes(clip.content)
+        with av.open(str(path)) as container:
+            frames = [f for f in container.decode(video=0)]
+        assert len(frames) >= 5
+
+        metrics = c.get("/metrics").text
+        assert "airpatrol_frames_processed_total" in metrics
+        assert "airpatrol_frame_latency_seconds_bucket" in metrics
+
+    await wait_for(lambda: any(e["type"] == "session.ended" for e in ws_events), 5)
+    ws_task.cancel()
+    ws_types = {e["type"] for e in ws_events}
+    assert {"session.started", "violation", "session.ended"} <= ws_types
+
+
+async def test_whip_session_lifecycle(server) -> None:
+    """RFC 9725: 201 + Location + application/sdp answer; DELETE on the Location ends the session."""
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    track = PlaybackTrack(lambda: iter_frames("synthetic"))
+    pc.addTransceiver(track, direction="sendonly")
+    await pc.setLocalDescription(await pc.createOffer())
+    async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+        resp = await c.post(
+            "/whip", content=pc.localDescription.sdp, headers={"Content-Type": "application/sdp"}
+        )
+        assert resp.status_code == 201, resp.text
+        assert resp.headers["content-type"].startswith("application/sdp")
+        location = resp.headers["location"]
+        assert location.startswith("/whip/")
+        assert resp.text.startswith("v=0")
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=resp.text, type="answer"))
+        session_id = location.rsplit("/", 1)[1]
+        await wait_for(
+            lambda: (
+                (server.manager.get(session_id) or None)
+                and server.manager.get(session_id).stats.processed > 10
+            )
+        )
+
+        live = (await c.get(f"/api/v1/sessions/{session_id}")).json()
+        assert live["status"] == "active" and live["frames_processed"] > 10  # live counters from memory
+        assert "clock_sync" in live["info"] and "stage_ms_mean" in live["info"]
+        assert (
+            await c.patch(
+                location, content="a=candidate", headers={"Content-Type": "application/trickle-ice-sdpfrag"}
+            )
+        ).status_code == 405
+        assert (await c.delete(location)).status_code == 200
+        assert (await c.delete(location)).status_code == 404
+        session = (await c.get(f"/api/v1/sessions/{session_id}")).json()
+        assert session["kind"] == "whip" and session["status"] == "ended"
+        assert session["frames_processed"] > 10
+        assert session["telemetry_received"] == 0  # WHIP clients like OBS send none: the site config applies
+        assert session["info"]["return_video_frames"] == 0  # sendonly offer: no return video encoded
+    await pc.close()
+
+
+async def test_three_concurrent_streams(server) -> None:
+    results = await asyncio.gather(
+        *(publish("synthetic", server.url, TOKEN, max_seconds=7.0, return_video=(i == 0)) for i in range(3))
+    )
+    ids = {r.session_id for r in results}
+    assert len(ids) == 3
+    with server.client() as c:
+        for r in results:
+            s = c.get(f"/api/v1/sessions/{r.session_id}").json()
+            assert s["status"] == "ended"
+            assert s["frames_processed"] > 20
+            assert s["frames_received"] >= s["frames_processed"] + s["frames_dropped"] - 1
+            assert s["violations_count"] >= 1, s
+        assert len(c.get("/api/v1/violations", params={"limit": 500}).json()["items"]) == sum(
+            len(r.violations) for r in results
+        )
+    assert server.manager.active_count == 0
+
+
+async def test_bad_telemetry_is_counted_never_fatal(server) -> None:
+    """Bad messages are rejected and counted; none of them (nor a valid one stamped an hour ahead)
+    breaks telemetry-to-frame matching for the rest of the stream."""
+    now = time.time()
+    bad = iter(
+        [
+            "not json",
+            "[1, 2, 3]",
+            '{"timestamp": "yesterday"}',
+            '{"altitude_m": 50}',  # no timestamp
+            f'{{"timestamp": {now:.3f}, "altitude_m": -5}}',  # implausible (validate_telemetry)
+            f'{{"timestamp": {now:.3f}, "gimbal_pitch_deg": 400}}',
+            f'{{"timestamp": {now:.3f}, "latitude": 91}}',
+            "x" * 20000,  # too large
+            '{"timestamp": true, "altitude_m": 50}',  # strict types: not 1.0
+            f'{{"timestamp": {now * 1000:.0f}, "altitude_m": 50, "gimbal_pitch_deg": -90}}',  # milliseconds
+        ]
+        * 3
+        # valid but an hour ahead: accepted, and ignored by the clock mapping as an outlier
+        + [f'{{"timestamp": {now + 3600:.3f}, "altitude_m": 50, "gimbal_pitch_deg": -90}}'] * 2
+    )
+    result = await publish(
+        "synthetic", server.url, TOKEN, max_seconds=5.0, extra_telemetry=lambda: next(bad, None)
+    )
+    rejected_events = [e for e in result.events if e["type"] == "telemetry.rejected"]
+    assert rejected_events and "reason" in rejected_events[0]
+    with server.client() as c:
+        s = c.get(f"/api/v1/sessions/{result.session_id}").json()
+        violations = c.get("/api/v1/violations", params={"session_id": result.session_id}).json()["items"]
+    assert s["status"] == "ended"
+    assert s["telemetry_rejected"] == 30
+    assert s["telemetry_received"] > 10  # the good messages still count
+    reasons = " | ".join(s["info"]["telemetry_reject_reasons"])
+    assert "not JSON" in reasons and "altitude" in reasons and "too large" in reasons
+    assert "milliseconds" in reasons and "Input should be a valid number" in reasons
+    # frames kept finding their telemetry: speeds, violations and the drone's altitude with them
+    assert s["info"]["frames_without_telemetry"] < 0.2 * s["frames_processed"], s
+    assert s["info"]["clock_sync"]["telemetry_outliers_in_window"] >= 1
+    assert s["violations_count"] >= 1
+    assert violations and all(v["altitude_m"] == pytest.approx(50.0) for v in violations)
+
+
+async def test_peer_vanishing_mid_stream_keeps_violations(server) -> None:
+    """The publisher closes its peer connection without ending the session over HTTP."""
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    track = PlaybackTrack(lambda: iter_frames("synthetic"))
+    pc.addTransceiver(track, direction="sendonly")
+    pump = _telemetry_pump(pc)
+
+    await pc.setLocalDescription(await pc.createOffer())
+    async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+        resp = await c.post("/api/v1/webrtc/offer", json={"sdp": pc.localDescription.sdp, "type": "offer"})
+        assert resp.status_code == 200, resp.text
+        answer = resp.json()
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
+        sid = answer["session_id"]
+        # vanish while a fast car (~73 km/h) that already broke the limit is still in view
+
+        await wait_for(lambda: speeding_in_view(server, sid))
+        await pc.close()
+        await wait_for(lambda: server.manager.get(sid) is None, 20)
+        s = (await c.get(f"/api/v1/sessions/{sid}")).json()
+        assert s["status"] == "ended", s
+        assert (
+            s["end_reason"] in ("peer connection closed", "peer stopped sending video")
+            or "no video" in s["end_reason"]
+        )
+        # the open violation was closed by pipeline.finish() and stored
+        assert s["violations_count"] >= 1
+        violations = (await c.get("/api/v1/violations", params={"session_id": sid})).json()["items"]
+        assert violations and violations[0]["snapshot_url"]
+    pump[0].cancel()
+
+
+class _TinyFrameTrack(MediaStreamTrack):
+    """Sends normal frames, then frames of 8x8 pixels (nothing a drone camera produces)."""
+
+    kind = "video"
+
+    def __init__(self, good_frames: int) -> None:
+        super().__init__()
+        self.scene = SyntheticScene()
+        self.good = good_frames
+        self.n = 0
+
+    async def recv(self):
+        if self.readyState != "live":
+            raise MediaStreamError
+        await asyncio.sleep(1 / 30)
+        t = self.n / 30
+        image = self.scene.render(t) if self.n < self.good else np.zeros((8, 8, 3), np.uint8)
+        frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+        frame.pts, frame.time_base = int(t * 90000), Fraction(1, 90000)
+        self.n += 1
+        return frame
+
+
+def _telemetry_pump(pc: RTCPeerConnection) -> list[asyncio.Task]:
+    """A "telemetry" channel sending the synthetic scene's flight state at 10 Hz once open."""
+    channel = pc.createDataChannel("telemetry")
+    tasks: list[asyncio.Task] = []
+
+    async def pump() -> None:
+        while channel.readyState in ("connecting", "open"):
+            if channel.readyState == "open":
+                msg = {
+                    "timestamp": time.time(),
+                    "altitude_m": 50,
+                    "gimbal_pitch_deg": -90,
+                    "camera": "DJI Mini 4 Pro",
+                }
+                channel.send(json.dumps(msg))
+            await asyncio.sleep(0.1)
+
+    tasks.append(asyncio.create_task(pump()))
+    return tasks
+
+
+async def test_corrupt_frame_ends_stream_cleanly(server) -> None:
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    pc.addTransceiver(_TinyFrameTrack(good_frames=150), direction="sendonly")
+    pump = _telemetry_pump(pc)
+    await pc.setLocalDescription(await pc.createOffer())
+    async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+        resp = await c.post("/api/v1/webrtc/offer", json={"sdp": pc.localDescription.sdp, "type": "offer"})
+        answer = resp.json()
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
+        sid = answer["session_id"]
+        await wait_for(lambda: server.manager.get(sid) is None, 30)
+        s = (await c.get(f"/api/v1/sessions/{sid}")).json()
+        assert s["status"] == "failed" and "corrupt frame" in s["end_reason"], s
+        assert s["violations_count"] >= 1  # what was detected before the bad frame is kept
+        # the server is still healthy and accepts new work
+        assert (await c.get("/healthz")).json()["status"] == "ok"
+    await pc.close()
+    pump[0].cancel()
+
+
+class SlowDetector(BrightBlobDetector):
+    """The synthetic-scene detector taking 150 ms a frame: a pipeline five times slower than 30 fps."""
+
+    DELAY_S = 0.15
+
+    def __call__(self, image: np.ndarray):
+        time.sleep(self.DELAY_S)
+        return super().__call__(image)
+
+
+async def test_overload_drops_frames_and_latency_stays_bounded(server_factory) -> None:
+    """A 30 fps stream into a ~6 fps pipeline: frames are dropped and counted, and the latency the
+    server adds stays within a few processing times instead of growing with the stream."""
+    srv = server_factory(app_kwargs={"detector_factory": SlowDetector})
+    stop = asyncio.Event()
+    task = asyncio.create_task(publish("synthetic", srv.url, TOKEN, stop=stop, return_video=False))
+    sess = await wait_for(lambda: next(iter(srv.manager.sessions.values()), None), 30)
+    await wait_for(lambda: sess.stats.processed >= 36, 60)  # about 6 s of stream
+    latencies = list(sess.stats.latencies_ms)
+    stages = sess.stats.stage_ms_mean()
+    stop.set()
+    result = await asyncio.wait_for(task, 30)
+    with srv.client() as c:
+        s = c.get(f"/api/v1/sessions/{result.session_id}").json()
+
+    processing_ms = stages["total"] + stages["annotate_ring_return"]  # one frame through the worker
+    assert processing_ms >= SlowDetector.DELAY_S * 1000
+    assert s["frames_dropped"] > 0 and s["frames_processed"] < s["frames_received"], s
+    assert s["frames_received"] >= s["frames_processed"] + s["frames_dropped"] - 1
+    assert s["processed_fps"] < 1000 / processing_ms * 1.2
+    # a frame waits at most one processing time in the slot, then takes one: p95 below ~2-3 of them
+    p95 = float(np.percentile(latencies, 95))
+    assert p95 < 3 * processing_ms, (p95, processing_ms, latencies)
+    assert s["latency_p95_ms"] < 3 * processing_ms, s
+    # and it does not grow: the last frames wait no longer than the first ones (a queue would)
+    third = len(latencies) // 3
+    assert np.mean(latencies[-third:]) < np.mean(latencies[:third]) + processing_ms, latencies
+    assert max(latencies[-third:]) < 3 * processing_ms, latencies
