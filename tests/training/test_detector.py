@@ -1,0 +1,104 @@
+"""A tiny detector training + export run, evaluation matcher, and the `airpatrol train` CLI."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+from shared_material import shared_path
+
+from training import datasets as ds
+from training.evaluate import average_precision, match
+
+
+def _tiny_dataset(tmp_path):
+    rng = np.random.default_rng(0)
+    src = tmp_path / "src"
+    src.mkdir()
+    for g in ("vidA", "vidB"):
+        for k in range(2):
+            img = np.full((128, 128, 3), 70, np.uint8)
+            lines = []
+            for _ in range(3):
+                x, y = rng.integers(10, 100, 2)
+                cv2.rectangle(img, (int(x), int(y)), (int(x) + 16, int(y) + 9), (220, 220, 220), -1)
+                lines.append(f"0 {(x + 8) / 128:.4f} {(y + 4.5) / 128:.4f} {16 / 128:.4f} {9 / 128:.4f}")
+            cv2.imwrite(str(src / f"{g}-{k:04d}.jpg"), img)
+            (src / f"{g}-{k:04d}.txt").write_text("\n".join(lines) + "\n")
+    split = ds.split_by_group(ds.read_yolo_folder(src), val_groups=["vidB"])
+    return ds.build_yolo_dataset(split, tmp_path / "data", tile=None)
+
+
+def test_one_epoch_train_and_export(tmp_path):
+    from training.detector import (
+        TrainSettings,
+        export_detector,
+        install_detector,
+        strip_checkpoint,
+        train_detector,
+    )
+    from training.evaluate import evaluate_detector
+
+    data_yaml = _tiny_dataset(tmp_path)
+    settings = TrainSettings(epochs=1, imgsz=64, batch=4, workers=0, cache=False, mosaic=0.0, val=False)
+    best = train_detector(data_yaml, "scratch", tmp_path / "runs", "tiny", settings)
+    assert best.exists()
+    slim = strip_checkpoint(best, tmp_path / "tiny_fp16.pt")
+    assert slim.stat().st_size < 7_000_000  # fp16, no optimizer state
+    out = export_detector(slim, ("onnx", "onnx-int8", "openvino"), imgsz=64)
+    assert out["onnx"].exists() and (out["openvino"] / "metadata.yaml").exists()
+    assert out["onnx-int8"].stat().st_size < out["onnx"].stat().st_size
+    installed = install_detector(out, tmp_path / "weights", description="tiny")
+    assert sorted(p.name for p in installed.values()) == [
+        "airpatrol_vehicles_n.onnx",
+        "airpatrol_vehicles_n_openvino_model",
+    ]
+    samples = ds.read_yolo_folder(tmp_path / "src")
+    for path in (slim, *installed.values()):
+        m = evaluate_detector(path, samples[:1], imgsz=64)
+        assert m.images == 1 and m.gt == 3
+
+
+@pytest.mark.shared
+def test_coco_int8_init_checkpoint(tmp_path):
+    shared_path("yolov8n_coco_int8", "yolov8n_int8.onnx")
+    from ultralytics import YOLO
+
+    from training.detector import build_init_checkpoint
+
+    pt = build_init_checkpoint("coco-int8", tmp_path / "init.pt")
+    model = YOLO(str(pt))
+    assert model.names == dict(enumerate(ds.CLASSES))
+    r = model.predict(np.zeros((64, 64, 3), np.uint8), imgsz=64, verbose=False)[0]
+    assert r.boxes is not None
+
+
+def test_matcher_and_ap():
+    gt = np.array([[0, 0, 10, 10], [20, 20, 30, 30]], float)
+    pred = np.array([[0, 0, 10, 10], [0, 0, 10, 11], [50, 50, 60, 60], [20, 20, 30, 31]], float)
+    conf = np.array([0.9, 0.8, 0.7, 0.6])
+    tp = match(pred, conf, gt)
+    assert tp.tolist() == [True, False, False, True]  # duplicates are false positives
+    assert average_precision(conf, tp, 2) == pytest.approx(0.5 * 1.0 + 0.5 * 0.5)
+    assert average_precision(np.array([0.9, 0.8]), np.array([True, True]), 2) == pytest.approx(1.0)
+
+
+def test_cli_registers_train_commands():
+    from airpatrol.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(
+        ["train", "detector", "--dataset", "aerial-cars=/x", "--val-groups", "DJI-00760"]
+    )
+    assert args.func.__name__ == "cmd_detector" and args.init == "coco-int8"
+    args = parser.parse_args(["train", "road", "--pairs", "a:b"])
+    assert args.func.__name__ == "cmd_road" and args.encoder == "tu-mobilenetv3_small_100"
+
+
+def test_cli_refuses_noncommercial_training(tmp_path):
+    from airpatrol.cli import main
+
+    (tmp_path / "images").mkdir()
+    (tmp_path / "annotations.json").write_text('{"annotations": []}')
+    rc = main(["train", "dataset", "--dataset", f"auair={tmp_path}", "--out", str(tmp_path / "o")])
+    assert rc == 2

@@ -1,0 +1,52 @@
+"""The models committed under weights/ load and still do what their model cards say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from shared_material import REPO, shared_path
+
+from training import datasets as ds
+
+WEIGHTS = REPO / "weights"
+DETECTORS = [WEIGHTS / "airpatrol_vehicles_n_openvino_model", WEIGHTS / "airpatrol_vehicles_n.onnx"]
+ROAD = WEIGHTS / "airpatrol_road_unet_mnv3s.pt"
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("weights", DETECTORS, ids=lambda p: Path(p).name)
+def test_shipped_detector_on_held_out_video(weights):
+    if not weights.exists():
+        pytest.skip(f"{weights} not shipped")
+    from training.evaluate import evaluate_detector
+
+    root = shared_path("aerial_cars_dji_frames", "dji_video_frames")
+    held = [s for s in ds.read_aerial_cars(root) if s.group == "DJI-00760"][:3]  # never trained on
+    m = evaluate_detector(str(weights), held, imgsz=640)
+    assert m.recall >= 0.85 and m.ap50 >= 0.8, m
+
+
+@pytest.mark.parametrize("weights", DETECTORS, ids=lambda p: Path(p).name)
+def test_shipped_detector_metadata(weights):
+    if not weights.exists():
+        pytest.skip(f"{weights} not shipped")
+    from training.evaluate import load_model
+
+    model = load_model(weights)
+    assert model.names == dict(enumerate(ds.CLASSES))
+    r = model.predict(np.zeros((540, 1024, 3), np.uint8), imgsz=640, verbose=False)[0]
+    assert len(r.boxes) == 0
+
+
+def test_shipped_road_model_loads():
+    if not ROAD.exists():
+        pytest.skip("no road model shipped")
+    from training.road import load_road_model, predict_prob
+
+    model, raw = load_road_model(ROAD)
+    assert raw.encoder == "tu-mobilenetv3_small_100" and raw.threshold == 0.2
+    assert ROAD.stat().st_size < 6_000_000
+    prob = predict_prob(model, np.zeros((540, 1024, 3), np.uint8), raw.input_size)
+    assert prob.shape == (540, 1024)

@@ -1,0 +1,408 @@
+"""``airpatrol train ...``: dataset building, detector and road-mask training, evaluation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+from pipelines.cli import positive_int
+from pipelines.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+DATASET_KINDS = ("aerial-cars", "yolo", "visdrone-det", "visdrone-mot", "uavdt", "auair", "mot")
+NONCOMMERCIAL = {"auair"}
+
+
+VIDEO_KINDS = ("visdrone-mot", "uavdt", "mot")  # readers that take every N-th frame
+
+
+def parse_dataset_spec(spec: str, every: int = 1):
+    """``KIND=PATH`` -> samples. KIND is one of :data:`DATASET_KINDS`; ``every`` thins the frames of
+    video datasets (consecutive frames of one flight add little but time)."""
+    from training import datasets as ds
+
+    kind, sep, path = spec.partition("=")
+    if not sep or kind not in DATASET_KINDS:
+        raise ConfigError(
+            f"--dataset expects KIND=PATH with KIND in {', '.join(DATASET_KINDS)}; got {spec!r}"
+        )
+    root = Path(path)
+    if not root.exists():
+        raise ConfigError(f"dataset path not found: {root}")
+    readers = {
+        "aerial-cars": ds.read_aerial_cars,
+        "yolo": ds.read_yolo_folder,
+        "visdrone-det": ds.read_visdrone_det,
+        "visdrone-mot": ds.read_visdrone_mot,
+        "uavdt": ds.read_uavdt,
+        "auair": ds.read_auair,
+        "mot": ds.read_mot,
+    }
+    if kind in VIDEO_KINDS:
+        return kind, readers[kind](root, every=every)
+    return kind, readers[kind](root)
+
+
+def _collect(args) -> list:
+    samples = []
+    repeats = _oversample(args.oversample)
+    for spec in args.dataset:
+        kind, ss = parse_dataset_spec(spec, every=args.every)
+        ss = [replace(s, name=f"{s.name}_r{k}") if k else s for k in range(repeats.get(kind, 1)) for s in ss]
+        if kind in NONCOMMERCIAL and not args.allow_noncommercial:
+            raise ConfigError(
+                f"{kind} data is licensed non-commercially (AU-AIR: CC BY-NC-SA); keep it for evaluation "
+                "or pass --allow-noncommercial for a research-only model"
+            )
+        if "overlay" in str(Path(spec.partition("=")[2]).resolve()).lower():
+            raise ConfigError(
+                f"{spec}: this video has third-party boxes burned in; never train on its pixels"
+            )
+        samples += ss
+    if not samples:
+        raise ConfigError("no annotated images found in the given --dataset paths")
+    return samples
+
+
+def _oversample(specs: list[str]) -> dict[str, int]:
+    """``KIND=N`` items -> {kind: N}: the training frames of that dataset are used N times (each
+    time with its own copy-paste and transposes), to balance a small real set against others."""
+    out = {}
+    for spec in specs:
+        kind, _, n = spec.partition("=")
+        if kind not in DATASET_KINDS or not n.isdigit() or int(n) < 1:
+            raise ConfigError(
+                f"--oversample expects KIND=N with KIND in {', '.join(DATASET_KINDS)}; got {spec!r}"
+            )
+        out[kind] = int(n)
+    return out
+
+
+def _build_dataset(args, out_dir: Path) -> Path:
+    from training.datasets import CopyPaste, build_yolo_dataset, split_by_group
+
+    samples = _collect(args)
+    val_groups = [g for g in (args.val_groups or "").split(",") if g] or None
+    splits = split_by_group(samples, val_groups=val_groups, val_fraction=args.val_fraction, seed=args.seed)
+    scales = tuple(float(v) for v in args.scales.split(","))
+    return build_yolo_dataset(
+        splits,
+        out_dir,
+        tile=args.tile or None,
+        overlap=args.overlap,
+        scales=scales,
+        copy_paste=CopyPaste(per_image=args.copy_paste, seed=args.seed) if args.copy_paste > 0 else None,
+        transpose_prob=args.transpose,
+        empty_fraction=args.empty_fraction,
+        seed=args.seed,
+    )
+
+
+def _add_dataset_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dataset",
+        action="append",
+        default=[],
+        metavar="KIND=PATH",
+        help=f"KIND in {', '.join(DATASET_KINDS)}; repeatable",
+    )
+    p.add_argument(
+        "--val-groups",
+        help="comma-separated videos/flights held out for validation (default: drawn by group)",
+    )
+    p.add_argument("--val-fraction", type=float, default=0.2)
+    p.add_argument(
+        "--every",
+        type=positive_int,
+        default=1,
+        help=f"keep every N-th frame of video datasets ({', '.join(VIDEO_KINDS)})",
+    )
+    p.add_argument(
+        "--oversample",
+        action="append",
+        default=[],
+        metavar="KIND=N",
+        help="use that dataset's frames N times",
+    )
+    p.add_argument("--tile", type=int, default=640, help="tile size in px (0: whole frames)")
+    p.add_argument("--overlap", type=float, default=0.2)
+    p.add_argument("--scales", default="1.0,0.6,0.35", help="frame scales tiled for training")
+    p.add_argument(
+        "--copy-paste", type=int, default=6, help="vehicle crops pasted per training frame (0: off)"
+    )
+    p.add_argument("--transpose", type=float, default=0.5, help="probability of transposing a training tile")
+    p.add_argument("--empty-fraction", type=float, default=0.3, help="share of vehicle-free tiles kept")
+    p.add_argument("--allow-noncommercial", action="store_true", help="allow AU-AIR (CC BY-NC) in training")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def cmd_dataset(args) -> int:
+    path = _build_dataset(args, Path(args.out))
+    log.info("dataset written: %s", path)
+    return 0
+
+
+def cmd_detector(args) -> int:
+    from training.detector import (
+        TrainSettings,
+        export_detector,
+        install_detector,
+        strip_checkpoint,
+        train_detector,
+    )
+
+    project = Path(args.out)
+    if args.data:
+        data_yaml = Path(args.data)
+    elif args.dataset:
+        data_yaml = _build_dataset(args, project / f"{args.name}_data")
+    else:
+        raise ConfigError("give --data DATA.yaml or at least one --dataset KIND=PATH")
+    settings = TrainSettings(
+        epochs=args.epochs,
+        time_h=args.time_h,
+        imgsz=args.imgsz,
+        batch=args.batch,
+        workers=args.workers,
+        device=args.device,
+        freeze=args.freeze,
+        degrees=args.degrees,
+        plots=args.plots,
+        seed=args.seed,
+        lr0=args.lr0,
+    )
+    chosen = train_detector(data_yaml, args.init, project, args.name, settings, pick=args.checkpoint)
+    slim = strip_checkpoint(chosen, chosen.with_name(f"{chosen.stem}_fp16.pt"))
+    exports: dict[str, Path] = {"pt": slim}
+    if args.export:
+        exports.update(export_detector(slim, tuple(f for f in args.export.split(",") if f), imgsz=args.imgsz))
+    if args.install:
+        install_detector(exports, args.install)
+    log.info("trained detector: %s (exports: %s)", slim, {k: str(v) for k, v in exports.items()})
+    return 0
+
+
+def cmd_eval_detector(args) -> int:
+    from training.evaluate import evaluate_detector, load_model
+
+    model = load_model(args.weights)
+    results = {}
+    for spec in args.dataset:
+        kind, samples = parse_dataset_spec(spec)
+        if args.groups:
+            keep = set(args.groups.split(","))
+            samples = [s for s in samples if s.group in keep]
+        m = evaluate_detector(model, samples, imgsz=args.imgsz, conf=args.conf)
+        results[spec] = m.as_dict()
+    text = json.dumps(results, indent=2)
+    if args.json:
+        Path(args.json).write_text(text)
+    print(text)  # noqa: T201 - CLI output
+    return 0
+
+
+def cmd_bench_detector(args) -> int:
+    import cv2
+
+    from training.evaluate import benchmark
+
+    src = Path(args.image)
+    if src.suffix.lower() in (".mp4", ".avi", ".mov", ".mkv"):
+        cap = cv2.VideoCapture(str(src))
+        ok, image = cap.read()
+        cap.release()
+    else:
+        image = cv2.imread(str(src))
+        ok = image is not None
+    if not ok:
+        raise ConfigError(f"cannot read an image from {src}")
+    if args.size:
+        w, h = (int(v) for v in args.size.lower().split("x"))
+        image = cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA)
+    results = {}
+    for weights in args.weights:
+        for imgsz in args.imgsz:
+            r = benchmark(weights, image, imgsz=imgsz, runs=args.runs)
+            results[f"{weights}@{imgsz}"] = r
+            log.info(
+                "%s imgsz %d on %dx%d: %.1f ms median",
+                weights,
+                imgsz,
+                image.shape[1],
+                image.shape[0],
+                r["median_ms"],
+            )
+    print(json.dumps(results, indent=2))  # noqa: T201 - CLI output
+    return 0
+
+
+def cmd_road(args) -> int:
+    from training.road import RoadTrainSettings, collect_pairs, export_road_onnx, train_road
+
+    pairs = collect_pairs(args.pairs, args.flights)
+    settings = RoadTrainSettings(
+        encoder=args.encoder,
+        decoder_channels=tuple(int(v) for v in args.decoder_channels.split(",")),
+        input_size=(args.width, args.height),
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+        batch=args.batch,
+        lr=args.lr,
+        seed=args.seed,
+        time_s=args.time_s,
+    )
+    val_pairs = None
+    if args.val_groups:
+        keep = set(args.val_groups.split(","))
+        val_pairs = [p for p in pairs if p.group in keep]
+        pairs = [p for p in pairs if p.group not in keep]
+    ckpt = train_road(
+        pairs,
+        Path(args.out),
+        settings,
+        val_fraction=args.val_fraction,
+        val_pairs=val_pairs,
+        init_from=args.init,
+    )
+    if args.onnx:
+        export_road_onnx(ckpt, ckpt.with_suffix(".onnx"))
+    return 0
+
+
+def cmd_road_pseudo(args) -> int:
+    import cv2
+
+    from training.road import pseudo_mask_from_mot, write_pseudo_pairs
+
+    if args.dataset:
+        samples = []
+        for spec in args.dataset:
+            samples += parse_dataset_spec(spec)[1]
+        pairs = write_pseudo_pairs(samples, args.out)
+        log.info("%d pseudo-labelled image/mask pairs -> %s", len(pairs), args.out)
+        return 0
+    if not (args.tracks and args.size):
+        raise ConfigError("give --tracks and --size, or --dataset KIND=PATH")
+
+    w, h = (int(v) for v in args.size.lower().split("x"))
+    mask = pseudo_mask_from_mot(
+        args.tracks, (w, h), homographies=args.homographies, min_track_frames=args.min_frames
+    )
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(args.out), mask)
+    log.info("pseudo road mask (%.1f %% of the frame) -> %s", 100 * (mask > 0).mean(), args.out)
+    return 0
+
+
+def register(subparsers) -> None:
+    from training.defaults import ROAD_DECODER_CHANNELS, ROAD_ENCODER
+
+    train = subparsers.add_parser(
+        "train", help="build datasets, train and evaluate the detector and road models"
+    )
+    sub = train.add_subparsers(dest="train_command", metavar="WHAT", required=True)
+
+    p = sub.add_parser("dataset", help="convert annotations into a tiled ultralytics dataset")
+    _add_dataset_args(p)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_dataset)
+
+    p = sub.add_parser("detector", help="train the aerial vehicle detector (ultralytics YOLOv8n)")
+    _add_dataset_args(p)
+    p.add_argument("--data", help="an existing ultralytics data.yaml instead of --dataset")
+    p.add_argument(
+        "--init", default="coco-int8", help="coco-int8 (dequantised COCO YOLOv8n), scratch, an .onnx or a .pt"
+    )
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--time-h", type=float, help="wall-clock budget in hours (overrides --epochs)")
+    p.add_argument("--imgsz", type=int, default=640)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--freeze", type=int, help="freeze the first N layers")
+    p.add_argument("--degrees", type=float, default=10.0)
+    p.add_argument("--lr0", type=float, help="initial learning rate (AdamW); default: ultralytics' choice")
+    p.add_argument("--plots", action="store_true")
+    p.add_argument(
+        "--checkpoint", choices=("last", "best"), default="last", help="which checkpoint to export"
+    )
+    p.add_argument(
+        "--export", default="onnx,onnx-int8,openvino", help="formats to export after training ('' for none)"
+    )
+    p.add_argument(
+        "--install",
+        metavar="WEIGHTS_DIR",
+        help="copy the OpenVINO / int8 ONNX exports there under the shipped names",
+    )
+    p.add_argument("--out", default="runs/detector")
+    p.add_argument("--name", default="aerial")
+    p.set_defaults(func=cmd_detector)
+
+    p = sub.add_parser("eval-detector", help="precision/recall/AP50 of a detector on annotated frames")
+    p.add_argument("--weights", required=True)
+    p.add_argument("--dataset", action="append", default=[], metavar="KIND=PATH", required=True)
+    p.add_argument("--groups", help="only these videos/flights (comma-separated)")
+    p.add_argument("--imgsz", type=int, default=1280)
+    p.add_argument("--conf", type=float, default=0.25)
+    p.add_argument("--json", help="also write the metrics here")
+    p.set_defaults(func=cmd_eval_detector)
+
+    p = sub.add_parser("bench-detector", help="CPU milliseconds per frame of detector exports")
+    p.add_argument("--weights", nargs="+", required=True)
+    p.add_argument("--image", required=True, help="an image or a video (its first frame)")
+    p.add_argument("--size", default="1024x540", help="resize the frame to WxH first ('' keeps it)")
+    p.add_argument("--imgsz", type=int, nargs="+", default=[640])
+    p.add_argument("--runs", type=int, default=20)
+    p.set_defaults(func=cmd_bench_detector)
+
+    p = sub.add_parser("road", help="train the U-Net road-mask model (segmentation-models-pytorch)")
+    p.add_argument(
+        "--pairs",
+        action="append",
+        default=[],
+        metavar="IMAGES_DIR:MASKS_DIR",
+        help="image/mask folders (same file names)",
+    )
+    p.add_argument(
+        "--flights", action="append", default=[], help="simulated flight folders (video.mp4 + road_mask/)"
+    )
+    p.add_argument("--encoder", default=ROAD_ENCODER)
+    p.add_argument("--decoder-channels", default=",".join(str(c) for c in ROAD_DECODER_CHANNELS))
+    p.add_argument("--width", type=int, default=512)
+    p.add_argument("--height", type=int, default=288)
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--time-s", type=float, help="stop after this many seconds")
+    p.add_argument("--steps-per-epoch", type=int, help="default: one pass over the training images")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--val-fraction", type=float, default=0.2)
+    p.add_argument(
+        "--val-groups",
+        help="validate on these images / flights (comma-separated) instead of a random group split",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--init", help="fine-tune this road checkpoint (same encoder / decoder)")
+    p.add_argument("--onnx", action="store_true", help="also export ONNX next to the checkpoint")
+    p.add_argument("--out", default="runs/road/road_unet.pt")
+    p.set_defaults(func=cmd_road)
+
+    p = sub.add_parser(
+        "road-pseudo", help="road mask from the footprints of tracked vehicles (MOT tracks file)"
+    )
+    p.add_argument("--tracks", help="MOT tracks (e.g. the tracks file of `airpatrol process`)")
+    p.add_argument("--size", help="frame size WxH")
+    p.add_argument(
+        "--dataset",
+        action="append",
+        default=[],
+        metavar="KIND=PATH",
+        help="annotated frames of hovering flights -> image/mask pairs in --out (a folder)",
+    )
+    p.add_argument("--homographies", help="per-frame ego homographies (JSON / .npy) into the reference frame")
+    p.add_argument("--min-frames", type=int, default=5, help="ignore tracks seen in fewer frames")
+    p.add_argument("--out", required=True, help="mask PNG (with --tracks) or output folder (with --dataset)")
+    p.set_defaults(func=cmd_road_pseudo)

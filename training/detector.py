@@ -1,0 +1,316 @@
+"""Train, export and initialise the aerial vehicle detector (ultralytics YOLOv8).
+
+Offline-safe: :func:`pipelines.ultralytics_env.prepare_ultralytics` runs before ultralytics is
+imported, AMP is off (its check downloads a model on CUDA), and plots are off unless asked for.
+
+Initialisation (``init``):
+
+* ``"coco-int8"`` / a path to an int8 (or float) YOLOv8 ONNX: the weights are dequantised
+  (:mod:`training.dequant`) into ``yolov8n.yaml`` with our 5 classes; the class head rows start
+  from COCO car/car/truck/bus/motorcycle.
+* a ``.pt`` checkpoint (ultralytics): fine-tune it (class head re-initialised when the classes
+  differ).
+* ``"scratch"``: random weights from ``yolov8n.yaml``.
+
+Augmentation fit for nadir views: rotations (``degrees``), both flips, scale jitter, mosaic,
+plus offline random transposes (90-degree rotations without loosening boxes) and copy-paste of
+vehicle crops when the dataset is built by :func:`training.datasets.build_yolo_dataset`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.ultralytics_env import prepare_ultralytics
+from training.datasets import CLASSES
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("AIRPATROL_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+COCO_INT8_ONNX = SHARED_DATA / "yolov8n_coco_int8" / "yolov8n_int8.onnx"
+COCO_NAMES_FOR_CLASSES = {"car": 2, "van": 2, "truck": 7, "bus": 5, "motorcycle": 3}
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Hyper-parameters passed to ``ultralytics`` ``model.train``; defaults suit a 2-core CPU."""
+
+    epochs: int = 30
+    time_h: float | None = None  # wall-clock budget in hours (overrides epochs, LR schedule fits it)
+    imgsz: int = 640
+    batch: int = 8
+    nbs: int = 16  # nominal batch: few images -> keep optimizer steps frequent
+    workers: int = 2
+    device: str = "cpu"
+    lr0: float | None = None
+    optimizer: str = "auto"
+    patience: int = 100
+    degrees: float = 10.0  # larger rotations loosen axis-aligned boxes; 90-degree turns are offline
+    flipud: float = 0.5
+    fliplr: float = 0.5
+    scale: float = 0.5
+    translate: float = 0.1
+    mosaic: float = 1.0
+    close_mosaic: int = 2
+    mixup: float = 0.0
+    hsv_h: float = 0.015
+    hsv_s: float = 0.5
+    hsv_v: float = 0.4
+    warmup_epochs: float = 1.0
+    freeze: int | None = None
+    cache: str | bool = "ram"
+    plots: bool = False
+    val: bool = True
+    seed: int = 0
+
+
+def _ultralytics():
+    prepare_ultralytics()
+    import ultralytics
+    from ultralytics import YOLO
+
+    return ultralytics, YOLO
+
+
+def save_checkpoint(model, path: str | Path, names: dict[int, str] | None = None) -> Path:
+    """Save a ``DetectionModel`` as an ultralytics ``.pt`` checkpoint (loadable by ``YOLO(path)``)."""
+    import torch
+
+    ultralytics, _ = _ultralytics()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if names is not None:
+        model.names = dict(names)
+    ckpt = {
+        "model": model,
+        "epoch": -1,
+        "train_args": {"task": "detect", "imgsz": 640},
+        "version": ultralytics.__version__,
+        "license": "AGPL-3.0 (Ultralytics YOLOv8 architecture and COCO weights)",
+    }
+    torch.save(ckpt, path)
+    return path
+
+
+def build_init_checkpoint(init: str | Path, out_path: str | Path, classes: tuple[str, ...] = CLASSES) -> Path:
+    """Return an ultralytics ``.pt`` to start training from (see the module doc for ``init``)."""
+    from ultralytics.nn.tasks import DetectionModel
+
+    from training.dequant import load_into_yolo, read_quantized_onnx
+
+    _ultralytics()
+    names = dict(enumerate(classes))
+    init_s = str(init)
+    if init_s == "scratch":
+        model = DetectionModel("yolov8n.yaml", nc=len(classes), verbose=False)
+        return save_checkpoint(model, out_path, names)
+    if init_s == "coco-int8":
+        init = COCO_INT8_ONNX
+    init = Path(init)
+    if not init.exists():
+        from pipelines.errors import WeightsError
+
+        raise WeightsError(f"initial weights not found: {init}")
+    if init.suffix == ".onnx":
+        weights = read_quantized_onnx(init)
+        model = DetectionModel("yolov8n.yaml", nc=len(classes), verbose=False)
+        src_names = {v: k for k, v in weights.names.items()}
+        rows = [src_names.get(c, src_names.get(_coco_alias(c), 0)) for c in classes] if src_names else None
+        stats = load_into_yolo(model, weights, class_rows=rows)
+        if stats["skipped"]:
+            log.warning("%d convolutions kept random initial weights", stats["skipped"])
+        return save_checkpoint(model, out_path, names)
+    if init.suffix == ".pt":
+        return Path(shutil.copyfile(init, out_path))
+    from pipelines.errors import WeightsError
+
+    raise WeightsError(f"cannot initialise from {init}: expected 'scratch', 'coco-int8', an .onnx or a .pt")
+
+
+def _coco_alias(name: str) -> str:
+    return {"van": "car"}.get(name, name)
+
+
+def train_detector(
+    data_yaml: str | Path,
+    init: str | Path,
+    project: str | Path,
+    name: str = "detector",
+    settings: TrainSettings = TrainSettings(),
+    pick: str = "last",
+) -> Path:
+    """Train and return ``<project>/<name>/weights/<pick>.pt``.
+
+    ``pick="last"`` (default) takes the end of the learning-rate schedule; ``"best"`` takes
+    ultralytics' choice by validation fitness (selected on the validation videos, so its
+    validation metrics are optimistic).
+    """
+    _, YOLO = _ultralytics()
+    project = Path(project).resolve()
+    run_dir = project / name
+    init_pt = build_init_checkpoint(init, project / f"{name}_init.pt")
+    model = YOLO(str(init_pt), task="detect")
+    args = dict(
+        data=str(Path(data_yaml).resolve()),
+        epochs=settings.epochs,
+        imgsz=settings.imgsz,
+        batch=settings.batch,
+        nbs=settings.nbs,
+        workers=settings.workers,
+        device=settings.device,
+        # ultralytics' "auto" optimizer ignores lr0: a given lr0 means AdamW at that rate
+        optimizer="AdamW"
+        if settings.lr0 is not None and settings.optimizer == "auto"
+        else settings.optimizer,
+        patience=settings.patience,
+        degrees=settings.degrees,
+        flipud=settings.flipud,
+        fliplr=settings.fliplr,
+        scale=settings.scale,
+        translate=settings.translate,
+        mosaic=settings.mosaic,
+        close_mosaic=settings.close_mosaic,
+        mixup=settings.mixup,
+        hsv_h=settings.hsv_h,
+        hsv_s=settings.hsv_s,
+        hsv_v=settings.hsv_v,
+        warmup_epochs=settings.warmup_epochs,
+        cache=settings.cache,
+        plots=settings.plots,
+        val=settings.val,
+        seed=settings.seed,
+        amp=False,
+        project=str(project),
+        name=name,
+        exist_ok=True,
+        verbose=False,
+        copy_paste=0.0,  # needs segments; box copy-paste happens when the dataset is built
+    )
+    if settings.time_h:
+        args["time"] = settings.time_h
+    if settings.lr0 is not None:
+        args["lr0"] = settings.lr0
+    if settings.freeze:
+        args["freeze"] = settings.freeze
+    log.info("training %s from %s on %s", name, init, data_yaml)
+    model.train(**args)
+    chosen = run_dir / "weights" / f"{pick}.pt"
+    if not chosen.exists():
+        chosen = run_dir / "weights" / "last.pt"
+    log.info("trained: %s", chosen)
+    return chosen
+
+
+def strip_checkpoint(pt: str | Path, out: str | Path) -> Path:
+    """A small fp16 inference checkpoint (no optimizer state / EMA copy)."""
+    import torch
+
+    ckpt = torch.load(str(pt), map_location="cpu", weights_only=False)
+    model = (ckpt.get("ema") or ckpt["model"]).half()
+    for p in model.parameters():
+        p.requires_grad = False
+    slim = {
+        "model": model,
+        "epoch": -1,
+        "train_args": ckpt.get("train_args", {}),
+        "train_metrics": ckpt.get("train_metrics"),
+        "version": ckpt.get("version"),
+        "license": "AGPL-3.0",
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(slim, out)
+    return out
+
+
+def export_detector(
+    pt: str | Path,
+    formats: tuple[str, ...] = ("onnx", "openvino"),
+    imgsz: int = 640,
+    half: bool = True,
+    dynamic: bool = True,
+) -> dict[str, Path]:
+    """Export a checkpoint; returns ``{format: path}``. OpenVINO gets fp16 weights (``half``).
+
+    ``dynamic=True`` lets the exports take any input size (letterboxed to a multiple of 32), so one
+    file serves imgsz 640, 1024 or 1280.
+    """
+    _, YOLO = _ultralytics()
+    os.environ.setdefault("OPENVINO_TELEMETRY_DISABLE", "1")  # no network attempt on export
+    out: dict[str, Path] = {}
+    for fmt in formats:
+        if fmt == "onnx-int8":
+            fp32 = out.get("onnx") or export_detector(pt, ("onnx",), imgsz, half, dynamic)["onnx"]
+            out[fmt] = quantize_onnx_int8(fp32, fp32.with_name(fp32.stem + "_int8.onnx"))
+            continue
+        model = YOLO(str(pt), task="detect")
+        kwargs = dict(format=fmt, imgsz=imgsz, dynamic=dynamic, device="cpu", verbose=False)
+        if fmt == "openvino":
+            kwargs["half"] = half
+        if fmt == "onnx":
+            kwargs["simplify"] = True
+        path = model.export(**kwargs)
+        out[fmt] = Path(path)
+        log.info("exported %s -> %s", fmt, path)
+    return out
+
+
+def quantize_onnx_int8(src: str | Path, dst: str | Path) -> Path:
+    """Dynamic int8 quantisation (onnxruntime: uint8 weights, per-tensor) keeping the ultralytics
+    metadata (class names, stride, imgsz), so ``YOLO(dst)`` still knows its classes."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    src, dst = Path(src), Path(dst)
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QUInt8)
+    model = onnx.load(str(dst))
+    meta = onnx.load(str(src), load_external_data=False).metadata_props
+    del model.metadata_props[:]
+    model.metadata_props.extend(meta)
+    for prop in model.metadata_props:
+        if prop.key == "description":
+            prop.value += " (int8 dynamic quantisation, onnxruntime)"
+    onnx.save(model, str(dst))
+    log.info("int8 ONNX -> %s (%.1f MB)", dst, dst.stat().st_size / 1e6)
+    return dst
+
+
+SHIPPED_NAMES = {
+    "openvino": "airpatrol_vehicles_n_openvino_model",
+    "onnx-int8": "airpatrol_vehicles_n.onnx",
+    "pt": "airpatrol_vehicles_n.pt",
+}
+
+
+def install_detector(
+    exports: dict[str, Path], weights_dir: str | Path, description: str | None = None
+) -> dict[str, Path]:
+    """Copy exports under the fixed names the builder looks for (see ``SHIPPED_NAMES``)."""
+    import yaml
+
+    weights_dir = Path(weights_dir)
+    weights_dir.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for fmt, path in exports.items():
+        if fmt not in SHIPPED_NAMES:
+            continue
+        dst = weights_dir / SHIPPED_NAMES[fmt]
+        if Path(path).is_dir():
+            if dst.exists():
+                shutil.rmtree(dst)
+            shutil.copytree(path, dst)
+            meta = dst / "metadata.yaml"
+            if description and meta.exists():
+                data = yaml.safe_load(meta.read_text())
+                data["description"] = description
+                meta.write_text(yaml.safe_dump(data, sort_keys=False))
+        else:
+            shutil.copyfile(path, dst)
+        out[fmt] = dst
+        log.info("installed %s -> %s", path, dst)
+    return out
