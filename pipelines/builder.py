@@ -303,6 +303,18 @@ def _road_network(weights: Path, rcfg: RoadConfig) -> tuple[Any, RoadCheckpoint]
     return (network.fork() if isinstance(network, OpenVINOBackend) else network), ckpt
 
 
+def build_road_segmenter(rcfg: RoadConfig) -> tuple[UNetSegmenter, RoadConfig, Path] | None:
+    """The road U-Net of ``rcfg`` exactly as the pipeline runs it: ``(segmenter, config with the
+    checkpoint's input size and threshold filled in, weights path)``; None without weights
+    (``rcfg.weights`` unset and nothing shipped under weights/)."""
+    weights = rcfg.weights if rcfg.weights is not None else default_weights(DEFAULT_ROAD_CANDIDATES)
+    if weights is None:
+        return None
+    backend, ckpt = _road_network(Path(weights), rcfg)
+    rcfg = rcfg.resolved(ckpt.input_size, ckpt.threshold)
+    return UNetSegmenter(backend, input_size=rcfg.input_size, device=rcfg.device), rcfg, Path(weights)
+
+
 def build_pipeline(
     config: PipelineConfig,
     *,
@@ -328,11 +340,9 @@ def build_pipeline(
 
     rcfg = config.road
     if rcfg.enabled and segmenter is None:
-        weights = rcfg.weights if rcfg.weights is not None else default_weights(DEFAULT_ROAD_CANDIDATES)
-        if weights is not None:
-            backend, ckpt = _road_network(Path(weights), rcfg)
-            rcfg = rcfg.resolved(ckpt.input_size, ckpt.threshold)
-            segmenter = UNetSegmenter(backend, input_size=rcfg.input_size, device=rcfg.device)
+        built = build_road_segmenter(rcfg)
+        if built is not None:
+            segmenter, rcfg, weights = built
             meta["road_backend"] = rcfg.backend if rcfg.device == "cpu" else rcfg.device
             meta["road_weights"] = str(weights)
             meta["road_threshold"] = rcfg.threshold

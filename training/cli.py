@@ -240,6 +240,56 @@ def cmd_bench_detector(args) -> int:
     return 0
 
 
+def cmd_eval_road(args) -> int:
+    import numpy as np
+
+    from pipelines.builder import build_road_segmenter
+    from pipelines.config import RoadConfig
+    from training.datasets import iter_loaded
+    from training.road import mask_keep_sweep
+
+    built = build_road_segmenter(RoadConfig(weights=args.weights))
+    if built is None:
+        raise ConfigError("no road U-Net weights: pass --weights PATH (a road checkpoint)")
+    segmenter, rcfg, weights = built
+    thresholds = [float(v) for v in args.threshold.split(",")] if args.threshold else [rcfg.threshold]
+    dilates = [int(v) for v in args.dilate.split(",")] if args.dilate else [rcfg.dilate_px]
+    min_overlap = args.min_overlap if args.min_overlap is not None else rcfg.min_overlap
+    results = {"weights": str(weights), "min_overlap": min_overlap, "datasets": {}}
+    for spec in args.dataset:
+        _kind, samples = parse_dataset_spec(spec)
+        if args.groups:
+            keep = set(args.groups.split(","))
+            samples = [s for s in samples if s.group in keep]
+        if not samples:
+            raise ConfigError(
+                f"no annotated frames in {spec}" + (f" for groups {args.groups}" if args.groups else "")
+            )
+        frames = ((image, s.boxes[:, 1:5]) for s, image in iter_loaded(samples))
+        points, ms = mask_keep_sweep(segmenter, frames, thresholds, dilates, min_overlap)
+        results["datasets"][spec] = {
+            "frames": len(samples),
+            "segmenter_ms_median": float(np.median(ms)),
+            "operating_points": [p.as_dict() for p in points],
+        }
+        for p in points:
+            log.info(
+                "%s: threshold %.2f dilate %d px: kept %d/%d vehicles (%.1f %%), frame covered %.1f %%",
+                spec,
+                p.threshold,
+                p.dilate_px,
+                p.kept,
+                p.vehicles,
+                100 * (p.keep_rate or 0),
+                100 * p.coverage,
+            )
+    text = json.dumps(results, indent=2)
+    if args.json:
+        Path(args.json).write_text(text)
+    print(text)  # noqa: T201 - CLI output
+    return 0
+
+
 def cmd_road(args) -> int:
     from training.road import RoadTrainSettings, collect_pairs, export_road_onnx, train_road
 
@@ -358,6 +408,21 @@ def register(subparsers) -> None:
     p.add_argument("--imgsz", type=int, nargs="+", default=[640])
     p.add_argument("--runs", type=int, default=20)
     p.set_defaults(func=cmd_bench_detector)
+
+    p = sub.add_parser(
+        "eval-road",
+        help="road mask on annotated frames: share of vehicles kept vs share of the frame covered",
+    )
+    p.add_argument("--weights", type=Path, help="road checkpoint (default: the shipped one under weights/)")
+    p.add_argument("--dataset", action="append", default=[], metavar="KIND=PATH", required=True)
+    p.add_argument("--groups", help="only these videos/flights (comma-separated)")
+    p.add_argument("--threshold", help="probability thresholds, comma-separated (default: the checkpoint's)")
+    p.add_argument(
+        "--dilate", help="mask dilations in px, comma-separated (default: the engine's road.dilate_px)"
+    )
+    p.add_argument("--min-overlap", type=float, help="default: the engine's road.min_overlap")
+    p.add_argument("--json", help="also write the results here")
+    p.set_defaults(func=cmd_eval_road)
 
     p = sub.add_parser("road", help="train the U-Net road-mask model (segmentation-models-pytorch)")
     p.add_argument(

@@ -617,7 +617,7 @@ def _yolo_lines(boxes: np.ndarray, w: int, h: int) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def _iter_loaded(samples: Sequence[Sample]) -> Iterable[tuple[Sample, np.ndarray]]:
+def iter_loaded(samples: Sequence[Sample]) -> Iterable[tuple[Sample, np.ndarray]]:
     """Images of the samples, decoding each video once (in frame order)."""
     by_video: dict[Path, list[Sample]] = defaultdict(list)
     for s in samples:
@@ -662,13 +662,13 @@ def build_yolo_dataset(
     full_frame = set(full_frame_splits)
     counts: dict[str, dict[str, int]] = {}
     if copy_paste is not None and splits.get("train"):
-        copy_paste.collect(_iter_loaded(splits["train"]))
+        copy_paste.collect(iter_loaded(splits["train"]))
     for split, samples in splits.items():
         img_dir, lbl_dir = out_dir / "images" / split, out_dir / "labels" / split
         img_dir.mkdir(parents=True, exist_ok=True)
         lbl_dir.mkdir(parents=True, exist_ok=True)
         n_img = n_box = 0
-        for s, img in _iter_loaded(samples):
+        for s, img in iter_loaded(samples):
             img = _blank_ignore(img, s.ignore)
             boxes = s.boxes
             if copy_paste is not None and split == "train":

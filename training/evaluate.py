@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from pipelines.ultralytics_env import prepare_ultralytics
-from training.datasets import Sample, _iter_loaded
+from training.datasets import Sample, iter_loaded
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def evaluate_detector(
     all_conf, all_tp = [], []
     tp_n = fp_n = n_gt = 0
     times = []
-    for s, img in _iter_loaded(samples):
+    for s, img in iter_loaded(samples):
         t0 = time.perf_counter()
         r = model.predict(
             img, imgsz=imgsz, conf=ap_conf, iou=nms_iou, classes=classes, verbose=False, max_det=300

@@ -50,3 +50,25 @@ def test_shipped_road_model_loads():
     assert ROAD.stat().st_size < 6_000_000
     prob = predict_prob(model, np.zeros((540, 1024, 3), np.uint8), raw.input_size)
     assert prob.shape == (540, 1024)
+
+
+@pytest.mark.shared
+def test_shipped_road_model_keeps_held_out_vehicles(tmp_path):
+    """The card's operating point, measured by `airpatrol train eval-road` through the engine's
+    own segmenter: >= 99 % of the held-out video's vehicles kept, well under the whole frame."""
+    import json
+
+    from airpatrol.cli import main
+
+    if not ROAD.exists():
+        pytest.skip("no road model shipped")
+    root = shared_path("aerial_cars_dji_frames", "dji_video_frames")
+    out = tmp_path / "road.json"
+    rc = main(["train", "eval-road", "--dataset", f"aerial-cars={root}", "--groups", "DJI-00760",
+               "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    result = json.loads(out.read_text())
+    (ds_result,) = result["datasets"].values()
+    (point,) = ds_result["operating_points"]  # the checkpoint's threshold, the engine's dilation
+    assert (point["threshold"], point["dilate_px"], point["vehicles"]) == (0.2, 9, 280)
+    assert point["keep_rate"] >= 0.99 and point["coverage"] < 0.7, point
