@@ -192,6 +192,8 @@ def create_app(
     app.state.metrics = metrics
     app.state.bus = bus
 
+    # Inside CORS (the last middleware added is the outermost), so a 500 still carries its headers.
+    app.add_middleware(InternalErrorMiddleware)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -257,7 +259,6 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def user_error(_request: Request, exc: AirPatrolError) -> JSONResponse:
         return json_error(400, "bad_request", str(exc))
 
-    app.add_middleware(InternalErrorMiddleware)
 
 
 class InternalErrorMiddleware:

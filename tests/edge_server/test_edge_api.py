@@ -395,3 +395,26 @@ async def test_events_websocket_auth_and_updates(seeded: RunningServer) -> None:
             assert event["violation"]["false_positive"] is True
             with pytest.raises(asyncio.TimeoutError):  # filtered: sess-a events do not reach sess-b watchers
                 await asyncio.wait_for(ws_b.recv(), 0.5)
+
+
+async def test_internal_error_is_json_keeps_cors_and_the_connection(server_factory) -> None:
+    """A failure the server did not foresee (here the database losing a table) is a JSON 500 with
+    the CORS headers a browser needs, logged once, and the keep-alive connection stays usable."""
+    import httpx
+
+    origin = "http://officer-console.example"
+    srv = server_factory(cors_origins=[origin])
+    with srv.store.engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE violations RENAME TO violations_gone")
+    headers = {"Authorization": f"Bearer {TOKEN}", "Origin": origin}
+    async with httpx.AsyncClient(base_url=srv.url, headers=headers, timeout=30) as c:
+        for _ in range(2):  # the second request goes over the first one's connection
+            r = await c.get("/api/v1/violations")
+            assert r.status_code == 500, r.text
+            assert r.json() == {
+                "error": "internal_error",
+                "detail": "internal server error (logged on the server)",
+            }
+            assert r.headers["access-control-allow-origin"] == origin
+            await asyncio.sleep(0.3)  # a server that closes the connection after a 500 has done so now
+        assert (await c.get("/healthz")).status_code == 200
