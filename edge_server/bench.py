@@ -62,6 +62,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="then one stream this long, sampling RSS",
     )
+    p.add_argument("--camera", help="camera profile for the telemetry (DJI .SRT files do not name it)")
+    p.add_argument("--altitude", type=float, help="altitude in metres for the telemetry (overrides the SRT)")
+    p.add_argument(
+        "--pitch", type=float, help="gimbal pitch in degrees for the telemetry (overrides the SRT)"
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
     p.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
 
@@ -148,6 +153,19 @@ class ServerProcess:
         self._log.close()
 
 
+def _telemetry(args: argparse.Namespace):
+    from edge_server.publish import telemetry_source
+
+    return telemetry_source(
+        args.video, args.srt, altitude_m=args.altitude, pitch_deg=args.pitch, camera=args.camera
+    )
+
+
+def _tracks_with_speed(session: dict[str, Any]) -> int:
+    """Tracks the server gave a speed: 0 means the stream ran with speeds disabled."""
+    return sum(1 for t in session.get("tracks") or () if t.get("peak_speed_kmh") is not None)
+
+
 async def _run_streams(
     url: str, token: str, n: int, args: argparse.Namespace, server: ServerProcess
 ) -> dict[str, Any]:
@@ -155,9 +173,9 @@ async def _run_streams(
 
     import httpx
 
-    from edge_server.publish import publish, telemetry_source
+    from edge_server.publish import publish
 
-    tel = telemetry_source(args.video, args.srt)
+    tel = _telemetry(args)
     passthrough = not args.encode  # a video file must then be H.264 without B-frames
     rss_samples: list[float] = []
 
@@ -206,6 +224,8 @@ async def _run_streams(
                     "latency_p50_ms": s["latency_p50_ms"],
                     "latency_p95_ms": s["latency_p95_ms"],
                     "violations": s["violations_count"],
+                    "tracks": len(s.get("tracks") or ()),
+                    "tracks_with_speed": _tracks_with_speed(s),
                     "return_frames": r.return_frames,
                     "stage_ms_mean": (s.get("info") or {}).get("stage_ms_mean"),
                 }
@@ -224,7 +244,7 @@ async def _run_streams(
 async def _long_run(url: str, token: str, args: argparse.Namespace, server: ServerProcess) -> dict[str, Any]:
     import asyncio
 
-    from edge_server.publish import publish, telemetry_source
+    from edge_server.publish import publish
 
     samples: list[tuple[float, float]] = []
     t0 = time.monotonic()
@@ -242,7 +262,7 @@ async def _long_run(url: str, token: str, args: argparse.Namespace, server: Serv
         loop_playback=True,
         max_seconds=args.long_run,
         return_video=args.return_video,
-        telemetry=telemetry_source(args.video, args.srt),
+        telemetry=_telemetry(args),
         passthrough=not args.encode,
     )
     task.cancel()
@@ -262,14 +282,16 @@ async def _long_run(url: str, token: str, args: argparse.Namespace, server: Serv
     stats = {k: s.get(k) for k in keys}
     stats["dropped_ratio"] = round(s["frames_dropped"] / max(s["frames_received"], 1), 3)
     stats["violations"] = s.get("violations_count")
+    stats["tracks_with_speed"] = _tracks_with_speed(s)
     return {"seconds": args.long_run, "session_id": result.session_id, "rss_mb": samples, "session": stats}
 
 
 def _print_table(runs: list[dict[str, Any]], out: Any) -> None:
-    """skip: frames the publisher left out to stay real time (its encoder fell behind)."""
+    """skip: frames the publisher left out to stay real time (its encoder fell behind); speeds:
+    tracks the server measured a speed for (0: speeds disabled, e.g. no camera profile)."""
     out.write(
         f"{'streams':>7} {'stream':>6} {'skip':>5} {'recv':>6} {'proc':>6} {'drop%':>6} {'fps':>6} "
-        f"{'p50 ms':>7} {'p95 ms':>7} {'viol':>5} {'RSS max MB':>10}\n"
+        f"{'p50 ms':>7} {'p95 ms':>7} {'speeds':>6} {'viol':>5} {'RSS max MB':>10}\n"
     )
     for run in runs:
         for i, s in enumerate(run["sessions"]):
@@ -277,7 +299,8 @@ def _print_table(runs: list[dict[str, Any]], out: Any) -> None:
                 f"{run['streams']:>7} {i + 1:>6} {s['frames_skipped_by_publisher']:>5} "
                 f"{s['frames_received']:>6} {s['frames_processed']:>6} "
                 f"{100 * s['dropped_ratio']:>6.1f} {s['processed_fps'] or 0:>6.1f} "
-                f"{s['latency_p50_ms'] or 0:>7.1f} {s['latency_p95_ms'] or 0:>7.1f} {s['violations']:>5} "
+                f"{s['latency_p50_ms'] or 0:>7.1f} {s['latency_p95_ms'] or 0:>7.1f} {s['tracks_with_speed']:>6} "
+                f"{s['violations']:>5} "
                 f"{run['rss_mb_max'] if i == 0 else '':>10}\n"
             )
 

@@ -1,0 +1,30 @@
+"""``airpatrol serve-bench`` end to end: a real server subprocess, a real publisher, its report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airpatrol.cli import main
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
+    out = tmp_path / "bench.json"
+    rc = main(["serve-bench", "--streams", "1", "--duration", "4", "--video", "synthetic:640x360",
+               "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    report = json.loads(out.read_text())
+    (run,) = report["runs"]
+    (session,) = run["sessions"]
+    assert session["frames_received"] >= 90 and session["frames_processed"] > 0
+    assert session["frames_processed"] + session["frames_dropped"] <= session["frames_received"]
+    assert 0 < session["latency_p50_ms"] <= session["latency_p95_ms"]
+    # the synthetic scene's telemetry carries altitude and camera: the server measured speeds
+    assert session["tracks"] >= 1 and session["tracks_with_speed"] >= 1, session
+    assert run["rss_mb_max"] > 0 and run["server_cpu_cores"] > 0
+    table = capsys.readouterr().out
+    header = next(line.split() for line in table.splitlines() if line.split()[:1] == ["streams"])
+    assert "speeds" in header and "p95" in header
