@@ -260,7 +260,6 @@ def _install_error_handlers(app: FastAPI) -> None:
         return json_error(400, "bad_request", str(exc))
 
 
-
 class InternalErrorMiddleware:
     """Unhandled errors -> a JSON 500, logged once, and the connection stays usable.
 
