@@ -13,10 +13,10 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
+from pipelines.config import read_yaml_mapping
 from pipelines.errors import AirPatrolError
 
 log = logging.getLogger(__name__)
@@ -107,18 +107,7 @@ class ServerSettings(BaseSettings):
         field names (``api_token``, ``database_url``, ``max_streams`` ...).
         """
         path = settings_file or os.environ.get("AIRPATROL_SETTINGS_FILE")
-        data: dict[str, Any] = {}
-        if path:
-            path = Path(path)
-            try:
-                loaded = yaml.safe_load(path.read_text()) or {}
-            except FileNotFoundError as exc:
-                raise SettingsError(f"settings file not found: {path}") from exc
-            except yaml.YAMLError as exc:
-                raise SettingsError(f"settings file {path} is not valid YAML: {exc}") from exc
-            if not isinstance(loaded, dict):
-                raise SettingsError(f"settings file {path} must hold a mapping at the top level")
-            data = loaded
+        data: dict[str, Any] = read_yaml_mapping(path, "settings file", SettingsError) if path else {}
         token = _settings_file_data.set(data)
         try:
             return cls(**{k: v for k, v in overrides.items() if v is not None})

@@ -261,3 +261,19 @@ def test_settings_env_over_yaml_over_defaults(tmp_path, monkeypatch) -> None:
     token = generated.resolve_api_token()
     assert len(token) > 30 and generated.resolve_api_token() == token  # kept in data_dir/api_token
     assert (tmp_path / "d" / "api_token").stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        (None, "settings file not found"),
+        ("max_streams: [2", "is not valid YAML"),
+        ("- max_streams", "must hold a mapping at the top level"),
+    ],
+)
+def test_bad_settings_file_is_a_clear_error(tmp_path, body, needle) -> None:
+    path = tmp_path / "settings.yaml"
+    if body is not None:
+        path.write_text(body)
+    with pytest.raises(SettingsError, match=needle):
+        ServerSettings.load(path)
