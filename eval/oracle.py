@@ -1,7 +1,8 @@
 """Oracle models for evaluation: ground truth served as detections (and road masks).
 
-``OracleDetector`` follows the pipeline's detector injection contract: the pipeline calls
-``detect_frame(frame)`` (frame.index is 0-based; ground-truth frame numbers are 1-based, so frame
+``OracleDetector`` and ``OracleSegmenter`` are frame-aware implementations of the pipeline's
+``Detector`` and ``RoadSegmenter`` protocols: the pipeline calls ``detect(frame)`` and
+``segment(frame)``, and they look the frame up by its index (frame.index is 0-based; ground-truth frame numbers are 1-based, so frame
 ``i`` gets the boxes of GT frame ``i + 1``). Jitter and random drops are deterministic per
 (seed, frame index), so results do not depend on call order.
 """
@@ -63,7 +64,6 @@ class OracleDetector:
         self.seed = int(seed)
         self.min_visibility = float(min_visibility)
         self.confidence = float(confidence)
-        self._calls = 0
 
     @classmethod
     def from_mot(
@@ -76,13 +76,8 @@ class OracleDetector:
         names = SIM_CLASS_NAMES if class_names is None else class_names
         return cls(load_mot_gt(path, class_names=names).by_frame(), **kwargs)
 
-    def detect_frame(self, frame: Frame) -> sv.Detections:
+    def detect(self, frame: Frame) -> sv.Detections:
         return self._detections(frame.index + 1, frame.width, frame.height)
-
-    def __call__(self, image: np.ndarray) -> sv.Detections:
-        """Fallback for callers without frames: consecutive calls are consecutive frames."""
-        self._calls += 1
-        return self._detections(self._calls, image.shape[1], image.shape[0])
 
     def _detections(self, gt_frame: int, width: int, height: int) -> sv.Detections:
         gt = self.gt_by_frame.get(gt_frame)
@@ -122,11 +117,7 @@ def _empty_detections() -> sv.Detections:
 
 
 class OracleSegmenter:
-    """Exact road masks of a simulated flight, for the road-mask ablation.
-
-    The pipeline's segmenter protocol only sees the image, so the evaluator tells the oracle which
-    frame comes next (:meth:`bind`) while it feeds frames to the pipeline.
-    """
+    """Exact road masks of a simulated flight (by frame index), for the road-mask ablation."""
 
     def __init__(self, flight_dir: str | Path):
         import dataclasses
@@ -136,16 +127,11 @@ class OracleSegmenter:
         spec = FlightSpec.from_yaml(Path(flight_dir) / "flight.yaml")
         # Vehicles never change the road (separate random streams): build the scene without them.
         self.scene = Scene(dataclasses.replace(spec, n_vehicles=0, sprites_dir=None))
-        self.index = 0
 
-    def bind(self, frame: Frame) -> Frame:
-        self.index = frame.index
-        return frame
-
-    def __call__(self, image_bgr: np.ndarray) -> np.ndarray:
-        mask = self.scene.road_mask(self.index)
-        if mask.shape[:2] != image_bgr.shape[:2]:
+    def segment(self, frame: Frame) -> np.ndarray:
+        mask = self.scene.road_mask(frame.index)
+        if mask.shape[:2] != (frame.height, frame.width):
             import cv2
 
-            mask = cv2.resize(mask, (image_bgr.shape[1], image_bgr.shape[0]), interpolation=cv2.INTER_NEAREST)
+            mask = cv2.resize(mask, (frame.width, frame.height), interpolation=cv2.INTER_NEAREST)
         return (mask > 0).astype(np.float32)

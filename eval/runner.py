@@ -256,16 +256,10 @@ def run_sequence(
     pipeline = build_pipeline(cfg, detector=detector, segmenter=segmenter)
     collector = TrackCollector()
 
-    def feed():
-        for frame in frames:
-            if segmenter is not None:
-                segmenter.bind(frame)
-            yield frame
-
     total = source.frame_count if max_frames is None else min(max_frames, source.frame_count or max_frames)
     summary = run_pipeline(
         pipeline,
-        feed(),
+        frames,
         on_result=lambda r: collector.add(r.frame.index, r.detections),
         progress_total=total,
         progress=progress,

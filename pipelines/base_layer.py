@@ -81,9 +81,21 @@ _GUESS_ENCODERS: tuple[str, ...] = (
 
 @runtime_checkable
 class RoadSegmenter(Protocol):
-    """Anything that maps a BGR uint8 image (H x W x 3) to a float32 road probability map (H x W)."""
+    """What the base layer calls when the mask is due: the frame in, a float32 road probability map
+    (H x W) out. Image-only segmenters derive from :class:`ImageSegmenter`; frame-aware ones (the
+    evaluator's exact masks of a simulated flight) implement ``segment`` themselves."""
 
-    def __call__(self, image_bgr: np.ndarray) -> np.ndarray: ...
+    def segment(self, frame: Frame) -> np.ndarray: ...
+
+
+class ImageSegmenter:
+    """Base of segmenters that only need the image: ``segment(frame)`` is ``self(frame.image)``."""
+
+    def __call__(self, image_bgr: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def segment(self, frame: Frame) -> np.ndarray:
+        return self(frame.image)
 
 
 class LogitsBackend(Protocol):
@@ -180,7 +192,7 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return (0.5 * (1.0 + np.tanh(0.5 * x))).astype(np.float32)
 
 
-class UNetSegmenter:
+class UNetSegmenter(ImageSegmenter):
     """Road probability from a binary-segmentation network (smp U-Net or any :class:`LogitsBackend`).
 
     The frame is resized to ``input_size`` (width, height; rounded up to multiples of 32),
@@ -537,7 +549,7 @@ class RoadMaskLayer:
             self._acc = np.asarray(ego.homography, dtype=np.float64) @ self._acc
         reason = self._needs_run(frame, ego, size)
         if reason is not None:
-            prob = np.asarray(self.segmenter(frame.image), dtype=np.float32)
+            prob = np.asarray(self.segmenter.segment(frame), dtype=np.float32)
             if prob.shape != (frame.height, frame.width):
                 prob = cv2.resize(prob, size, interpolation=cv2.INTER_LINEAR)
             self._base = threshold_and_dilate(prob, self.cfg.threshold, self.cfg.dilate_px)
@@ -610,6 +622,7 @@ __all__ = [
     "OpenVINOBackend",
     "RoadCheckpoint",
     "RoadMaskLayer",
+    "ImageSegmenter",
     "RoadSegmenter",
     "TorchBackend",
     "UNetSegmenter",

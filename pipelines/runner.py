@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines.builder import STAGES, Pipeline
 from pipelines.config import CameraConfig, PipelineConfig
+from pipelines.pipeline import STAGES, Pipeline
 from pipelines.types import Frame, FrameResult
 
 log = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ import supervision as sv
 
 from pipelines.config import DEFAULT_WEIGHTS_DIR, ConfigError, DetectorConfig
 from pipelines.errors import WeightsError
+from pipelines.types import Frame
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +80,21 @@ _PROVIDE_HINT = (
 
 @runtime_checkable
 class Detector(Protocol):
-    """Anything that turns a BGR image into canonical vehicle detections."""
+    """What the motion layer calls once per frame: the frame (image, index, timestamp, telemetry)
+    in, canonical vehicle detections out. Image-only detectors derive from :class:`ImageDetector`;
+    frame-aware ones (the evaluator's ground-truth oracle) implement ``detect`` themselves."""
 
-    def __call__(self, image_bgr: np.ndarray) -> sv.Detections: ...
+    def detect(self, frame: Frame) -> sv.Detections: ...
+
+
+class ImageDetector:
+    """Base of detectors that only need the image: ``detect(frame)`` is ``self(frame.image)``."""
+
+    def __call__(self, image_bgr: np.ndarray) -> sv.Detections:
+        raise NotImplementedError
+
+    def detect(self, frame: Frame) -> sv.Detections:
+        return self(frame.image)
 
 
 # --------------------------------------------------------------------------------------------
@@ -284,7 +297,7 @@ def _is_cuda(device: str) -> bool:
     return d.startswith("cuda") or d.replace(",", "").isdigit()
 
 
-class YoloDetector:
+class YoloDetector(ImageDetector):
     """``Detector`` over ``ultralytics.YOLO(path, task="detect")``.
 
     Fixed-size exports (ONNX/OpenVINO without ``dynamic=True``) run at their export size whatever

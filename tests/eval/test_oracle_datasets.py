@@ -43,17 +43,17 @@ GT = {
     ],
 )
 def test_oracle_detector_counts(kwargs, index, expected):
-    det = OracleDetector(GT, **kwargs).detect_frame(_frame(index))
+    det = OracleDetector(GT, **kwargs).detect(_frame(index))
     assert len(det) == expected
     assert len(det.data["class_name"]) == expected
 
 
 def test_oracle_jitter_is_deterministic_and_bounded():
-    a = OracleDetector(GT, jitter_px=2.0, seed=5).detect_frame(_frame(0))
-    b = OracleDetector(GT, jitter_px=2.0, seed=5).detect_frame(_frame(0))
-    c = OracleDetector(GT, jitter_px=2.0, seed=6).detect_frame(_frame(0))
+    a = OracleDetector(GT, jitter_px=2.0, seed=5).detect(_frame(0))
+    b = OracleDetector(GT, jitter_px=2.0, seed=5).detect(_frame(0))
+    c = OracleDetector(GT, jitter_px=2.0, seed=6).detect(_frame(0))
     assert np.array_equal(a.xyxy, b.xyxy) and not np.array_equal(a.xyxy, c.xyxy)
-    exact = OracleDetector(GT).detect_frame(_frame(0))
+    exact = OracleDetector(GT).detect(_frame(0))
     assert np.abs(a.xyxy[:2] - exact.xyxy[:2]).max() < 10
     assert list(exact.data["class_name"]) == ["car", "bus", "van"]
     assert exact.confidence.tolist() == pytest.approx([0.9] * 3)
@@ -63,7 +63,7 @@ def test_oracle_from_mot_file(tmp_path):
     gt = tmp_path / "gt.txt"
     gt.write_text("1,7,10,20,30,15,1,1,1.0\n2,7,12,20,30,15,1,4,1.0\n")
     det = OracleDetector.from_mot(gt)
-    first, second = det.detect_frame(_frame(0)), det.detect_frame(_frame(1))
+    first, second = det.detect(_frame(0)), det.detect(_frame(1))
     assert first.xyxy.tolist() == [[10, 20, 40, 35]]
     assert list(second.data["class_name"]) == ["bus"]
 
@@ -155,8 +155,7 @@ def test_oracle_segmenter_matches_written_masks(small_flight_dir):
     import cv2
 
     seg = OracleSegmenter(small_flight_dir)
-    seg.bind(_frame(30, 640, 360))
-    prob = seg(np.zeros((360, 640, 3), np.uint8))
+    prob = seg.segment(_frame(30, 640, 360))
     written = cv2.imread(str(small_flight_dir / "road_mask" / "000030.png"), cv2.IMREAD_GRAYSCALE)
     assert np.array_equal(prob > 0.5, written > 0)
 

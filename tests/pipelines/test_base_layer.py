@@ -11,6 +11,7 @@ from shared_material import shared_path
 
 from pipelines.base_layer import (
     CHECKPOINT_FORMAT,
+    ImageSegmenter,
     RoadMaskLayer,
     RoadSegmenter,
     UNetSegmenter,
@@ -42,7 +43,7 @@ def make_frame(index: int, w: int = W, h: int = H, t: float | None = None) -> Fr
     )
 
 
-class FixedSegmenter:
+class FixedSegmenter(ImageSegmenter):
     """Returns a fixed probability map and counts its calls."""
 
     def __init__(self, prob: np.ndarray) -> None:
@@ -53,6 +54,13 @@ class FixedSegmenter:
         self.calls += 1
         assert image_bgr.shape[:2] == self.prob.shape
         return self.prob.copy()
+
+
+class OnesSegmenter(ImageSegmenter):
+    """Road everywhere, at whatever size the frame has."""
+
+    def __call__(self, image_bgr: np.ndarray) -> np.ndarray:
+        return np.ones(image_bgr.shape[:2], np.float32)
 
 
 def band(x0: int, x1: int, w: int = W, h: int = H) -> np.ndarray:
@@ -255,7 +263,7 @@ def test_mask_layer_threshold_and_dilation_applied() -> None:
 
 
 def test_mask_layer_reruns_when_frame_size_changes() -> None:
-    layer = RoadMaskLayer(RoadConfig(every_n_frames=100), lambda img: np.ones(img.shape[:2], np.float32))
+    layer = RoadMaskLayer(RoadConfig(every_n_frames=100), OnesSegmenter())
     assert layer.update(make_frame(0), EgoMotion.identity()).shape == (H, W)
     assert layer.update(make_frame(1, w=80, h=60), EgoMotion.identity()).shape == (60, 80)
     assert layer.n_runs == 2

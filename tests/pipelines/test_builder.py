@@ -19,6 +19,7 @@ from eval.simulate import FlightSpec, simulate_flight
 from pipelines.builder import build_pipeline
 from pipelines.config import PipelineConfig
 from pipelines.errors import WeightsError
+from pipelines.motion.detector import ImageDetector
 from pipelines.runner import load_frames
 
 REPO = Path(__file__).resolve().parents[2]
@@ -121,7 +122,7 @@ def test_missing_detector_weights_names_what_to_provide(tmp_path):
         build_pipeline(cfg)
 
 
-class _NoCars:
+class _NoCars(ImageDetector):
     def __call__(self, image):
         import supervision as sv
 
@@ -183,3 +184,36 @@ def test_engine_imports_no_web_database_or_consumer_code(path):
             names = [node.module]
         for name in names:
             assert name.split(".")[0] not in FORBIDDEN, f"{path} imports {name}"
+
+
+class _FrameAware:
+    """A frame-aware detector and segmenter: both see the whole Frame (index, timestamp, telemetry)."""
+
+    def __init__(self) -> None:
+        self.detected: list[int] = []
+        self.segmented: list[int] = []
+
+    def detect(self, frame):
+        import supervision as sv
+
+        self.detected.append(frame.index)
+        return sv.Detections.empty()
+
+    def segment(self, frame):
+        self.segmented.append(frame.index)
+        return np.ones((frame.height, frame.width), np.float32)
+
+
+def test_detector_and_segmenter_receive_each_frame_and_close_drops_the_stream_state():
+    from pipelines.types import Frame
+
+    model = _FrameAware()
+    cfg = PipelineConfig().with_overrides(road={"every_n_frames": 2})
+    pipeline = build_pipeline(cfg, detector=model, segmenter=model)
+    for i in range(5):
+        pipeline.process(Frame(i, i / 30.0, np.zeros((90, 160, 3), np.uint8)))
+    assert model.detected == [0, 1, 2, 3, 4]
+    assert model.segmented == [0, 2, 4]
+    pipeline.close()  # the stream's state is dropped: the next frame starts afresh, with a new mask
+    pipeline.process(Frame(5, 5 / 30.0, np.zeros((90, 160, 3), np.uint8)))
+    assert model.segmented == [0, 2, 4, 5]
