@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipelines.cli import positive_int
 from pipelines.config import ConfigError
+from training.defaults import ROAD_DECODER_CHANNELS, ROAD_ENCODER
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,9 @@ def _oversample(specs: list[str]) -> dict[str, int]:
 
 
 def _build_dataset(args, out_dir: Path) -> Path:
-    from training.datasets import CopyPaste, build_yolo_dataset, split_by_group
+    from training.copy_paste import CopyPaste
+    from training.samples import split_by_group
+    from training.yolo_dataset import build_yolo_dataset
 
     samples = _collect(args)
     val_groups = [g for g in (args.val_groups or "").split(",") if g] or None
@@ -245,8 +248,8 @@ def cmd_eval_road(args) -> int:
 
     from pipelines.builder import build_road_segmenter
     from pipelines.config import RoadConfig
-    from training.datasets import iter_loaded
-    from training.road import mask_keep_sweep
+    from training.road_metrics import mask_keep_sweep
+    from training.samples import iter_loaded
 
     built = build_road_segmenter(RoadConfig(weights=args.weights))
     if built is None:
@@ -291,7 +294,9 @@ def cmd_eval_road(args) -> int:
 
 
 def cmd_road(args) -> int:
-    from training.road import RoadTrainSettings, collect_pairs, export_road_onnx, train_road
+    from training.road_data import collect_pairs
+    from training.road_model import export_road_onnx
+    from training.road_train import RoadTrainSettings, train_road
 
     pairs = collect_pairs(args.pairs, args.flights)
     settings = RoadTrainSettings(
@@ -326,7 +331,7 @@ def cmd_road(args) -> int:
 def cmd_road_pseudo(args) -> int:
     import cv2
 
-    from training.road import pseudo_mask_from_mot, write_pseudo_pairs
+    from training.road_pseudo import pseudo_mask_from_mot, write_pseudo_pairs
 
     if args.dataset:
         samples = []
@@ -349,13 +354,16 @@ def cmd_road_pseudo(args) -> int:
 
 
 def register(subparsers) -> None:
-    from training.defaults import ROAD_DECODER_CHANNELS, ROAD_ENCODER
-
     train = subparsers.add_parser(
         "train", help="build datasets, train and evaluate the detector and road models"
     )
     sub = train.add_subparsers(dest="train_command", metavar="WHAT", required=True)
+    _register_detector_commands(sub)
+    _register_road_commands(sub)
 
+
+def _register_detector_commands(sub) -> None:
+    """``dataset``, ``detector``, ``eval-detector``, ``bench-detector``."""
     p = sub.add_parser("dataset", help="convert annotations into a tiled ultralytics dataset")
     _add_dataset_args(p)
     p.add_argument("--out", required=True)
@@ -409,6 +417,9 @@ def register(subparsers) -> None:
     p.add_argument("--runs", type=int, default=20)
     p.set_defaults(func=cmd_bench_detector)
 
+
+def _register_road_commands(sub) -> None:
+    """``eval-road``, ``road``, ``road-pseudo``."""
     p = sub.add_parser(
         "eval-road",
         help="road mask on annotated frames: share of vehicles kept vs share of the frame covered",

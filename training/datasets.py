@@ -1,10 +1,8 @@
-"""Convert drone-traffic annotations into one ultralytics (YOLO) detection dataset.
+"""Readers that convert public drone-traffic annotations into :class:`training.samples.Sample` lists.
 
-Every reader returns :class:`Sample` objects in pixel coordinates with *canonical* class ids
-(:data:`CLASSES`); :func:`build_yolo_dataset` tiles them and writes ``images/<split>``,
-``labels/<split>`` and ``data.yaml``. Splits are made by *group* (video / flight / sequence),
-never by frame: consecutive frames of one video are near duplicates, and a frame-level split
-would measure memorisation.
+Every reader returns samples in pixel coordinates with *canonical* class ids
+(:data:`training.samples.CLASSES`) and a group (video / flight / sequence) per sample;
+:func:`training.yolo_dataset.build_yolo_dataset` turns them into an ultralytics dataset.
 
 Readers:
 
@@ -26,20 +24,17 @@ from __future__ import annotations
 import json
 import logging
 import re
-import shutil
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import cv2
 import numpy as np
-import yaml
+
+from training.samples import CLASS_ID, CLASSES, Sample, video_group
 
 log = logging.getLogger(__name__)
 
-CLASSES: tuple[str, ...] = ("car", "van", "truck", "bus", "motorcycle")
-CLASS_ID = {name: i for i, name in enumerate(CLASSES)}
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 VIDEO_EXTS = (".mp4", ".avi", ".mov", ".mkv", ".m4v")
 
@@ -65,54 +60,6 @@ MOT_CLASSES: dict[int, str | None] = {3: "car", 5: "motorcycle"}  # MOT17/20: 3 
 SIM_CLASSES: dict[int, str | None] = {1: "car", 2: "van", 3: "truck", 4: "bus", 5: "motorcycle"}
 
 
-@dataclass
-class Sample:
-    """One annotated image (or one frame of a video)."""
-
-    image: Path  # image file, or a video file when ``frame`` is set
-    boxes: np.ndarray  # (N, 5) float: class, x1, y1, x2, y2 in pixels (canonical class ids)
-    group: str  # video / flight / sequence id: the unit of splitting
-    frame: int | None = None  # 0-based frame index inside ``image`` when it is a video
-    ignore: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.float32))  # x1,y1,x2,y2 regions
-    name: str = ""
-
-    def __post_init__(self) -> None:
-        self.boxes = np.asarray(self.boxes, dtype=np.float32).reshape(-1, 5)
-        self.ignore = np.asarray(self.ignore, dtype=np.float32).reshape(-1, 4)
-        if not self.name:
-            stem = self.image.stem
-            self.name = f"{stem}_{self.frame:06d}" if self.frame is not None else stem
-
-    def load(self) -> np.ndarray:
-        if self.frame is None:
-            img = cv2.imread(str(self.image), cv2.IMREAD_COLOR)
-            if img is None:
-                raise OSError(f"cannot read image {self.image}")
-            return img
-        return _read_video_frames(self.image, [self.frame])[self.frame]
-
-
-def _read_video_frames(path: Path, frames: Iterable[int]) -> dict[int, np.ndarray]:
-    wanted = sorted(set(frames))
-    out: dict[int, np.ndarray] = {}
-    cap = cv2.VideoCapture(str(path))
-    if not cap.isOpened():
-        raise OSError(f"cannot open video {path}")
-    try:
-        idx = 0
-        for want in wanted:
-            while idx <= want:
-                ok, img = cap.read()
-                if not ok:
-                    raise OSError(f"{path}: frame {want} not readable (video has {idx})")
-                if idx == want:
-                    out[want] = img
-                idx += 1
-    finally:
-        cap.release()
-    return out
-
-
 def _map_classes(
     rows: Iterable[tuple[int, float, float, float, float]], table: dict[int, str | None]
 ) -> np.ndarray:
@@ -129,16 +76,6 @@ def _image_size(path: Path) -> tuple[int, int]:
     if img is None:
         raise OSError(f"cannot read image {path}")
     return img.shape[1], img.shape[0]
-
-
-def video_group(name: str) -> str:
-    """Video id of a frame file name: ``DJI_0005-0018`` -> ``DJI_0005``, ``DJI-00760-00001`` -> ``DJI-00760``.
-
-    The trailing frame number (after the last ``-``/``_``) is dropped; names without one are their
-    own group.
-    """
-    m = re.match(r"^(.*?)[-_](\d+)$", name)
-    return m.group(1) if m else name
 
 
 # ----------------------------------------------------------------------------------------- readers
@@ -420,300 +357,3 @@ def read_mot(
             )
     log.info("MOT %s: %d frames from %d sequences", root, len(samples), len(seq_dirs))
     return samples
-
-
-# ------------------------------------------------------------------------------------------ splits
-
-
-def split_by_group(
-    samples: Sequence[Sample],
-    val_groups: Iterable[str] | None = None,
-    val_fraction: float = 0.2,
-    seed: int = 0,
-) -> dict[str, list[Sample]]:
-    """Split into ``train``/``val`` by group (video), never by frame.
-
-    With ``val_groups`` those groups form the validation split; otherwise whole groups are drawn
-    (seeded) until about ``val_fraction`` of the samples are in ``val``.
-    """
-    groups: dict[str, list[Sample]] = defaultdict(list)
-    for s in samples:
-        groups[s.group].append(s)
-    if val_groups is not None:
-        val_set = set(val_groups)
-        missing = val_set - set(groups)
-        if missing:
-            raise ValueError(f"validation groups not in the data: {sorted(missing)} (have {sorted(groups)})")
-    else:
-        rng = np.random.default_rng(seed)
-        order = sorted(groups)
-        rng.shuffle(order)
-        val_set, n = set(), 0
-        target = val_fraction * len(samples)
-        for g in order:
-            if n >= target or len(val_set) == len(groups) - 1:
-                break
-            val_set.add(g)
-            n += len(groups[g])
-    split = {
-        "train": [s for g in sorted(groups) if g not in val_set for s in groups[g]],
-        "val": [s for g in sorted(groups) if g in val_set for s in groups[g]],
-    }
-    log.info(
-        "split by group: train %d samples (%s), val %d (%s)",
-        len(split["train"]),
-        sorted(set(groups) - val_set),
-        len(split["val"]),
-        sorted(val_set),
-    )
-    return split
-
-
-# ------------------------------------------------------------------------------------------ tiling
-
-
-def tile_origins(length: int, tile: int, overlap: float) -> list[int]:
-    """Start offsets covering ``[0, length)`` with tiles of ``tile`` px overlapping by ``overlap``."""
-    if length <= tile:
-        return [0]
-    stride = max(1, int(round(tile * (1.0 - overlap))))
-    starts = list(range(0, length - tile, stride))
-    starts.append(length - tile)
-    return sorted(set(starts))
-
-
-def clip_boxes(
-    boxes: np.ndarray,
-    window: tuple[int, int, int, int],
-    min_visible: float = 0.4,
-    min_size: float = 4.0,
-) -> np.ndarray:
-    """Boxes (cls,x1,y1,x2,y2) clipped to ``window`` (x1,y1,x2,y2) and shifted to its origin.
-
-    A box is kept when at least ``min_visible`` of its area lies inside and the clipped box is at
-    least ``min_size`` px on each side; tiny remnants at tile borders are dropped.
-    """
-    boxes = np.asarray(boxes, np.float32).reshape(-1, 5)
-    wx1, wy1, wx2, wy2 = window
-    x1 = np.clip(boxes[:, 1], wx1, wx2)
-    y1 = np.clip(boxes[:, 2], wy1, wy2)
-    x2 = np.clip(boxes[:, 3], wx1, wx2)
-    y2 = np.clip(boxes[:, 4], wy1, wy2)
-    area = (boxes[:, 3] - boxes[:, 1]) * (boxes[:, 4] - boxes[:, 2])
-    inter = (x2 - x1) * (y2 - y1)
-    keep = (inter >= min_visible * np.maximum(area, 1e-6)) & (x2 - x1 >= min_size) & (y2 - y1 >= min_size)
-    out = np.stack([boxes[:, 0], x1 - wx1, y1 - wy1, x2 - wx1, y2 - wy1], axis=1)[keep]
-    return out.astype(np.float32)
-
-
-def tile_image(
-    image: np.ndarray,
-    boxes: np.ndarray,
-    tile: int = 640,
-    overlap: float = 0.2,
-    min_visible: float = 0.4,
-    min_size: float = 4.0,
-) -> list[tuple[tuple[int, int], np.ndarray, np.ndarray]]:
-    """Cut ``image`` into overlapping ``tile`` x ``tile`` crops: ``[((x0, y0), crop, boxes), ...]``.
-
-    An image smaller than ``tile`` along an axis gives one crop of its full extent on that axis.
-    """
-    h, w = image.shape[:2]
-    out = []
-    for y0 in tile_origins(h, tile, overlap):
-        for x0 in tile_origins(w, tile, overlap):
-            x1, y1 = x0 + min(tile, w), y0 + min(tile, h)
-            crop = image[y0:y1, x0:x1]
-            out.append(((x0, y0), crop, clip_boxes(boxes, (x0, y0, x1, y1), min_visible, min_size)))
-    return out
-
-
-def _blank_ignore(image: np.ndarray, ignore: np.ndarray) -> np.ndarray:
-    """Grey out ignore regions so unlabelled vehicles there do not become negatives."""
-    if len(ignore) == 0:
-        return image
-    image = image.copy()
-    h, w = image.shape[:2]
-    fill = image.reshape(-1, image.shape[2]).mean(axis=0).astype(image.dtype)
-    for x1, y1, x2, y2 in ignore.astype(int):
-        image[max(0, y1) : min(h, y2), max(0, x1) : min(w, x2)] = fill
-    return image
-
-
-# ----------------------------------------------------------------------------------- copy-paste
-
-
-@dataclass
-class CopyPaste:
-    """Paste vehicle crops from the training split onto training tiles.
-
-    Crops are pasted with a random 90-degree rotation and flips (nadir views have no up) where
-    ``placement`` allows it: by default near where vehicles of the same group were annotated
-    (a hovering drone sees the same roads in every frame, so the union of the group's boxes,
-    dilated, approximates its roads). A placement never overlaps an existing box.
-    """
-
-    per_image: int = 6
-    dilate_px: int = 25
-    seed: int = 0
-    crops: list[tuple[int, np.ndarray]] = field(default_factory=list)
-    masks: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def collect(self, samples_with_images: Iterable[tuple[Sample, np.ndarray]]) -> None:
-        for s, img in samples_with_images:
-            h, w = img.shape[:2]
-            mask = self.masks.setdefault(s.group, np.zeros((h, w), np.uint8))
-            if mask.shape != (h, w):
-                continue
-            for c, x1, y1, x2, y2 in s.boxes:
-                xi1, yi1, xi2, yi2 = max(0, int(x1)), max(0, int(y1)), min(w, int(x2)), min(h, int(y2))
-                if xi2 - xi1 < 6 or yi2 - yi1 < 6:
-                    continue
-                self.crops.append((int(c), img[yi1:yi2, xi1:xi2].copy()))
-                d = self.dilate_px
-                mask[max(0, yi1 - d) : yi2 + d, max(0, xi1 - d) : xi2 + d] = 1
-        log.info("copy-paste bank: %d vehicle crops from %d groups", len(self.crops), len(self.masks))
-
-    def apply(
-        self, sample: Sample, image: np.ndarray, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray]:
-        if not self.crops or self.per_image <= 0:
-            return image, sample.boxes
-        image = image.copy()
-        boxes = [tuple(b) for b in sample.boxes]
-        h, w = image.shape[:2]
-        mask = self.masks.get(sample.group)
-        if mask is not None and mask.shape != (h, w):
-            mask = None
-        for _ in range(self.per_image):
-            cls, crop = self.crops[int(rng.integers(len(self.crops)))]
-            crop = np.rot90(crop, int(rng.integers(4)))
-            if rng.random() < 0.5:
-                crop = crop[:, ::-1]
-            ch, cw = crop.shape[:2]
-            if ch >= h or cw >= w:
-                continue
-            for _try in range(20):
-                x0, y0 = int(rng.integers(0, w - cw)), int(rng.integers(0, h - ch))
-                if mask is not None and not mask[y0 + ch // 2, x0 + cw // 2]:
-                    continue
-                if any(not (x0 + cw <= b[1] or b[3] <= x0 or y0 + ch <= b[2] or b[4] <= y0) for b in boxes):
-                    continue
-                image[y0 : y0 + ch, x0 : x0 + cw] = crop
-                boxes.append((cls, x0, y0, x0 + cw, y0 + ch))
-                break
-        return image, np.asarray(boxes, np.float32).reshape(-1, 5)
-
-
-# ------------------------------------------------------------------------------------------ writer
-
-
-def _yolo_lines(boxes: np.ndarray, w: int, h: int) -> str:
-    lines = []
-    for c, x1, y1, x2, y2 in boxes:
-        lines.append(
-            f"{int(c)} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} {(x2 - x1) / w:.6f} {(y2 - y1) / h:.6f}"
-        )
-    return "\n".join(lines) + ("\n" if lines else "")
-
-
-def iter_loaded(samples: Sequence[Sample]) -> Iterable[tuple[Sample, np.ndarray]]:
-    """Images of the samples, decoding each video once (in frame order)."""
-    by_video: dict[Path, list[Sample]] = defaultdict(list)
-    for s in samples:
-        if s.frame is None:
-            yield s, s.load()
-        else:
-            by_video[s.image].append(s)
-    for video, ss in by_video.items():
-        frames = _read_video_frames(video, [s.frame for s in ss])
-        for s in ss:
-            yield s, frames[s.frame]
-
-
-def build_yolo_dataset(
-    splits: dict[str, Sequence[Sample]],
-    out_dir: str | Path,
-    tile: int | None = 640,
-    overlap: float = 0.2,
-    scales: Sequence[float] = (1.0,),
-    min_visible: float = 0.4,
-    min_size: float = 4.0,
-    empty_fraction: float = 0.25,
-    copy_paste: CopyPaste | None = None,
-    full_frame_splits: Iterable[str] = ("val",),
-    transpose_prob: float = 0.0,
-    seed: int = 0,
-) -> Path:
-    """Write ``images/<split>``, ``labels/<split>`` and ``data.yaml``; return the YAML path.
-
-    Each training image is resized by every factor in ``scales`` and cut into ``tile`` px tiles
-    (``tile=None``: whole images). Tiles without boxes are kept with probability
-    ``empty_fraction`` (background examples). Splits named in ``full_frame_splits`` are written
-    as whole frames (validation at deployment geometry). ``copy_paste`` pastes vehicle crops into
-    the training split only. ``transpose_prob`` transposes training tiles (with the flips that
-    ultralytics applies this gives every 90-degree rotation, without loosening the boxes the way
-    an arbitrary rotation does).
-    """
-    out_dir = Path(out_dir)
-    rng = np.random.default_rng(seed)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    full_frame = set(full_frame_splits)
-    counts: dict[str, dict[str, int]] = {}
-    if copy_paste is not None and splits.get("train"):
-        copy_paste.collect(iter_loaded(splits["train"]))
-    for split, samples in splits.items():
-        img_dir, lbl_dir = out_dir / "images" / split, out_dir / "labels" / split
-        img_dir.mkdir(parents=True, exist_ok=True)
-        lbl_dir.mkdir(parents=True, exist_ok=True)
-        n_img = n_box = 0
-        for s, img in iter_loaded(samples):
-            img = _blank_ignore(img, s.ignore)
-            boxes = s.boxes
-            if copy_paste is not None and split == "train":
-                img, boxes = copy_paste.apply(s, img, rng)
-            if split in full_frame or tile is None:
-                pieces = [("", img, boxes)]
-            else:
-                pieces = []
-                for scale in scales:
-                    im = (
-                        img
-                        if scale == 1.0
-                        else cv2.resize(img, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
-                    )
-                    bx = boxes.copy()
-                    bx[:, 1:] *= scale
-                    for (x0, y0), crop, tb in tile_image(im, bx, tile, overlap, min_visible, min_size):
-                        pieces.append((f"_s{int(round(scale * 100))}_{x0}_{y0}", crop, tb))
-            for suffix, crop, tb in pieces:
-                if len(tb) == 0 and suffix and rng.random() >= empty_fraction:
-                    continue
-                name = f"{s.name}{suffix}"
-                if split == "train" and transpose_prob > 0 and rng.random() < transpose_prob:
-                    crop = np.ascontiguousarray(crop.transpose(1, 0, 2))
-                    tb = tb[:, [0, 2, 1, 4, 3]]
-                    name += "_t"
-                cv2.imwrite(str(img_dir / f"{name}.jpg"), crop, [cv2.IMWRITE_JPEG_QUALITY, 95])
-                (lbl_dir / f"{name}.txt").write_text(_yolo_lines(tb, crop.shape[1], crop.shape[0]))
-                n_img += 1
-                n_box += len(tb)
-        counts[split] = {"images": n_img, "boxes": n_box, "groups": len({s.group for s in samples})}
-    data = {
-        "path": str(out_dir.resolve()),
-        **{split: f"images/{split}" for split in splits},
-        "names": dict(enumerate(CLASSES)),
-    }
-    if "val" not in splits and "train" in splits:
-        data["val"] = "images/train"
-    yaml_path = out_dir / "data.yaml"
-    yaml_path.write_text(yaml.safe_dump(data, sort_keys=False))
-    (out_dir / "summary.json").write_text(
-        json.dumps(
-            {"counts": counts, "groups": {k: sorted({s.group for s in v}) for k, v in splits.items()}},
-            indent=2,
-        )
-    )
-    log.info("wrote %s: %s", yaml_path, counts)
-    return yaml_path

@@ -14,7 +14,7 @@ Initialisation (``init``):
 
 Augmentation fit for nadir views: rotations (``degrees``), both flips, scale jitter, mosaic,
 plus offline random transposes (90-degree rotations without loosening boxes) and copy-paste of
-vehicle crops when the dataset is built by :func:`training.datasets.build_yolo_dataset`.
+vehicle crops when the dataset is built by :func:`training.yolo_dataset.build_yolo_dataset`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.ultralytics_env import prepare_ultralytics
-from training.datasets import CLASSES
+from training.dequant import load_into_yolo, read_quantized_onnx
+from training.samples import CLASSES
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +101,6 @@ def save_checkpoint(model, path: str | Path, names: dict[int, str] | None = None
 def build_init_checkpoint(init: str | Path, out_path: str | Path, classes: tuple[str, ...] = CLASSES) -> Path:
     """Return an ultralytics ``.pt`` to start training from (see the module doc for ``init``)."""
     from ultralytics.nn.tasks import DetectionModel
-
-    from training.dequant import load_into_yolo, read_quantized_onnx
 
     _ultralytics()
     names = dict(enumerate(classes))

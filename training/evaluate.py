@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from pipelines.ultralytics_env import prepare_ultralytics
-from training.datasets import Sample, iter_loaded
+from training.samples import Sample, iter_loaded
 
 log = logging.getLogger(__name__)
 

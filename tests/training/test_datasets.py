@@ -1,4 +1,4 @@
-"""Dataset converters, group splits and tiling (tiny synthetic datasets + the shared real files)."""
+"""Dataset readers (tiny synthetic datasets + the shared real files)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-import yaml
 from shared_material import shared_path
 
 from training import datasets as ds
+from training.samples import CLASSES, split_by_group
 
 
 def _img(path: Path, w: int = 200, h: int = 120) -> Path:
@@ -29,7 +29,7 @@ def test_yolo_folder_aerial_classes_and_groups(tmp_path):
     assert {s.group for s in samples} == {"DJI_0005", "DJI-00760"}
     s = samples[0]
     assert s.boxes.shape == (2, 5)
-    assert [ds.CLASSES[int(c)] for c in s.boxes[:, 0]] == ["car", "van"]
+    assert [CLASSES[int(c)] for c in s.boxes[:, 0]] == ["car", "van"]
     np.testing.assert_allclose(s.boxes[0, 1:], [90, 54, 110, 66], atol=1e-4)
 
 
@@ -38,13 +38,10 @@ def test_yolo_folder_images_labels_layout(tmp_path):
     (tmp_path / "labels" / "train").mkdir(parents=True)
     (tmp_path / "labels" / "train" / "seqA_000001.txt").write_text("2 0.5 0.5 0.2 0.2\n")
     (s,) = ds.read_yolo_folder(tmp_path)
-    assert s.group == "seqA" and ds.CLASSES[int(s.boxes[0, 0])] == "truck"
+    assert s.group == "seqA" and CLASSES[int(s.boxes[0, 0])] == "truck"
 
 
-def test_video_group_names():
-    assert ds.video_group("DJI_0005-0018") == "DJI_0005"
-    assert ds.video_group("DJI-00760-00001") == "DJI-00760"
-    assert ds.video_group("DJI_0762-00001") == "DJI_0762"
+def test_auair_flight_names():
     assert ds.auair_flight("frame_20190829091111_x_0000249.jpg") == "20190829091111"
 
 
@@ -60,7 +57,7 @@ def test_visdrone_det(tmp_path):
     )
     (s,) = ds.read_visdrone_det(tmp_path)
     assert s.group == "0000002"
-    assert [ds.CLASSES[int(c)] for c in s.boxes[:, 0]] == ["car", "van", "motorcycle"]
+    assert [CLASSES[int(c)] for c in s.boxes[:, 0]] == ["car", "van", "motorcycle"]
     np.testing.assert_allclose(s.ignore, [[100, 10, 130, 40]])
 
 
@@ -73,7 +70,7 @@ def test_visdrone_mot(tmp_path):
     )
     samples = ds.read_visdrone_mot(tmp_path)
     assert len(samples) == 2 and all(s.group == "uav0000013_00000_v" for s in samples)
-    assert len(samples[1].boxes) == 2 and ds.CLASSES[int(samples[1].boxes[1, 0])] == "bus"
+    assert len(samples[1].boxes) == 2 and CLASSES[int(samples[1].boxes[1, 0])] == "bus"
     assert len(samples[1].ignore) == 1
 
 
@@ -86,10 +83,7 @@ def test_uavdt_frames_and_ignore(tmp_path):
     (tmp_path / "M0101_gt_ignore.txt").write_text("1,-1,150,0,40,40,-1,-1,-1\n")
     samples = ds.read_uavdt(tmp_path, every=1)
     assert [s.name for s in samples] == ["M0101_000001", "M0101_000002", "M0101_000003"]
-    assert (
-        ds.CLASSES[int(samples[1].boxes[0, 0])] == "truck"
-        and ds.CLASSES[int(samples[2].boxes[0, 0])] == "bus"
-    )
+    assert CLASSES[int(samples[1].boxes[0, 0])] == "truck" and CLASSES[int(samples[2].boxes[0, 0])] == "bus"
     assert len(samples[0].ignore) == 1 and len(samples[1].ignore) == 0
 
 
@@ -142,78 +136,8 @@ def test_mot_img1_and_video_and_simulated_classes(tmp_path):
     assert len(by_group["MOT-01"]) == 2 and len(by_group["MOT-01"][1].boxes) == 1  # conf 0 skipped
     flight = by_group["flight"]
     assert [s.frame for s in flight] == [0, 1, 2]
-    assert ds.CLASSES[int(flight[0].boxes[0, 0])] == "van" and ds.CLASSES[int(flight[2].boxes[0, 0])] == "bus"
+    assert CLASSES[int(flight[0].boxes[0, 0])] == "van" and CLASSES[int(flight[2].boxes[0, 0])] == "bus"
     assert flight[1].load().shape == (64, 96, 3)
-
-
-def test_split_by_group_never_splits_a_video():
-    samples = [
-        ds.Sample(Path(f"{g}-{k:04d}.jpg"), np.zeros((0, 5)), g)
-        for g in ("A", "B", "C", "D")
-        for k in range(5)
-    ]
-    split = ds.split_by_group(samples, val_groups=["C"])
-    assert {s.group for s in split["val"]} == {"C"} and "C" not in {s.group for s in split["train"]}
-    auto = ds.split_by_group(samples, val_fraction=0.3, seed=1)
-    assert not ({s.group for s in auto["train"]} & {s.group for s in auto["val"]})
-    assert auto["val"] and auto["train"]
-    with pytest.raises(ValueError):
-        ds.split_by_group(samples, val_groups=["nope"])
-
-
-def test_tile_origins_cover_and_overlap():
-    assert ds.tile_origins(1920, 640, 0.2) == [0, 512, 1024, 1280]
-    assert ds.tile_origins(500, 640, 0.2) == [0]
-
-
-def test_clip_boxes_drops_remnants():
-    boxes = np.array(
-        [
-            [0, 10, 10, 50, 30],  # inside
-            [1, 90, 10, 130, 30],  # half inside (x 90..100 of 90..130: 25 %) -> dropped at min_visible 0.4
-            [2, 80, 40, 110, 60],  # 2/3 inside -> clipped
-            [0, 98, 70, 140, 90],  # 2 px remnant -> dropped
-        ],
-        np.float32,
-    )
-    out = ds.clip_boxes(boxes, (0, 0, 100, 100), min_visible=0.4, min_size=4)
-    np.testing.assert_allclose(out, [[0, 10, 10, 50, 30], [2, 80, 40, 100, 60]])
-    shifted = ds.clip_boxes(boxes[:1], (5, 5, 105, 105))
-    np.testing.assert_allclose(shifted, [[0, 5, 5, 45, 25]])
-
-
-def test_tile_image_and_build_dataset(tmp_path):
-    src = tmp_path / "src"
-    img = np.random.default_rng(0).integers(0, 255, (300, 500, 3), dtype=np.uint8)
-    src.mkdir()
-    for g in ("vidA", "vidB"):
-        cv2.imwrite(str(src / f"{g}-0001.jpg"), img)
-        (src / f"{g}-0001.txt").write_text("0 0.5 0.5 0.04 0.05\n1 0.1 0.1 0.04 0.05\n")
-    tiles = ds.tile_image(img, np.array([[0, 240, 140, 260, 155]], np.float32), tile=256, overlap=0.25)
-    assert all(c.shape[:2] == (256, 256) for _, c, _ in tiles)
-    assert sum(len(b) for _, _, b in tiles) >= 1
-    samples = ds.read_yolo_folder(src)
-    split = ds.split_by_group(samples, val_groups=["vidB"])
-    data_yaml = ds.build_yolo_dataset(
-        split,
-        tmp_path / "out",
-        tile=256,
-        scales=(1.0, 0.5),
-        copy_paste=ds.CopyPaste(per_image=2),
-        transpose_prob=0.5,
-    )
-    data = yaml.safe_load(data_yaml.read_text())
-    assert data["names"] == dict(enumerate(ds.CLASSES))
-    train_imgs = sorted((tmp_path / "out" / "images" / "train").glob("*.jpg"))
-    assert train_imgs and all(p.name.startswith("vidA") for p in train_imgs)
-    val_imgs = list((tmp_path / "out" / "images" / "val").glob("*.jpg"))
-    assert [p.name for p in val_imgs] == ["vidB-0001.jpg"]  # validation stays whole frames
-    for p in train_imgs:
-        im = cv2.imread(str(p))
-        lines = (tmp_path / "out" / "labels" / "train" / (p.stem + ".txt")).read_text().split()
-        vals = np.array(lines, float).reshape(-1, 5)
-        assert im.shape[0] <= 256 and im.shape[1] <= 256
-        assert ((vals[:, 1:] >= 0) & (vals[:, 1:] <= 1)).all()
 
 
 @pytest.mark.shared
@@ -224,7 +148,7 @@ def test_real_aerial_cars_and_split():
     groups = {s.group for s in samples}
     assert groups == {"DJI_0005", "DJI-00760", "DJI_0762", "DJI_0013"}
     assert sum(len(s.boxes) for s in samples) == 855 - 0  # no cyclists in this subset
-    split = ds.split_by_group(samples, val_groups=["DJI-00760"])
+    split = split_by_group(samples, val_groups=["DJI-00760"])
     assert len(split["val"]) == 11 and sum(len(s.boxes) for s in split["val"]) == 280
 
 

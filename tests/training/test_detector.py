@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 from shared_material import shared_path
 
-from training import datasets as ds
+from training.datasets import read_yolo_folder
 from training.evaluate import average_precision, match
+from training.samples import CLASSES, split_by_group
+from training.yolo_dataset import build_yolo_dataset
 
 
 def _tiny_dataset(tmp_path):
@@ -25,8 +27,8 @@ def _tiny_dataset(tmp_path):
                 lines.append(f"0 {(x + 8) / 128:.4f} {(y + 4.5) / 128:.4f} {16 / 128:.4f} {9 / 128:.4f}")
             cv2.imwrite(str(src / f"{g}-{k:04d}.jpg"), img)
             (src / f"{g}-{k:04d}.txt").write_text("\n".join(lines) + "\n")
-    split = ds.split_by_group(ds.read_yolo_folder(src), val_groups=["vidB"])
-    return ds.build_yolo_dataset(split, tmp_path / "data", tile=None)
+    split = split_by_group(read_yolo_folder(src), val_groups=["vidB"])
+    return build_yolo_dataset(split, tmp_path / "data", tile=None)
 
 
 def test_one_epoch_train_and_export(tmp_path):
@@ -53,7 +55,7 @@ def test_one_epoch_train_and_export(tmp_path):
         "airpatrol_vehicles_n.onnx",
         "airpatrol_vehicles_n_openvino_model",
     ]
-    samples = ds.read_yolo_folder(tmp_path / "src")
+    samples = read_yolo_folder(tmp_path / "src")
     for path in (slim, *installed.values()):
         m = evaluate_detector(path, samples[:1], imgsz=64)
         assert m.images == 1 and m.gt == 3
@@ -68,7 +70,7 @@ def test_coco_int8_init_checkpoint(tmp_path):
 
     pt = build_init_checkpoint("coco-int8", tmp_path / "init.pt")
     model = YOLO(str(pt))
-    assert model.names == dict(enumerate(ds.CLASSES))
+    assert model.names == dict(enumerate(CLASSES))
     r = model.predict(np.zeros((64, 64, 3), np.uint8), imgsz=64, verbose=False)[0]
     assert r.boxes is not None
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from shared_material import REPO, shared_path
 
-from training import datasets as ds
+from training.datasets import read_aerial_cars
+from training.samples import CLASSES
 
 WEIGHTS = REPO / "weights"
 DETECTORS = [WEIGHTS / "airpatrol_vehicles_n_openvino_model", WEIGHTS / "airpatrol_vehicles_n.onnx"]
@@ -23,7 +24,7 @@ def test_shipped_detector_on_held_out_video(weights):
     from training.evaluate import evaluate_detector
 
     root = shared_path("aerial_cars_dji_frames", "dji_video_frames")
-    held = [s for s in ds.read_aerial_cars(root) if s.group == "DJI-00760"][:3]  # never trained on
+    held = [s for s in read_aerial_cars(root) if s.group == "DJI-00760"][:3]  # never trained on
     m = evaluate_detector(str(weights), held, imgsz=640)
     assert m.recall >= 0.85 and m.ap50 >= 0.8, m
 
@@ -35,7 +36,7 @@ def test_shipped_detector_metadata(weights):
     from training.evaluate import load_model
 
     model = load_model(weights)
-    assert model.names == dict(enumerate(ds.CLASSES))
+    assert model.names == dict(enumerate(CLASSES))
     r = model.predict(np.zeros((540, 1024, 3), np.uint8), imgsz=640, verbose=False)[0]
     assert len(r.boxes) == 0
 
@@ -43,7 +44,7 @@ def test_shipped_detector_metadata(weights):
 def test_shipped_road_model_loads():
     if not ROAD.exists():
         pytest.skip("no road model shipped")
-    from training.road import load_road_model, predict_prob
+    from training.road_model import load_road_model, predict_prob
 
     model, raw = load_road_model(ROAD)
     assert raw.encoder == "tu-mobilenetv3_small_100" and raw.threshold == 0.2
