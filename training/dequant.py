@@ -146,38 +146,11 @@ def load_into_yolo(
         wt = torch.from_numpy(w)
         bt = torch.from_numpy(b) if b is not None else None
         if wt.shape != conv.weight.shape:
-            if not head_slicing or ".cv3." not in name or wt.shape[2:] != conv.weight.shape[2:]:
+            fitted = _fit_head_conv(name, wt, bt, conv.weight.shape, class_rows, head_slicing, stats)
+            if fitted is None:
                 return False
-            out_c, in_c = conv.weight.shape[:2]
-            if wt.shape[1] < in_c:
-                return False
-            is_last = wt.shape[1] >= in_c and name.endswith(tuple(f".cv3.{i}.2" for i in range(8)))
-            if (
-                is_last
-                and class_rows is not None
-                and len(class_rows) == out_c
-                and max(class_rows) < wt.shape[0]
-            ):
-                rows = list(class_rows)
-                stats["class_rows"] += 1
-            elif wt.shape[0] >= out_c:
-                rows = list(range(out_c))  # fewer hidden channels: keep the first ones
-                stats["sliced"] += 1
-            else:
-                return False
-            wt = wt[rows][:, :in_c]
-            bt = bt[rows] if bt is not None else None
-        with torch.no_grad():
-            conv.weight.copy_(wt)
-            parent = name.rsplit(".", 1)[0]
-            bn = modules.get(parent + ".bn") if name.endswith(".conv") else None
-            if isinstance(bn, nn.BatchNorm2d):
-                bn.weight.fill_(1.0)
-                bn.bias.copy_(bt if bt is not None else torch.zeros_like(bn.bias))
-                bn.running_mean.zero_()
-                bn.running_var.fill_(1.0 - bn.eps)
-            elif conv.bias is not None:
-                conv.bias.copy_(bt if bt is not None else torch.zeros_like(conv.bias))
+            wt, bt = fitted
+        _copy_conv(name, conv, modules, wt, bt)
         return True
 
     left_dst, mismatched = [], []
@@ -204,3 +177,43 @@ def load_into_yolo(
         log.warning("no dequantised weights for %d convs: %s", len(left_dst), left_dst[:5])
     log.info("dequantised weights copied: %s", stats)
     return stats
+
+
+def _fit_head_conv(name, wt, bt, shape, class_rows, head_slicing: bool, stats: dict[str, int]):
+    """``(weight, bias)`` of a source conv cut to ``shape`` (a narrower class branch ``cv3`` of the
+    head: the ``class_rows`` of the last conv, else the first hidden channels); ``None`` when it
+    cannot be cut to fit."""
+    if not head_slicing or ".cv3." not in name or wt.shape[2:] != shape[2:]:
+        return None
+    out_c, in_c = shape[:2]
+    if wt.shape[1] < in_c:
+        return None
+    is_last = wt.shape[1] >= in_c and name.endswith(tuple(f".cv3.{i}.2" for i in range(8)))
+    if is_last and class_rows is not None and len(class_rows) == out_c and max(class_rows) < wt.shape[0]:
+        rows = list(class_rows)
+        stats["class_rows"] += 1
+    elif wt.shape[0] >= out_c:
+        rows = list(range(out_c))  # fewer hidden channels: keep the first ones
+        stats["sliced"] += 1
+    else:
+        return None
+    return wt[rows][:, :in_c], (bt[rows] if bt is not None else None)
+
+
+def _copy_conv(name: str, conv, modules: dict, wt, bt) -> None:
+    """Weight into ``conv``; the bias into its BatchNorm (as an identity BN with that shift) or
+    into the conv's own bias."""
+    import torch
+    from torch import nn
+
+    with torch.no_grad():
+        conv.weight.copy_(wt)
+        parent = name.rsplit(".", 1)[0]
+        bn = modules.get(parent + ".bn") if name.endswith(".conv") else None
+        if isinstance(bn, nn.BatchNorm2d):
+            bn.weight.fill_(1.0)
+            bn.bias.copy_(bt if bt is not None else torch.zeros_like(bn.bias))
+            bn.running_mean.zero_()
+            bn.running_var.fill_(1.0 - bn.eps)
+        elif conv.bias is not None:
+            conv.bias.copy_(bt if bt is not None else torch.zeros_like(conv.bias))
