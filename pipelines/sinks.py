@@ -29,7 +29,6 @@ The writer is not thread-safe: call it from one thread.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import logging
 import math
@@ -46,6 +45,8 @@ import cv2
 import numpy as np
 
 from pipelines.annotate import annotate, class_names, detection_speeds
+from pipelines.rules import crop_with_margin
+from pipelines.serialize import to_jsonable
 from pipelines.types import FrameResult, Violation
 
 __all__ = ["OutputWriter", "VideoWriter", "annotate", "atomic_write_text", "mot_lines", "speed_rows"]
@@ -142,28 +143,6 @@ def speed_rows(result: FrameResult) -> list[list[str]]:
     return rows
 
 
-def to_jsonable(obj: Any) -> Any:
-    """Plain JSON types: numpy scalars/arrays, paths, dataclasses; NaN/inf become null."""
-    if isinstance(obj, float | np.floating):
-        value = float(obj)
-        return value if math.isfinite(value) else None
-    if isinstance(obj, bool | np.bool_):
-        return bool(obj)
-    if isinstance(obj, int | np.integer):
-        return int(obj)
-    if obj is None or isinstance(obj, str):
-        return obj
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple | set | frozenset | np.ndarray):
-        return [to_jsonable(v) for v in (obj.tolist() if isinstance(obj, np.ndarray) else obj)]
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return to_jsonable({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
-    if hasattr(obj, "model_dump"):  # pydantic models (config)
-        return to_jsonable(obj.model_dump(mode="json"))
-    return str(obj)
-
-
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so readers see the old or the new file, never a partial one."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -179,17 +158,6 @@ def even_size(size: tuple[int, int]) -> tuple[int, int]:
     if width < 2 or height < 2:
         raise ValueError(f"video size must be at least 2x2, got {width}x{height}")
     return width - width % 2, height - height % 2
-
-
-def crop_around(image: np.ndarray, xyxy: Iterable[float], margin: int) -> np.ndarray | None:
-    """Copy of the box grown by ``margin`` pixels, clipped to the image (None when empty)."""
-    height, width = image.shape[:2]
-    x1, y1, x2, y2 = (int(round(v)) for v in xyxy)
-    x1, y1 = max(x1 - margin, 0), max(y1 - margin, 0)
-    x2, y2 = min(x2 + margin, width), min(y2 + margin, height)
-    if x2 <= x1 or y2 <= y1:
-        return None
-    return image[y1:y2, x1:x2].copy()
 
 
 def snapshot_name(number: int, violation: Violation) -> str:
@@ -402,7 +370,9 @@ class OutputWriter:
     def _save_snapshot(self, violation: Violation, result: FrameResult | None) -> str | None:
         image = violation.snapshot
         if image is None and result is not None:
-            image = crop_around(result.frame.image, self._box_of(violation, result), self.snapshot_margin_px)
+            image = crop_with_margin(
+                result.frame.image, self._box_of(violation, result), self.snapshot_margin_px
+            )
         if image is None or image.size == 0:
             logger.warning("no snapshot for the violation of track %d", violation.track_id)
             return None

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import supervision as sv
 
-from pipelines.sinks import SPEED_COLUMNS, OutputWriter, to_jsonable
+from pipelines.sinks import SPEED_COLUMNS, OutputWriter
 from pipelines.sources import open_source
 from pipelines.types import EgoMotion, Frame, FrameResult, Violation
 
@@ -204,20 +204,3 @@ def test_untracked_detections_write_no_rows(tmp_path: Path) -> None:
         writer.write(FrameResult(result.frame, sv.Detections.empty(), None, result.ego, None, {}))
     assert (tmp_path / "tracks.txt").read_text() == ""
     assert len(read_csv(tmp_path / "speeds.csv")) == 0
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        (math.nan, None),
-        (np.float32(1.5), 1.5),
-        (np.int64(3), 3),
-        (np.bool_(True), True),
-        (Path("a/b"), "a/b"),
-        ((1, np.inf), [1, None]),
-        (np.array([[1, 2]]), [[1, 2]]),
-        ({"k": {np.str_("x"): np.float64(2)}}, {"k": {"x": 2.0}}),
-    ],
-)
-def test_to_jsonable(value: object, expected: object) -> None:
-    assert to_jsonable(value) == expected
