@@ -17,7 +17,8 @@ COMMAND_MODULES = (
     "pipelines.cli",  # process, bench, cameras
     "airpatrol.demo",  # demo
     "eval.cli",  # eval, simulate
-    "edge_server.cli",  # serve, publish
+    "edge_server.cli",  # serve
+    "edge_client.cli",  # publish, serve-bench
     "training.cli",  # train
 )
 
@@ -47,7 +48,7 @@ def configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # INFO from our own packages is useful by default; third-party chatter is not.
-    for ours in ("airpatrol", "pipelines", "eval", "edge_server", "training"):
+    for ours in ("airpatrol", "pipelines", "eval", "edge_server", "edge_client", "training"):
         logging.getLogger(ours).setLevel(min(level, logging.INFO))
 
 

@@ -1,4 +1,5 @@
-"""Fixtures for the edge server tests (helpers live in edge_helpers.py)."""
+"""Fixtures for the edge server tests (helpers, and the fixtures shared with tests/edge_client, live in
+tests/edge_helpers.py)."""
 
 from __future__ import annotations
 
@@ -6,25 +7,16 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-import aioice.ice
 import pytest
-from edge_helpers import PG_MISSING, PG_URL, RunningServer, postgres_schema, start_server
-
-
-@pytest.fixture(autouse=True, scope="session")
-def loopback_ice() -> Iterator[None]:
-    """aioice would offer this machine's other interfaces; keep every peer on 127.0.0.1."""
-    original = aioice.ice.get_host_addresses
-    aioice.ice.get_host_addresses = lambda use_ipv4=True, use_ipv6=True: ["127.0.0.1"]
-    yield
-    aioice.ice.get_host_addresses = original
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RunningServer]:
-    srv = start_server(tmp_path)
-    yield srv
-    srv.stop()
+from edge_helpers import (  # noqa: F401 - loopback_ice and server are fixtures
+    PG_MISSING,
+    PG_URL,
+    RunningServer,
+    loopback_ice,
+    postgres_schema,
+    server,
+    start_server,
+)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -1,6 +1,6 @@
 """Server benchmark: latency, processed fps, dropped frames and memory with 1..N concurrent streams.
 
-``airpatrol serve-bench`` (or ``python -m edge_server.bench``) starts ``airpatrol serve`` in a
+``airpatrol serve-bench`` (or ``python -m edge_client.bench``) starts ``airpatrol serve`` in a
 subprocess on 127.0.0.1 with a fresh data folder, streams to it from this process with the
 reference publisher (real time, telemetry on the data channel), and reads the per-session
 numbers the server measured itself (received -> result latency percentiles, processed fps,
@@ -27,7 +27,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DETECTOR = "edge_server.synthetic:BrightBlobDetector"
+DEFAULT_DETECTOR = "edge_client.synthetic:BrightBlobDetector"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -154,7 +154,7 @@ class ServerProcess:
 
 
 def _telemetry(args: argparse.Namespace):
-    from edge_server.publish import telemetry_source
+    from edge_client.publish import telemetry_source
 
     return telemetry_source(
         args.video, args.srt, altitude_m=args.altitude, pitch_deg=args.pitch, camera=args.camera
@@ -173,7 +173,7 @@ async def _run_streams(
 
     import httpx
 
-    from edge_server.publish import publish
+    from edge_client.publish import publish
 
     tel = _telemetry(args)
     passthrough = not args.encode  # a video file must then be H.264 without B-frames
@@ -244,7 +244,7 @@ async def _run_streams(
 async def _long_run(url: str, token: str, args: argparse.Namespace, server: ServerProcess) -> dict[str, Any]:
     import asyncio
 
-    from edge_server.publish import publish
+    from edge_client.publish import publish
 
     samples: list[tuple[float, float]] = []
     t0 = time.monotonic()
@@ -328,11 +328,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     }
     source = args.video
     if not args.encode:
-        from edge_server.publish import synthetic_size
+        from edge_client.publish import synthetic_size
 
         size = synthetic_size(args.video)
         if size is not None:  # render the scene once as WebRTC-ready H.264 and relay it
-            from edge_server.synthetic import write_video
+            from edge_client.synthetic import write_video
 
             source = str(write_video(data_dir / f"synthetic_{size[0]}x{size[1]}.mp4", 10.0, 30, *size))
     args.source = source
@@ -398,12 +398,13 @@ def _cpu_model() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m edge_server.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m edge_client.bench", description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    logging.getLogger("edge_server").setLevel(logging.INFO)
+    for ours in ("edge_client", "edge_server"):
+        logging.getLogger(ours).setLevel(logging.INFO)
     for noisy in ("aioice", "aiortc", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return run_from_args(args)

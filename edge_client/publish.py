@@ -29,6 +29,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from edge_server.telemetry import TelemetryMessage
 from pipelines.errors import AirPatrolError
+from pipelines.sources import open_source
 from pipelines.types import Telemetry
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ def iter_frames(path: str | Path, max_frames: int | None = None) -> Iterator[tup
     """(timestamp_s, BGR image) of a video file or frame folder (via ``pipelines.sources``) or synthetic."""
     size = synthetic_size(path)
     if size is not None:
-        from edge_server.synthetic import SyntheticScene
+        from edge_client.synthetic import SyntheticScene
 
         scene = SyntheticScene(*size)
         i = 0
@@ -99,28 +100,8 @@ def iter_frames(path: str | Path, max_frames: int | None = None) -> Iterator[tup
             yield i / 30.0, scene.render(i / 30.0)
             i += 1
         return
-    try:
-        from pipelines.sources import open_source
-    except ImportError:  # engine not installed: decode the file directly
-        yield from _iter_av(path, max_frames)
-        return
     for frame in open_source(str(path), max_frames=max_frames):
         yield frame.timestamp_s, frame.image
-
-
-def _iter_av(path: str | Path, max_frames: int | None) -> Iterator[tuple[float, np.ndarray]]:
-    try:
-        container = av.open(str(path))
-    except (av.error.FileNotFoundError, FileNotFoundError) as exc:
-        raise PublishError(f"video not found: {path}") from exc
-    except av.error.FFmpegError as exc:
-        raise PublishError(f"cannot open video {path}: {exc}") from exc
-    with container:
-        for i, frame in enumerate(container.decode(video=0)):
-            if max_frames is not None and i >= max_frames:
-                break
-            ts = float(frame.time) if frame.time is not None else i / 30.0
-            yield ts, frame.to_ndarray(format="bgr24")
 
 
 class _RealTimeTrack(MediaStreamTrack):
@@ -350,7 +331,7 @@ def telemetry_source(
 
         return from_track
     if synthetic_size(video) is not None and not overrides:
-        from edge_server import synthetic
+        from edge_client import synthetic
 
         overrides = {
             "altitude_m": synthetic.DEFAULT_ALTITUDE_M,

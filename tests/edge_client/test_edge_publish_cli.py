@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from edge_helpers import TOKEN, RunningServer, speeding_in_view
 
-from edge_server.synthetic import write_srt, write_video
+from edge_client.synthetic import write_srt, write_video
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,7 +42,7 @@ def test_passthrough_needs_h264_without_b_frames(tmp_path) -> None:
     import av
     import numpy as np
 
-    from edge_server.publish import PassthroughTrack, PublishError
+    from edge_client.publish import PassthroughTrack, PublishError
 
     path = tmp_path / "bframes.mp4"
     with av.open(str(path), "w") as container:

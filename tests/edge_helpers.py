@@ -1,7 +1,9 @@
-"""Helpers for the edge server tests: a real uvicorn server on a free port, loopback-only WebRTC.
+"""Helpers for the edge server and edge client tests: a real uvicorn server on a free port,
+loopback-only WebRTC. The fixtures here are imported by tests/edge_server/conftest.py and
+tests/edge_client/conftest.py.
 
 Models are the only fakes: streams use the synthetic scene (bright vehicles on a textured road)
-and :class:`edge_server.synthetic.BrightBlobDetector`; peers, server, database and the pipeline
+and :class:`edge_client.synthetic.BrightBlobDetector`; peers, server, database and the pipeline
 (``build_pipeline``) are real.
 """
 
@@ -18,14 +20,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import aioice.ice
 import httpx
+import pytest
 import uvicorn
 from sqlalchemy import text
 
+from edge_client.synthetic import BrightBlobDetector
 from edge_server.app import create_app
 from edge_server.settings import ServerSettings
 from edge_server.store import make_engine
-from edge_server.synthetic import BrightBlobDetector
 
 TOKEN = "test-token-123"
 PG_URL = os.environ.get("AIRPATROL_TEST_POSTGRES_URL")
@@ -116,6 +120,22 @@ def start_server(tmp_path: Path, app_kwargs: dict | None = None, **overrides) ->
             raise RuntimeError("test server did not start")
         time.sleep(0.05)
     return RunningServer(f"http://127.0.0.1:{settings.port}", app, settings, server, thread)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def loopback_ice() -> Iterator[None]:
+    """aioice would offer this machine's other interfaces; keep every peer on 127.0.0.1."""
+    original = aioice.ice.get_host_addresses
+    aioice.ice.get_host_addresses = lambda use_ipv4=True, use_ipv6=True: ["127.0.0.1"]
+    yield
+    aioice.ice.get_host_addresses = original
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RunningServer]:
+    srv = start_server(tmp_path)
+    yield srv
+    srv.stop()
 
 
 async def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):

@@ -1,0 +1,112 @@
+"""``airpatrol publish`` and ``airpatrol serve-bench``: the edge server's client tools."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "publish",
+        help="stream a recorded flight to an edge server in real time (reference phone-app client, demo)",
+        description=(
+            "Stream VIDEO (a file, a frame folder, or 'synthetic') to the server over WebRTC with telemetry on "
+            "the 'telemetry' data channel; print the live events the server sends back as JSON lines."
+        ),
+    )
+    p.add_argument("video", help="video file, frame folder, or 'synthetic' (generated test scene)")
+    p.add_argument(
+        "--srt", type=Path, default=None, help="DJI SRT / flight log (default: VIDEO's .SRT sidecar if any)"
+    )
+    p.add_argument("--server", default="http://127.0.0.1:8080", help="server base URL")
+    p.add_argument("--token", default=None, help="API token (default $AIRPATROL_API_TOKEN)")
+    p.add_argument(
+        "--whip", action="store_true", help="negotiate with WHIP (POST /whip) instead of the phone API"
+    )
+    p.add_argument("--loop", action="store_true", help="repeat the video until --max-seconds")
+    p.add_argument("--max-seconds", type=float, default=None, help="stop after this much video time")
+    p.add_argument("--telemetry-hz", type=float, default=10.0)
+    p.add_argument("--no-return-video", action="store_true", help="do not ask for the annotated video back")
+    p.add_argument(
+        "--passthrough",
+        action="store_true",
+        help="relay the file's H.264 as is (no re-encoding, like a drone app); needs a stream without B-frames",
+    )
+    p.add_argument("--altitude", type=float, default=None, help="constant altitude (m) when there is no SRT")
+    p.add_argument("--pitch", type=float, default=None, help="constant gimbal pitch (deg, -90 = nadir)")
+    p.add_argument("--focal-35mm", type=float, default=None, help="35 mm-equivalent focal length")
+    p.add_argument("--camera", default=None, help="camera model sent in telemetry, e.g. 'DJI Mini 4 Pro'")
+    p.add_argument(
+        "--ice-host", action="append", default=None, metavar="ADDR", help="offer only this ICE host address"
+    )
+    p.set_defaults(func=_publish)
+
+    p = subparsers.add_parser(
+        "serve-bench",
+        help="measure server latency, fps, drops and memory with 1..N concurrent streams",
+        description="Starts `airpatrol serve` in a subprocess and streams to it; see edge_client/bench.py.",
+    )
+    from edge_client.bench import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(func=_bench)
+
+
+def _publish(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from edge_client.publish import PublishError, publish, telemetry_source
+    from edge_server.rtc import restrict_ice_host_addresses
+
+    token = args.token or os.environ.get("AIRPATROL_API_TOKEN")
+    if not token:
+        raise PublishError("no API token: pass --token or set AIRPATROL_API_TOKEN")
+    if args.ice_host:
+        restrict_ice_host_addresses(args.ice_host)
+    tel = telemetry_source(
+        args.video,
+        args.srt,
+        altitude_m=args.altitude,
+        pitch_deg=args.pitch,
+        focal_35mm=args.focal_35mm,
+        camera=args.camera,
+    )
+
+    def on_event(event: dict) -> None:
+        if event.get("type") == "stats":
+            log.info("stats: %s", {k: v for k, v in event.items() if k not in ("type", "session_id")})
+            return
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+
+    result = asyncio.run(
+        publish(
+            args.video,
+            args.server,
+            token,
+            srt=args.srt,
+            whip=args.whip,
+            telemetry_hz=args.telemetry_hz,
+            loop_playback=args.loop,
+            max_seconds=args.max_seconds,
+            return_video=not args.no_return_video,
+            on_event=on_event,
+            passthrough=args.passthrough,
+            telemetry=tel,
+        )
+    )
+    sys.stdout.write(json.dumps({"type": "summary", **result.summary()}) + "\n")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from edge_client.bench import run_from_args
+
+    return run_from_args(args)
