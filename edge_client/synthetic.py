@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from fractions import Fraction
 from pathlib import Path
 
@@ -19,7 +20,9 @@ import cv2
 import numpy as np
 import supervision as sv
 
+from pipelines import telemetry
 from pipelines.motion.detector import ImageDetector
+from pipelines.types import Telemetry
 
 # Telemetry matching the scene (see module docstring).
 DEFAULT_ALTITUDE_M = 50.0
@@ -129,27 +132,22 @@ def write_srt(
     lat: float = 59.3293,
     lon: float = 18.0686,
 ) -> Path:
-    """A DJI-style SRT sidecar (HTML font dialect with focal_len and gb_pitch) for the scene."""
-    path = Path(path)
-    blocks = []
-    n = int(round(seconds * fps))
-    for i in range(n):
-        t0, t1 = i / fps, (i + 1) / fps
-        blocks.append(
-            f"{i + 1}\n{_srt_time(t0)} --> {_srt_time(t1)}\n"
-            f'<font size="28">FrameCnt: {i + 1}, DiffTime: {round(1000 / fps)}ms\n'
-            f"2025-06-01 12:00:{t0:06.3f}\n"
-            f"[iso: 100] [shutter: 1/1000.0] [fnum: 1.7] [ev: 0] [focal_len: {focal_35mm:.2f}] [dzoom_ratio: 1.00], "
-            f"[latitude: {lat + i * 1e-7:.6f}] [longitude: {lon:.6f}] [rel_alt: {altitude_m:.3f} abs_alt: {altitude_m + 20:.3f}] "
-            f"[gb_yaw: 0.0 gb_pitch: {pitch_deg:.1f} gb_roll: 0.0] </font>\n"
+    """A DJI-style SRT sidecar for the scene, one subtitle per frame (``pipelines.telemetry.write_srt``).
+
+    Values are rounded as a DJI drone writes them (position to 6 decimals, altitudes to mm, pitch
+    to 0.1 deg, focal length to 0.01 mm); the drone drifts north by 1e-7 deg a frame.
+    """
+    samples = [
+        Telemetry(
+            timestamp_s=i / fps,
+            altitude_m=round(altitude_m, 3),
+            abs_altitude_m=round(altitude_m + 20, 3),
+            gimbal_pitch_deg=round(pitch_deg, 1),
+            gimbal_yaw_deg=0.0,
+            focal_length_35mm=round(focal_35mm, 2),
+            latitude=round(lat + i * 1e-7, 6),
+            longitude=round(lon, 6),
         )
-    path.write_text("\n".join(blocks))
-    return path
-
-
-def _srt_time(t: float) -> str:
-    ms = int(round(t * 1000))
-    h, rem = divmod(ms, 3600_000)
-    m, rem = divmod(rem, 60_000)
-    s, ms = divmod(rem, 1000)
-    return f"{h:02d}:{m:02d}:{s:02d},{ms:03d}"
+        for i in range(int(round(seconds * fps)))
+    ]
+    return telemetry.write_srt(samples, path, start_time=datetime(2025, 6, 1, 12, 0, 0))
