@@ -310,7 +310,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     import platform
     import secrets
 
-    from edge_server.rtc import restrict_ice_host_addresses
+    from edge_server.ice import restrict_ice_host_addresses
 
     restrict_ice_host_addresses(["127.0.0.1"])
     token = secrets.token_urlsafe(16)

@@ -63,7 +63,7 @@ def _publish(args: argparse.Namespace) -> int:
     import asyncio
 
     from edge_client.publish import PublishError, publish, telemetry_source
-    from edge_server.rtc import restrict_ice_host_addresses
+    from edge_server.ice import restrict_ice_host_addresses
 
     token = args.token or os.environ.get("AIRPATROL_API_TOKEN")
     if not token:

@@ -1,8 +1,8 @@
 """Synthetic drone footage for demos, benchmarks and tests: bright vehicles on a textured road.
 
 A static textured background (so ego-motion finds an identity homography) with two lanes of
-bright rectangles moving at known speeds, plus :class:`BrightBlobDetector`, a detector (the
-pipeline's ``Detector`` protocol) that finds them by thresholding. With the default telemetry
+bright rectangles moving at known speeds, plus :class:`BrightBlobDetector`, an image detector
+(``pipelines.motion.detector.ImageDetector``) that finds them by thresholding. With the default telemetry
 (50 m, nadir, DJI Mini 4 Pro) one pixel is about 0.113 m at 640 px width, so the fast lane runs
 at ~73 km/h and the slow lane at ~24 km/h: the fast cars break a 50 km/h limit, the slow ones do not.
 """

@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from edge_server.events import dumps
 from edge_server.rtc import CapacityError, OfferError, PipelineUnavailable, StreamManager
 from edge_server.schemas import (
+    API_PREFIX,
     ErrorOut,
     FalsePositiveIn,
     HealthOut,
@@ -45,7 +46,6 @@ from edge_server.store import MAX_ROW_ID, CursorError, Store, ViolationFilter
 
 log = logging.getLogger(__name__)
 
-API_PREFIX = "/api/v1"
 MAX_SDP_BYTES = 200_000
 
 # Path parameters are bounded before they reach the database: an id beyond 64 bits is no row of

@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,12 +20,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from edge_server import __version__
 from edge_server.api import ApiError, json_error, protected, public, require_token
 from edge_server.events import EventBus
+from edge_server.ice import restrict_ice_host_addresses
 from edge_server.metrics import Metrics
-from edge_server.rtc import StreamManager, restrict_ice_host_addresses
+from edge_server.rtc import StreamManager
 from edge_server.settings import ServerSettings, SettingsError
 from edge_server.store import Store
 from pipelines.config import PipelineConfig
 from pipelines.errors import AirPatrolError
+
+if TYPE_CHECKING:  # the engine (torch, models) is imported in the background at startup
+    from pipelines.base_layer import RoadSegmenter
+    from pipelines.motion.detector import Detector
+    from pipelines.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +120,9 @@ def import_object(spec: str) -> Any:
 def make_pipeline_factory(
     settings: ServerSettings,
     *,
-    detector_factory: Callable[[], Any] | None = None,
-    segmenter_factory: Callable[[], Any] | None = None,
-) -> Callable[[], Any]:
+    detector_factory: Callable[[], Detector] | None = None,
+    segmenter_factory: Callable[[], RoadSegmenter] | None = None,
+) -> Callable[[], Pipeline]:
     """A callable building one fresh pipeline per stream (``build_pipeline``, models injected)."""
     config = (
         PipelineConfig.from_yaml(settings.pipeline_config) if settings.pipeline_config else PipelineConfig()
@@ -124,7 +130,7 @@ def make_pipeline_factory(
     if detector_factory is None and settings.detector_factory:
         detector_factory = import_object(settings.detector_factory)
 
-    def factory() -> Any:
+    def factory() -> Pipeline:
         from pipelines.builder import build_pipeline
 
         detector = detector_factory() if detector_factory is not None else None
@@ -137,9 +143,9 @@ def make_pipeline_factory(
 def create_app(
     settings: ServerSettings | None = None,
     *,
-    pipeline_factory: Callable[[], Any] | None = None,
-    detector_factory: Callable[[], Any] | None = None,
-    segmenter_factory: Callable[[], Any] | None = None,
+    pipeline_factory: Callable[[], Pipeline] | None = None,
+    detector_factory: Callable[[], Detector] | None = None,
+    segmenter_factory: Callable[[], RoadSegmenter] | None = None,
     ice_host_addresses: list[str] | None = None,
 ) -> FastAPI:
     """Build the server. Models can be injected (``detector_factory`` is called once per stream)."""

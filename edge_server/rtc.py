@@ -19,10 +19,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aioice.ice
 import av
 import numpy as np
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
@@ -33,10 +31,14 @@ from edge_server.media import fit_width
 from edge_server.metrics import Metrics
 from edge_server.settings import ServerSettings
 from edge_server.store import Store
+from edge_server.stream_stats import StreamStats
 from edge_server.telemetry import ClockSync, TelemetryBuffer, install_sender_report_hook, parse_message
-from edge_server.worker import IncomingFrame, StreamStats, StreamWorker, release_pipeline
+from edge_server.worker import IncomingFrame, PeerLink, StreamServices, StreamWorker, close_pipeline
 from pipelines.errors import AirPatrolError, TelemetryError
 from pipelines.types import Telemetry
+
+if TYPE_CHECKING:  # the engine (torch, models) loads when the first pipeline is built
+    from pipelines.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 
@@ -80,14 +82,6 @@ def check_offer_sdp(sdp: str) -> None:
     ):
         if not any(ln.startswith(attr) for ln in lines):
             raise OfferError(f"SDP offer lacks {attr.rstrip(':')} ({what}); WebRTC offers need ICE and DTLS")
-
-
-def restrict_ice_host_addresses(addresses: list[str]) -> None:
-    """Offer only these host addresses as ICE candidates (process-wide; empty list = all)."""
-    if not addresses:
-        return
-    fixed = list(addresses)
-    aioice.ice.get_host_addresses = lambda use_ipv4=True, use_ipv6=True: list(fixed)
 
 
 class ReturnVideoTrack(MediaStreamTrack):
@@ -198,17 +192,17 @@ class StreamManager:
         store: Store,
         bus: EventBus,
         metrics: Metrics,
-        pipeline_factory: Callable[[], Any],
+        pipeline_factory: Callable[[], Pipeline],
     ) -> None:
         self.settings = settings
         self.store = store
         self.bus = bus
         self.metrics = metrics
         self.pipeline_factory = pipeline_factory
-        self.media_dir: Path = settings.resolved_media_dir
         self.sessions: dict[str, StreamSession] = {}
         self._pending = 0  # offers being set up (count against max_streams)
         self._clip_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clips")
+        self.services = StreamServices(settings, store, bus, metrics, self._clip_executor)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._shutting_down = False
         self._background: set[asyncio.Task] = set()
@@ -239,7 +233,7 @@ class StreamManager:
         self._pending += 1
         pc: RTCPeerConnection | None = None
         sess: StreamSession | None = None
-        pipeline: Any = None
+        pipeline: Pipeline | None = None
         try:
             servers = [RTCIceServer(urls=u) for u in self.settings.ice_servers]
             pc = RTCPeerConnection(RTCConfiguration(iceServers=servers))
@@ -281,26 +275,17 @@ class StreamManager:
             sess.worker = StreamWorker(
                 sess.id,
                 pipeline,
-                store=self.store,
-                bus=self.bus,
-                metrics=self.metrics,
-                media_dir=self.media_dir,
-                clip_executor=self._clip_executor,
-                telemetry_at=sess.telemetry_at,
-                return_sink=sess.return_track.push if sess.return_track is not None else None,
-                return_wanted=(
-                    lambda t=sess.return_track: t is not None and t.enabled and t.readyState == "live"
+                self.services,
+                PeerLink(
+                    telemetry_at=sess.telemetry_at,
+                    return_sink=sess.return_track.push if sess.return_track is not None else None,
+                    return_wanted=(
+                        lambda t=sess.return_track: t is not None and t.enabled and t.readyState == "live"
+                    ),
+                    on_finished=self._on_worker_finished,
+                    session_info=sess.info,
                 ),
-                process_max_width=self.settings.process_max_width,
-                on_finished=self._on_worker_finished,
                 stats=sess.stats,
-                clip_pre_s=self.settings.clip_pre_s,
-                clip_post_s=self.settings.clip_post_s,
-                clip_fps=self.settings.clip_fps,
-                clip_max_width=self.settings.clip_max_width,
-                snapshot_quality=self.settings.snapshot_jpeg_quality,
-                stats_interval_s=self.settings.stats_interval_s,
-                session_info=sess.info,
             )
             sess.worker.start()
             pipeline = None  # the worker owns it now and closes it when the stream ends
@@ -316,7 +301,7 @@ class StreamManager:
         finally:
             self._pending -= 1
             if pipeline is not None:
-                await asyncio.to_thread(release_pipeline, pipeline)
+                await asyncio.to_thread(close_pipeline, pipeline)
             if pc is not None:  # the offer failed: nothing of the half-made session may stay behind
                 for task in sess.tasks if sess is not None else ():
                     task.cancel()

@@ -14,6 +14,9 @@ from edge_server.store import SORTS, SessionRow, TrackRow, ViolationRow
 # Text that reaches a database query: no control characters (PostgreSQL refuses NUL in strings).
 PLAIN_TEXT = r"^[^\x00-\x1f\x7f]*$"
 
+# Every REST route of the edge server lives under this prefix (the URLs in payloads name it too).
+API_PREFIX = "/api/v1"
+
 
 class ErrorOut(BaseModel):
     error: str = Field(description="machine-readable code, e.g. not_found, unauthorized, invalid_request")
@@ -61,7 +64,7 @@ class ViolationOut(BaseModel):
     clip_url: str | None = None
 
     @classmethod
-    def from_row(cls, row: ViolationRow, prefix: str = "/api/v1") -> ViolationOut:
+    def from_row(cls, row: ViolationRow, prefix: str = API_PREFIX) -> ViolationOut:
         ground = None
         if row.ground_x_m is not None and row.ground_y_m is not None:
             ground = [row.ground_x_m, row.ground_y_m]

@@ -43,6 +43,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, sessionmaker
 
+from pipelines.types import Telemetry, Violation
+
 log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -302,6 +304,38 @@ def _keyset(col: Any, id_col: Any, desc: bool, value: Any, row_id: Any) -> Any:
     return or_(col > value, and_(col == value, id_col > row_id))
 
 
+def violation_fields(v: Violation) -> dict[str, Any]:
+    """The row columns an engine :class:`~pipelines.types.Violation` fills."""
+    ground = v.ground_xy_m
+    return {
+        "track_id": int(v.track_id),
+        "class_name": v.class_name,
+        "zone": v.zone,
+        "speed_limit_kmh": float(v.speed_limit_kmh),
+        "peak_speed_kmh": float(v.peak_speed_kmh),
+        "mean_speed_kmh": float(v.mean_speed_kmh),
+        "sigma_kmh": float(v.sigma_kmh),
+        "start_time_s": float(v.start_time_s),
+        "end_time_s": float(v.end_time_s),
+        "start_frame": int(v.start_frame),
+        "end_frame": int(v.end_frame),
+        "bbox_xyxy": [round(float(x), 1) for x in v.bbox_xyxy],
+        "ground_x_m": None if ground is None else float(ground[0]),
+        "ground_y_m": None if ground is None else float(ground[1]),
+        "latitude": v.latitude,
+        "longitude": v.longitude,
+    }
+
+
+def drone_fields(t: Telemetry | None) -> dict[str, Any]:
+    """The row columns the drone's telemetry at the violation fills."""
+    return {
+        "drone_latitude": None if t is None else t.latitude,
+        "drone_longitude": None if t is None else t.longitude,
+        "altitude_m": None if t is None else t.altitude_m,
+    }
+
+
 class Store:
     """All database access of the server."""
 
@@ -396,8 +430,23 @@ class Store:
 
     # -- violations -----------------------------------------------------------------------------
 
-    def add_violation(self, **fields: Any) -> ViolationRow:
-        row = ViolationRow(**fields)
+    def add_violation(
+        self,
+        session_id: str,
+        violation: Violation,
+        *,
+        occurred_at: dt.datetime,
+        telemetry: Telemetry | None = None,
+        snapshot_path: str | None = None,
+    ) -> ViolationRow:
+        """Store one violation of a session, with the drone's position and height at the time."""
+        row = ViolationRow(
+            session_id=session_id,
+            occurred_at=occurred_at,
+            snapshot_path=snapshot_path,
+            **violation_fields(violation),
+            **drone_fields(telemetry),
+        )
         with self._sessions.begin() as s:
             s.add(row)
             s.flush()

@@ -16,6 +16,7 @@ import websockets
 from edge_helpers import TOKEN, RunningServer
 
 from edge_server.media import FrameRing, write_clip
+from pipelines.types import Violation
 
 T0 = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -43,18 +44,21 @@ def seeded(server: RunningServer) -> RunningServer:
     ):
         rows.append(
             store.add_violation(
-                session_id=sid,
+                sid,
+                Violation(
+                    track_id=i,
+                    zone=zone,
+                    speed_limit_kmh=50.0 if zone == "global" else 30.0,
+                    peak_speed_kmh=speed,
+                    mean_speed_kmh=speed - 2,
+                    sigma_kmh=0.0,
+                    start_frame=minute * 1800,
+                    end_frame=minute * 1800 + 60,
+                    start_time_s=minute * 60.0,
+                    end_time_s=minute * 60.0 + 2,
+                    bbox_xyxy=(10, 20, 50, 40),
+                ),
                 occurred_at=T0 + dt.timedelta(minutes=minute),
-                track_id=i,
-                zone=zone,
-                speed_limit_kmh=50.0 if zone == "global" else 30.0,
-                peak_speed_kmh=speed,
-                mean_speed_kmh=speed - 2,
-                start_time_s=minute * 60.0,
-                end_time_s=minute * 60.0 + 2,
-                start_frame=minute * 1800,
-                end_frame=minute * 1800 + 60,
-                bbox_xyxy=[10, 20, 50, 40],
             )
         )
     img = np.full((60, 80, 3), 200, np.uint8)

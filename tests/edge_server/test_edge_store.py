@@ -7,12 +7,14 @@ import datetime as dt
 import threading
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import text
 
 from edge_server.store import Base, CursorError, Store, ViolationFilter, migrate
+from pipelines.types import Telemetry, Violation
 
 T0 = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -26,20 +28,20 @@ def store(database_url: str) -> Iterator[Store]:
 
 
 def _violation(store: Store, session_id: str, minutes: float, speed: float, zone: str = "global", **kw):
-    return store.add_violation(
-        session_id=session_id,
-        occurred_at=T0 + dt.timedelta(minutes=minutes),
+    v = Violation(
         track_id=kw.pop("track_id", int(minutes * 10)),
         zone=zone,
         speed_limit_kmh=50.0,
         peak_speed_kmh=speed,
         mean_speed_kmh=speed - 3,
-        start_time_s=minutes * 60,
-        end_time_s=minutes * 60 + 2,
+        sigma_kmh=0.0,
         start_frame=int(minutes * 1800),
         end_frame=int(minutes * 1800) + 60,
+        start_time_s=minutes * 60,
+        end_time_s=minutes * 60 + 2,
         **kw,
     )
+    return store.add_violation(session_id, v, occurred_at=T0 + dt.timedelta(minutes=minutes))
 
 
 def test_migrations_match_models_and_are_idempotent(store: Store) -> None:
@@ -112,6 +114,51 @@ def test_violation_filters(store: Store) -> None:
     assert v.false_positive is True and v.updated_at is not None
     assert v.occurred_at == T0 + dt.timedelta(minutes=4)  # UTC round trip, tz-aware
     assert store.update_violation(999999, false_positive=True) is None
+
+
+@pytest.mark.parametrize(
+    "telemetry, drone",
+    [
+        (Telemetry(12.0, altitude_m=80.0, latitude=59.3, longitude=18.07), (59.3, 18.07, 80.0)),
+        (Telemetry(12.0), (None, None, None)),
+        (None, (None, None, None)),
+    ],
+)
+def test_a_typed_violation_and_the_drone_telemetry_fill_the_row(store: Store, telemetry, drone) -> None:
+    store.create_session("t", "webrtc")
+    v = Violation(
+        track_id=np.int64(7),
+        zone="school",
+        speed_limit_kmh=30.0,
+        peak_speed_kmh=np.float64(47.25),
+        mean_speed_kmh=44.0,
+        sigma_kmh=1.5,
+        start_frame=100,
+        end_frame=160,
+        start_time_s=3.3,
+        end_time_s=5.3,
+        class_name="van",
+        bbox_xyxy=(10.04, 20.0, 50.96, 41.0),
+        ground_xy_m=(1.5, -2.0),
+        latitude=59.31,
+        longitude=18.08,
+        snapshot=np.zeros((4, 4, 3), np.uint8),  # pixels are the recorder's business, not the row's
+    )
+    row = store.add_violation("t", v, occurred_at=T0, telemetry=telemetry, snapshot_path="t/a.jpg")
+    got = store.get_violation(row.id)
+    assert (got.track_id, got.class_name, got.zone, got.peak_speed_kmh, got.sigma_kmh) == (
+        7,
+        "van",
+        "school",
+        47.25,
+        1.5,
+    )
+    assert (got.start_frame, got.end_frame, got.start_time_s, got.end_time_s) == (100, 160, 3.3, 5.3)
+    assert got.bbox_xyxy == [10.0, 20.0, 51.0, 41.0]
+    assert (got.ground_x_m, got.ground_y_m, got.latitude, got.longitude) == (1.5, -2.0, 59.31, 18.08)
+    assert (got.drone_latitude, got.drone_longitude, got.altitude_m) == drone
+    assert got.snapshot_path == "t/a.jpg" and got.clip_path is None
+    assert store.get_session("t").violations_count == 1
 
 
 @pytest.mark.parametrize(

@@ -168,6 +168,7 @@ FORBIDDEN = {
     "starlette",
     "alembic",
     "edge_server",
+    "edge_client",
     "eval",
     "training",
 }

@@ -1,0 +1,137 @@
+"""Counters and per-track summaries of one live stream, filled by its worker and read by the API."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pipelines.types import FrameResult
+
+
+@dataclass
+class StreamStats:
+    """Counters of one stream; ints are bumped from the loop thread and the worker (GIL-atomic)."""
+
+    received: int = 0
+    dropped: int = 0
+    processed: int = 0
+    resized: int = 0
+    without_telemetry: int = 0
+    telemetry_received: int = 0
+    telemetry_rejected: int = 0
+    telemetry_reject_reasons: Counter = field(default_factory=Counter)
+    violations: int = 0
+    latencies_ms: deque = field(default_factory=lambda: deque(maxlen=20000))
+    processed_at: deque = field(default_factory=lambda: deque(maxlen=300))  # perf times, recent
+    first_processed_perf: float | None = None
+    last_processed_perf: float | None = None
+    width: int | None = None
+    height: int | None = None
+    camera: str | None = None
+    stage_ms_sum: Counter = field(default_factory=Counter)  # pipeline stage timings, summed
+
+    def stage_ms_mean(self) -> dict[str, float]:
+        n = max(self.processed, 1)
+        return {k: round(v / n, 2) for k, v in self.stage_ms_sum.items()}
+
+    def percentile_ms(self, q: float) -> float | None:
+        if not self.latencies_ms:
+            return None
+        return round(float(np.percentile(np.fromiter(self.latencies_ms, float), q)), 2)
+
+    def fps(self) -> float | None:
+        """Processed frames per second over the whole stream."""
+        if self.first_processed_perf is None or self.last_processed_perf is None or self.processed < 2:
+            return None
+        span = self.last_processed_perf - self.first_processed_perf
+        return round((self.processed - 1) / span, 2) if span > 0 else None
+
+    def recent_fps(self, window_s: float = 5.0) -> float:
+        now = time.perf_counter()
+        times = [t for t in self.processed_at if now - t <= window_s]
+        if len(times) < 2:
+            return 0.0
+        return (len(times) - 1) / max(times[-1] - times[0], 1e-6)
+
+    def drop_ratio(self) -> float:
+        return round(self.dropped / self.received, 4) if self.received else 0.0
+
+    def as_session_fields(self) -> dict[str, Any]:
+        return {
+            "frames_received": self.received,
+            "frames_processed": self.processed,
+            "frames_dropped": self.dropped,
+            "telemetry_received": self.telemetry_received,
+            "telemetry_rejected": self.telemetry_rejected,
+            "violations_count": self.violations,
+            "processed_fps": self.fps(),
+            "latency_p50_ms": self.percentile_ms(50),
+            "latency_p95_ms": self.percentile_ms(95),
+            "width": self.width,
+            "height": self.height,
+            "camera": self.camera,
+        }
+
+
+@dataclass
+class _TrackAgg:
+    class_name: str
+    first_time_s: float
+    last_time_s: float
+    frames: int = 0
+    speed_sum: float = 0.0
+    speed_n: int = 0
+    peak: float | None = None
+
+
+class TrackSummaries:
+    """Per-track summary built from the pipeline's frame results."""
+
+    def __init__(self) -> None:
+        self._tracks: dict[int, _TrackAgg] = {}
+        self.violated: set[int] = set()
+
+    def update(self, result: FrameResult) -> None:
+        det = result.detections
+        ids = det.tracker_id
+        if ids is None or len(det) == 0:
+            return
+        t = result.frame.timestamp_s
+        names = det.data.get("class_name") if det.data else None
+        for i, tid in enumerate(ids):
+            if tid is None or (isinstance(tid, float) and np.isnan(tid)):
+                continue
+            tid = int(tid)
+            agg = self._tracks.get(tid)
+            if agg is None:
+                name = str(names[i]) if names is not None else "vehicle"
+                agg = self._tracks[tid] = _TrackAgg(name, t, t)
+            agg.last_time_s = t
+            agg.frames += 1
+            est = result.speeds.get(tid)
+            if est is not None and np.isfinite(est.speed_kmh):
+                agg.speed_sum += est.speed_kmh
+                agg.speed_n += 1
+                agg.peak = est.speed_kmh if agg.peak is None else max(agg.peak, est.speed_kmh)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "track_id": tid,
+                "class_name": a.class_name,
+                "first_time_s": round(a.first_time_s, 4),
+                "last_time_s": round(a.last_time_s, 4),
+                "frames": a.frames,
+                "peak_speed_kmh": None if a.peak is None else round(a.peak, 2),
+                "mean_speed_kmh": round(a.speed_sum / a.speed_n, 2) if a.speed_n else None,
+                "violated": tid in self.violated,
+            }
+            for tid, a in sorted(self._tracks.items())
+        ]
+
+
+__all__ = ["StreamStats", "TrackSummaries"]

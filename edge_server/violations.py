@@ -1,0 +1,189 @@
+"""One stream's violations on their way from the engine to the officer.
+
+For each :class:`~pipelines.types.Violation` the engine reports, :class:`ViolationRecorder` writes
+the snapshot (the engine's crop, else a crop of the annotated frame), stores the row with the
+drone's telemetry, pushes a ``violation`` event, and schedules the clip: pre-roll to post-roll
+frames from a ring of annotated frames, written on the shared clip executor once the post-roll has
+passed, then a ``violation.clip_ready`` event. A violation is stored even when its snapshot or
+clip cannot be written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import re
+from concurrent.futures import Executor, Future
+from pathlib import Path
+
+import numpy as np
+
+from edge_server.events import EventBus
+from edge_server.media import FrameRing, PendingClip, write_clip, write_jpeg
+from edge_server.metrics import Metrics
+from edge_server.schemas import ViolationOut
+from edge_server.settings import ServerSettings
+from edge_server.store import Store, ViolationRow
+from pipelines.rules import crop_with_margin
+from pipelines.types import Telemetry, Violation
+
+log = logging.getLogger(__name__)
+
+# Seconds the frame ring holds beyond a clip's pre- and post-roll (a violation ends a little
+# before the engine reports it).
+RING_SLACK_S = 8.0
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:40] or "zone"
+
+
+class ViolationRecorder:
+    """Snapshot, row, event and clip of each violation of one stream (called from its worker thread)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        settings: ServerSettings,
+        store: Store,
+        bus: EventBus,
+        metrics: Metrics,
+        clip_executor: Executor,
+        snapshot_margin_px: int,
+    ) -> None:
+        self.session_id = session_id
+        self.store = store
+        self.bus = bus
+        self.metrics = metrics
+        self.clip_executor = clip_executor
+        self.media_dir = settings.resolved_media_dir
+        self.clip_pre_s = settings.clip_pre_s
+        self.clip_post_s = settings.clip_post_s
+        self.clip_fps = settings.clip_fps
+        self.snapshot_quality = settings.snapshot_jpeg_quality
+        self.snapshot_margin_px = snapshot_margin_px
+        self.ring = FrameRing(
+            settings.clip_pre_s + settings.clip_post_s + RING_SLACK_S,
+            settings.clip_fps,
+            settings.clip_max_width,
+        )
+        self.count = 0
+        self._pending: list[PendingClip] = []
+        self._clip_futures: list[Future] = []
+
+    # -- frames for clips -----------------------------------------------------------------------
+
+    def frame_due(self, timestamp_s: float) -> bool:
+        """Whether the ring wants a frame at this time (annotate it then)."""
+        return self.ring.due(timestamp_s)
+
+    def add_frame(self, timestamp_s: float, annotated: np.ndarray) -> None:
+        self.ring.add(timestamp_s, annotated)
+
+    # -- violations -----------------------------------------------------------------------------
+
+    def record(
+        self,
+        v: Violation,
+        annotated: np.ndarray | None,
+        telemetry: Telemetry | None,
+        occurred_at: dt.datetime,
+    ) -> ViolationRow:
+        """Store one violation (with its snapshot) and announce it; its clip follows later."""
+        rel_dir = Path(self.session_id)
+        stem = f"t{v.track_id}_{_slug(v.zone)}_{v.start_frame}"
+        snapshot_path = self._write_snapshot(rel_dir / f"{stem}.jpg", v, annotated)
+        row = self.store.add_violation(
+            self.session_id, v, occurred_at=occurred_at, telemetry=telemetry, snapshot_path=snapshot_path
+        )
+        self.count += 1
+        self.metrics.violations.inc()
+        log.info(
+            "session %s: violation %d track %d %.1f km/h (limit %.0f, zone %s)",
+            self.session_id, row.id, v.track_id, v.peak_speed_kmh, v.speed_limit_kmh, v.zone,
+        )  # fmt: skip
+        self.bus.publish_threadsafe(
+            {
+                "type": "violation",
+                "session_id": self.session_id,
+                "violation": ViolationOut.from_row(row).model_dump(mode="json"),
+            }
+        )
+        self._pending.append(
+            PendingClip(
+                violation_id=row.id,
+                path=self.media_dir / rel_dir / f"{stem}.mp4",
+                start_s=v.start_time_s - self.clip_pre_s,
+                end_s=v.end_time_s + self.clip_post_s,
+            )
+        )
+        return row
+
+    def _write_snapshot(self, rel_path: Path, v: Violation, annotated: np.ndarray | None) -> str | None:
+        image = self.snapshot_image(v, annotated)
+        if image is None:
+            return None
+        try:
+            write_jpeg(self.media_dir / rel_path, image, self.snapshot_quality)
+        except Exception:  # noqa: BLE001 - a violation without a snapshot is still stored
+            log.exception("session %s: snapshot not written", self.session_id)
+            return None
+        return rel_path.as_posix()
+
+    def snapshot_image(self, v: Violation, annotated: np.ndarray | None) -> np.ndarray | None:
+        """The engine's snapshot, else the annotated frame around the vehicle, else the whole frame."""
+        if v.snapshot is not None and v.snapshot.size:
+            return v.snapshot
+        if annotated is None:
+            return None
+        crop = crop_with_margin(annotated, v.bbox_xyxy, self.snapshot_margin_px)
+        return crop if crop is not None else annotated
+
+    # -- clips ----------------------------------------------------------------------------------
+
+    def flush(self, now_media_s: float | None) -> None:
+        """Write the clips whose post-roll has passed (all of them when ``now_media_s`` is None)."""
+        self._clip_futures = [f for f in self._clip_futures if not f.done()]
+        keep: list[PendingClip] = []
+        for clip in self._pending:
+            if now_media_s is not None and now_media_s < clip.end_s:
+                keep.append(clip)
+                continue
+            frames = self.ring.window(clip.start_s, clip.end_s)
+            if frames:
+                self._clip_futures.append(self.clip_executor.submit(self._write_clip, clip, frames))
+            else:
+                log.warning(
+                    "session %s: no frames for the clip of violation %d", self.session_id, clip.violation_id
+                )
+        self._pending = keep
+
+    def wait_for_clips(self, timeout_s: float = 60.0) -> None:
+        for fut in self._clip_futures:
+            with contextlib.suppress(Exception):
+                fut.result(timeout=timeout_s)
+
+    def _write_clip(self, clip: PendingClip, frames: list) -> None:
+        try:
+            write_clip(clip.path, frames, self.clip_fps)
+            row = self.store.update_violation(
+                clip.violation_id, clip_path=clip.path.relative_to(self.media_dir).as_posix()
+            )
+            if row is not None:
+                self.bus.publish_threadsafe(
+                    {
+                        "type": "violation.clip_ready",
+                        "session_id": self.session_id,
+                        "violation_id": clip.violation_id,
+                        "clip_url": ViolationOut.from_row(row).clip_url,
+                    }
+                )
+        except Exception:  # noqa: BLE001 - the violation stays stored without a clip
+            log.exception("session %s: clip for violation %d not written", self.session_id, clip.violation_id)
+        finally:
+            clip.done.set()
+
+
+__all__ = ["ViolationRecorder"]
