@@ -29,9 +29,9 @@ from pipelines.config import PipelineConfig
 from pipelines.errors import AirPatrolError
 
 if TYPE_CHECKING:  # the engine (torch, models) is imported in the background at startup
-    from pipelines.base_layer import RoadSegmenter
     from pipelines.motion.detector import Detector
     from pipelines.pipeline import Pipeline
+    from pipelines.road_network import RoadSegmenter
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pipelines.base_layer import (
-    OpenVINOBackend,
-    RoadCheckpoint,
-    RoadMaskLayer,
-    RoadSegmenter,
-    UNetSegmenter,
-    load_road_model,
-)
+from pipelines.base_layer import RoadMaskLayer
 from pipelines.config import DEFAULT_WEIGHTS_DIR, PipelineConfig, RoadConfig
 from pipelines.displacement import GroundDisplacement
 from pipelines.errors import WeightsError
@@ -28,6 +21,13 @@ from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.flow import BoxFlowRefiner
 from pipelines.motion.tracker import Tracker
 from pipelines.pipeline import Pipeline
+from pipelines.road_network import (
+    OpenVINOBackend,
+    RoadCheckpoint,
+    RoadSegmenter,
+    UNetSegmenter,
+    load_road_model,
+)
 from pipelines.rules import ViolationDetector
 from pipelines.speed import SpeedEstimator
 

@@ -1,6 +1,6 @@
 """The road U-Net: building, checkpoint saving / loading, ONNX export, input tensors and inference.
 
-The checkpoint is written in the engine's format (:func:`pipelines.base_layer.save_checkpoint`)
+The checkpoint is written in the engine's format (:func:`pipelines.road_network.save_checkpoint`)
 plus a top-level ``decoder_channels`` entry (also in ``extra``): the small models shipped here use
 a reduced U-Net decoder, so the loader must build ``smp.Unet(encoder, decoder_channels=...)``.
 """
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 def build_road_model(
     encoder: str = DEFAULT_ENCODER, decoder_channels: Sequence[int] = DEFAULT_DECODER_CHANNELS
 ):
-    from pipelines.base_layer import build_unet
+    from pipelines.road_network import build_unet
 
     return build_unet(encoder, decoder_channels=decoder_channels)
 
@@ -39,7 +39,7 @@ def save_road_checkpoint(
     half: bool = True,
 ) -> Path:
     """The engine's checkpoint format with the decoder it was built with; fp16 by default."""
-    from pipelines.base_layer import save_checkpoint
+    from pipelines.road_network import save_checkpoint
 
     return save_checkpoint(
         path, model, encoder, input_size, extra, decoder_channels=decoder_channels, half=half
@@ -47,8 +47,8 @@ def save_road_checkpoint(
 
 
 def load_road_model(path: str | Path):
-    """``(model, RoadCheckpoint)``: exactly what the engine loads (:func:`pipelines.base_layer.load_road_model`)."""
-    from pipelines.base_layer import load_road_model as engine_load
+    """``(model, RoadCheckpoint)``: exactly what the engine loads (:func:`pipelines.road_network.load_road_model`)."""
+    from pipelines.road_network import load_road_model as engine_load
 
     return engine_load(path)
 
@@ -78,7 +78,7 @@ def export_road_onnx(
 
 def to_tensor_batch(images: Sequence[np.ndarray]) -> np.ndarray:
     """BGR uint8 images -> N x 3 x H x W float32, RGB, ImageNet-normalised (as the engine does)."""
-    from pipelines.base_layer import IMAGENET_MEAN_RGB, IMAGENET_STD_RGB
+    from pipelines.road_network import IMAGENET_MEAN_RGB, IMAGENET_STD_RGB
 
     x = (
         np.stack([cv2.cvtColor(np.ascontiguousarray(i), cv2.COLOR_BGR2RGB) for i in images]).astype(

@@ -1,33 +1,22 @@
-"""Base layer: detection filter, mask scheduling / warping / polygon modes, U-Net segmenter and weights."""
+"""Base layer: detection filter, mask scheduling / warping / polygon modes."""
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
 import pytest
 import supervision as sv
-import torch
-from shared_material import shared_path
 
 from pipelines.base_layer import (
-    CHECKPOINT_FORMAT,
-    ImageSegmenter,
     RoadMaskLayer,
-    RoadSegmenter,
-    UNetSegmenter,
-    build_unet,
     filter_by_mask,
     homography_displacement_px,
-    load_unet,
     lower_half_overlap,
-    preprocess,
-    read_checkpoint,
-    round_input_size,
-    save_checkpoint,
     threshold_and_dilate,
 )
 from pipelines.config import RoadConfig
-from pipelines.errors import WeightsError
+from pipelines.road_network import (
+    ImageSegmenter,
+)
 from pipelines.types import EgoMotion, Frame
 
 W, H = 160, 120
@@ -67,21 +56,6 @@ def band(x0: int, x1: int, w: int = W, h: int = H) -> np.ndarray:
     prob = np.zeros((h, w), np.float32)
     prob[:, x0:x1] = 1.0
     return prob
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """On the shared 2-core machine two intra-op threads spin against other jobs (10-20x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tiny_unet() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return build_unet("resnet18").eval()
 
 
 # ------------------------------------------------------------------------------------------
@@ -167,14 +141,6 @@ def test_homography_displacement_px(h: np.ndarray, expected: float) -> None:
     assert homography_displacement_px(h, W, H) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize(
-    "size, expected",
-    [((512, 288), (512, 288)), ((500, 280), (512, 288)), ((10, 33), (32, 64)), ((1024, 576), (1024, 576))],
-)
-def test_round_input_size(size: tuple[int, int], expected: tuple[int, int]) -> None:
-    assert round_input_size(size) == expected
-
-
 @pytest.mark.parametrize("dilate_px", [0, 1, 3, 6])
 def test_threshold_and_dilate(dilate_px: int) -> None:
     prob = np.zeros((31, 31), np.float32)
@@ -187,15 +153,6 @@ def test_threshold_and_dilate(dilate_px: int) -> None:
     assert mask[15, 16 + d] == mask[14 - d, 15] == 0  # ... and no further
     assert d == 0 or mask[15 + d, 15 + d] == 0  # round, not square
     assert int(mask.sum()) <= (2 * d + 1) ** 2
-
-
-def test_preprocess_normalises_imagenet_rgb() -> None:
-    img = np.zeros((10, 20, 3), np.uint8)
-    img[..., 2] = 255  # red in BGR
-    x = preprocess(img, (64, 32))
-    assert x.shape == (1, 3, 32, 64) and x.dtype == np.float32
-    assert x[0, 0].mean() == pytest.approx((1.0 - 0.485) / 0.229, rel=1e-5)  # R channel first
-    assert x[0, 2].mean() == pytest.approx((0.0 - 0.406) / 0.225, rel=1e-5)
 
 
 # ------------------------------------------------------------------------------------------
@@ -301,130 +258,3 @@ def test_polygon_modes(polygon, mode, with_segmenter, enabled, expected, status,
     else:
         assert mask.dtype == bool and np.array_equal(mask, expected)
     assert seg.calls == calls
-
-
-# ------------------------------------------------------------------------------------------
-# UNetSegmenter with a real (untrained) smp U-Net, and a non-torch backend
-# ------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("frame_wh, input_size", [((100, 80), (64, 64)), ((90, 50), (70, 40))])
-def test_unet_segmenter_shapes(tiny_unet: torch.nn.Module, frame_wh: tuple, input_size: tuple) -> None:
-    seg = UNetSegmenter(tiny_unet, input_size=input_size)
-    assert isinstance(seg, RoadSegmenter)
-    img = np.random.default_rng(0).integers(0, 255, (frame_wh[1], frame_wh[0], 3), dtype=np.uint8)
-    prob = seg(img)
-    assert prob.shape == (frame_wh[1], frame_wh[0]) and prob.dtype == np.float32
-    assert np.all((prob >= 0) & (prob <= 1))
-    layer = RoadMaskLayer(RoadConfig(every_n_frames=2), seg)
-    mask = layer.update(Frame(0, 0.0, img), EgoMotion.identity())
-    assert mask.shape == prob.shape and mask.dtype == bool
-
-
-def test_unet_segmenter_accepts_any_logits_backend() -> None:
-    calls = []
-
-    def backend(batch: np.ndarray) -> np.ndarray:  # e.g. an ONNX Runtime or OpenVINO session
-        calls.append(batch.shape)
-        logits = np.full((1, 1, batch.shape[2], batch.shape[3]), -4.0, np.float32)
-        logits[..., : batch.shape[3] // 2] = 4.0
-        return logits
-
-    prob = UNetSegmenter(backend, input_size=(64, 32))(np.zeros((60, 120, 3), np.uint8))
-    assert calls == [(1, 3, 32, 64)]
-    assert prob.shape == (60, 120) and prob[:, :50].min() > 0.98 and prob[:, 70:].max() < 0.02
-
-    with pytest.raises(ValueError, match="logits"):
-        UNetSegmenter(lambda b: np.zeros((1, 2, 32, 64), np.float32), (64, 32))(
-            np.zeros((60, 120, 3), np.uint8)
-        )
-
-
-# ------------------------------------------------------------------------------------------
-# Checkpoints
-# ------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory: pytest.TempPathFactory, tiny_unet: torch.nn.Module) -> dict:
-    d = tmp_path_factory.mktemp("weights")
-    ckpt = save_checkpoint(d / "road.pt", tiny_unet, "resnet18", (64, 64), extra={"val_iou": 0.5})
-    bare = d / "bare.pth"
-    torch.save({f"module.{k}": v for k, v in tiny_unet.state_dict().items()}, bare)
-    return {"ckpt": ckpt, "bare": bare, "dir": d}
-
-
-@pytest.mark.parametrize("which", ["ckpt", "bare"])
-def test_load_unet_round_trip(saved: dict, tiny_unet: torch.nn.Module, which: str) -> None:
-    model = load_unet(saved[which], "resnet18")
-    assert not model.training
-    x = torch.from_numpy(preprocess(np.full((64, 64, 3), 90, np.uint8), (64, 64)))
-    with torch.inference_mode():
-        assert torch.allclose(model(x), tiny_unet(x))
-
-
-def test_checkpoint_metadata(saved: dict) -> None:
-    obj = torch.load(saved["ckpt"], weights_only=True)
-    assert obj["format"] == CHECKPOINT_FORMAT and obj["encoder"] == "resnet18"
-    ck = read_checkpoint(saved["ckpt"])
-    assert ck.encoder == "resnet18" and ck.input_size == (64, 64) and ck.extra == {"val_iou": 0.5}
-    assert read_checkpoint(saved["bare"]).encoder is None
-
-
-@pytest.mark.parametrize(
-    "which, encoder, match",
-    [
-        ("missing", "resnet18", "not found: .*nope.pt"),
-        ("ckpt", "resnet34", "trained with encoder 'resnet18'.*road.encoder: resnet18"),
-        ("bare", "resnet34", "expects encoder 'resnet18'"),
-        ("garbage", "resnet18", "cannot read"),
-    ],
-)
-def test_load_unet_errors(saved: dict, which: str, encoder: str, match: str) -> None:
-    path = {"missing": saved["dir"] / "nope.pt", "garbage": saved["dir"] / "garbage.pt"}.get(
-        which, saved.get(which)
-    )
-    if which == "garbage":
-        path.write_bytes(b"not a torch file")
-    with pytest.raises(WeightsError, match=match):
-        load_unet(path, encoder)
-
-
-# ------------------------------------------------------------------------------------------
-# Real aerial tile (Massachusetts Roads): runs end to end on 1500 x 1500 (shape / dtype only)
-# ------------------------------------------------------------------------------------------
-
-
-@pytest.mark.shared
-def test_unet_on_massachusetts_tile(tiny_unet: torch.nn.Module) -> None:
-    images = sorted(shared_path("massachusetts_roads_subset", "images").glob("*.png"))
-    assert images, "no tiles in massachusetts_roads_subset/images"
-    img = cv2.imread(str(images[0]), cv2.IMREAD_COLOR)
-    truth = cv2.imread(str(images[0].parent.parent / "masks" / images[0].name), cv2.IMREAD_GRAYSCALE)
-    assert img.shape == (1500, 1500, 3) and truth.shape == (1500, 1500)
-    seg = UNetSegmenter(tiny_unet, input_size=(256, 256))
-    layer = RoadMaskLayer(RoadConfig(every_n_frames=2, dilate_px=3), seg)
-    masks = [layer.update(Frame(i, i / 30, img), EgoMotion(translation(2.0 * i, 0.0))) for i in range(3)]
-    assert all(m.shape == (1500, 1500) and m.dtype == bool for m in masks)
-    assert layer.n_runs == 2  # frames 0 and 2; frame 1 is the warped mask
-    det = sv.Detections(xyxy=np.array([[700, 700, 720, 712], [10, 10, 20, 20]], float))
-    assert len(filter_by_mask(det, masks[-1], 0.3)) <= 2
-
-
-def test_openvino_backend_matches_torch_and_is_used_by_the_segmenter():
-    import segmentation_models_pytorch as smp
-
-    from pipelines.base_layer import OpenVINOBackend, TorchBackend, UNetSegmenter, preprocess
-
-    torch.manual_seed(0)
-    model = smp.Unet("resnet18", encoder_weights=None, classes=1).eval()
-    image = np.random.default_rng(0).integers(0, 255, (180, 320, 3), dtype=np.uint8)
-    batch = preprocess(image, (128, 96))
-    ref = TorchBackend(model)(batch)
-    exact = OpenVINOBackend(model, (128, 96), precision="f32")(batch)
-    assert exact.shape == ref.shape == (1, 1, 96, 128)
-    np.testing.assert_allclose(exact, ref, atol=1e-4)
-    fast = OpenVINOBackend(model, (128, 96))(batch)  # bf16 where the CPU has it
-    assert np.mean((fast > 0) == (ref > 0)) > 0.97, "thresholded masks agree"
-    prob = UNetSegmenter(OpenVINOBackend(model, (128, 96)), input_size=(128, 96))(image)
-    assert prob.shape == (180, 320) and 0.0 <= prob.min() <= prob.max() <= 1.0

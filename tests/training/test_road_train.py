@@ -63,13 +63,13 @@ def test_checkpoint_loads_in_the_engine(tmp_path):
     """A trained checkpoint with a reduced decoder runs in the engine unchanged: same logits."""
     import torch
 
-    from pipelines import base_layer
+    from pipelines import road_network
 
     model = build_road_model("tu-mobilenetv3_small_100", (16, 16, 8, 8, 8)).eval()
     path = save_road_checkpoint(
         tmp_path / "r.pt", model, "tu-mobilenetv3_small_100", (16, 16, 8, 8, 8), (64, 64), half=False
     )
-    loaded, ckpt = base_layer.load_road_model(path)  # encoder and decoder from the file
+    loaded, ckpt = road_network.load_road_model(path)  # encoder and decoder from the file
     assert ckpt.encoder == "tu-mobilenetv3_small_100" and ckpt.decoder_channels == (16, 16, 8, 8, 8)
     x = torch.rand(1, 3, 64, 64)
     with torch.inference_mode():
