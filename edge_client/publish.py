@@ -404,130 +404,172 @@ async def publish(
     ``extra_telemetry`` may return raw strings to send on the channel (tests use it for bad input).
     """
     server = server.rstrip("/")
-    result = PublishResult()
     if synthetic_size(video) is None and not Path(video).exists():
         raise PublishError(f"video not found: {video}")
     if passthrough and synthetic_size(video) is not None:
         raise PublishError("--passthrough relays a file's H.264; it cannot be used with the synthetic source")
-    tel_at = telemetry if telemetry is not None else telemetry_source(video, srt)
-    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-    tel_channel = pc.createDataChannel("telemetry")
-    events_channel = pc.createDataChannel("events")
-    ended = asyncio.Event()
-    connected = asyncio.Event()
-    last_tel = [-1e9]
-
-    def on_frame(video_t: float, wall: float) -> None:
-        result.frames_sent += 1
-        if tel_channel.readyState != "open":
-            return
-        if extra_telemetry is not None:
-            raw = extra_telemetry()
-            if raw is not None:
-                tel_channel.send(raw)
-        if tel_at is None or wall - last_tel[0] < 1.0 / telemetry_hz:
-            return
-        sample = tel_at(video_t)
-        if sample is None:
-            return
-        msg = TelemetryMessage.from_telemetry(sample, timestamp=wall)
-        tel_channel.send(msg.model_dump_json(exclude_none=True))
-        result.telemetry_sent += 1
-        last_tel[0] = wall
-
-    def make_frames() -> Iterator[tuple[float, np.ndarray]]:
-        return iter_frames(video)
-
-    track: PlaybackTrack | PassthroughTrack
-    if passthrough:
-        track = PassthroughTrack(
-            video, loop_playback=loop_playback, max_seconds=max_seconds, on_frame=on_frame
-        )
-    else:
-        track = PlaybackTrack(
-            make_frames, loop_playback=loop_playback, max_seconds=max_seconds, on_frame=on_frame
-        )
-    transceiver = pc.addTransceiver(track, direction="sendrecv" if return_video else "sendonly")
-    if passthrough:  # the packets are H.264: negotiate nothing else
-        caps = RTCRtpSender.getCapabilities("video").codecs
-        transceiver.setCodecPreferences([c for c in caps if c.mimeType in ("video/H264", "video/rtx")])
-
-    @events_channel.on("message")
-    def on_message(message: str | bytes) -> None:
-        try:
-            event = json.loads(message)
-        except ValueError:
-            log.warning("non-JSON event: %r", message[:100])
-            return
-        result.events.append(event)
-        if event.get("type") == "session.ended":
-            ended.set()
-        if on_event is not None:
-            on_event(event)
-
-    @pc.on("track")
-    def on_track(remote: MediaStreamTrack) -> None:
-        async def count() -> None:
-            with contextlib.suppress(MediaStreamError, asyncio.CancelledError):
-                while True:
-                    await remote.recv()
-                    result.return_frames += 1
-
-        tasks.append(asyncio.create_task(count()))
-
-    @pc.on("connectionstatechange")
-    def on_state() -> None:
-        log.debug("connection %s", pc.connectionState)
-        if pc.connectionState == "connected":
-            connected.set()
-        elif pc.connectionState in ("failed", "closed"):
-            ended.set()
-            connected.set()
-
-    tasks: list[asyncio.Task] = []
+    peer = _PublishingPeer(
+        telemetry if telemetry is not None else telemetry_source(video, srt),
+        telemetry_hz=telemetry_hz,
+        extra_telemetry=extra_telemetry,
+        on_event=on_event,
+    )
+    peer.add_video(video, passthrough, loop_playback, max_seconds, return_video)
     headers = {"Authorization": f"Bearer {token}", "User-Agent": "airpatrol-publish"}
     started = time.monotonic()
     async with httpx.AsyncClient(headers=headers, timeout=30.0) as client:
         resource = None
         try:
-            await pc.setLocalDescription(await pc.createOffer())
-            answer, result.session_id, resource = await _negotiate(
-                client, server, pc.localDescription.sdp, whip
+            await peer.pc.setLocalDescription(await peer.pc.createOffer())
+            answer, peer.result.session_id, resource = await _negotiate(
+                client, server, peer.pc.localDescription.sdp, whip
             )
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+            await peer.pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
             log.info(
                 "session %s: streaming %s to %s%s",
-                result.session_id,
+                peer.result.session_id,
                 video,
                 server,
                 " (WHIP)" if whip else "",
             )
-            try:
-                await asyncio.wait_for(connected.wait(), connect_timeout_s)
-            except asyncio.TimeoutError as exc:
-                raise PublishError(
-                    f"no WebRTC connection to {server} within {connect_timeout_s:g} s"
-                ) from exc
-            if pc.connectionState != "connected":
-                raise PublishError(f"WebRTC connection {pc.connectionState}")
-            waiters = [asyncio.create_task(track.finished.wait()), asyncio.create_task(ended.wait())]
-            if stop is not None:
-                waiters.append(asyncio.create_task(stop.wait()))
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            for w in waiters:
-                w.cancel()
-            if not ended.is_set():
-                await asyncio.sleep(linger_s)  # violations closing on the last frames
+            await peer.wait_connected(server, connect_timeout_s)
+            await peer.stream_until_done(stop, linger_s)
         finally:
-            if resource is not None and not ended.is_set():
+            if resource is not None and not peer.ended.is_set():
                 with contextlib.suppress(httpx.HTTPError):
                     await client.delete(resource, timeout=60.0)  # the server flushes, then answers
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(ended.wait(), 2.0)
-            for task in tasks:
-                task.cancel()
-            result.frames_skipped = track.skipped
-            track.stop()
-            await pc.close()
-    result.duration_s = time.monotonic() - started
-    return result
+                    await asyncio.wait_for(peer.ended.wait(), 2.0)
+            await peer.close()
+    peer.result.duration_s = time.monotonic() - started
+    return peer.result
+
+
+class _PublishingPeer:
+    """The publisher's side of one stream: the peer connection, its video track, the telemetry and
+    events data channels, and what happened (:class:`PublishResult`)."""
+
+    def __init__(
+        self,
+        tel_at: Callable[[float], Telemetry | None] | None,
+        *,
+        telemetry_hz: float,
+        extra_telemetry: Callable[[], str | None] | None,
+        on_event: Callable[[dict[str, Any]], None] | None,
+    ) -> None:
+        self.result = PublishResult()
+        self.tel_at = tel_at
+        self.telemetry_period_s = 1.0 / telemetry_hz
+        self.extra_telemetry = extra_telemetry
+        self.on_event = on_event
+        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        self.tel_channel = self.pc.createDataChannel("telemetry")
+        self.events_channel = self.pc.createDataChannel("events")
+        self.ended = asyncio.Event()
+        self.connected = asyncio.Event()
+        self.track: PlaybackTrack | PassthroughTrack | None = None
+        self.tasks: list[asyncio.Task] = []
+        self._last_tel = -1e9
+        self.events_channel.on("message", self._on_event_message)
+        self.pc.on("track", self._on_track)
+        self.pc.on("connectionstatechange", self._on_state)
+
+    def add_video(
+        self,
+        video: str | Path,
+        passthrough: bool,
+        loop_playback: bool,
+        max_seconds: float | None,
+        return_video: bool,
+    ) -> None:
+        if passthrough:
+            self.track = PassthroughTrack(
+                video, loop_playback=loop_playback, max_seconds=max_seconds, on_frame=self._on_frame
+            )
+        else:
+            self.track = PlaybackTrack(
+                lambda: iter_frames(video),
+                loop_playback=loop_playback,
+                max_seconds=max_seconds,
+                on_frame=self._on_frame,
+            )
+        transceiver = self.pc.addTransceiver(self.track, direction="sendrecv" if return_video else "sendonly")
+        if passthrough:  # the packets are H.264: negotiate nothing else
+            caps = RTCRtpSender.getCapabilities("video").codecs
+            transceiver.setCodecPreferences([c for c in caps if c.mimeType in ("video/H264", "video/rtx")])
+
+    def _on_frame(self, video_t: float, wall: float) -> None:
+        """A frame went out: send the telemetry of its moment (at most ``telemetry_hz``)."""
+        self.result.frames_sent += 1
+        if self.tel_channel.readyState != "open":
+            return
+        if self.extra_telemetry is not None:
+            raw = self.extra_telemetry()
+            if raw is not None:
+                self.tel_channel.send(raw)
+        if self.tel_at is None or wall - self._last_tel < self.telemetry_period_s:
+            return
+        sample = self.tel_at(video_t)
+        if sample is None:
+            return
+        msg = TelemetryMessage.from_telemetry(sample, timestamp=wall)
+        self.tel_channel.send(msg.model_dump_json(exclude_none=True))
+        self.result.telemetry_sent += 1
+        self._last_tel = wall
+
+    def _on_event_message(self, message: str | bytes) -> None:
+        try:
+            event = json.loads(message)
+        except ValueError:
+            log.warning("non-JSON event: %r", message[:100])
+            return
+        self.result.events.append(event)
+        if event.get("type") == "session.ended":
+            self.ended.set()
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _on_track(self, remote: MediaStreamTrack) -> None:
+        async def count() -> None:
+            with contextlib.suppress(MediaStreamError, asyncio.CancelledError):
+                while True:
+                    await remote.recv()
+                    self.result.return_frames += 1
+
+        self.tasks.append(asyncio.create_task(count()))
+
+    def _on_state(self) -> None:
+        log.debug("connection %s", self.pc.connectionState)
+        if self.pc.connectionState == "connected":
+            self.connected.set()
+        elif self.pc.connectionState in ("failed", "closed"):
+            self.ended.set()
+            self.connected.set()
+
+    async def wait_connected(self, server: str, timeout_s: float) -> None:
+        try:
+            await asyncio.wait_for(self.connected.wait(), timeout_s)
+        except asyncio.TimeoutError as exc:
+            raise PublishError(f"no WebRTC connection to {server} within {timeout_s:g} s") from exc
+        if self.pc.connectionState != "connected":
+            raise PublishError(f"WebRTC connection {self.pc.connectionState}")
+
+    async def stream_until_done(self, stop: asyncio.Event | None, linger_s: float) -> None:
+        """Until the video ends, the server ends the session, or ``stop`` is set."""
+        assert self.track is not None
+        waiters = [asyncio.create_task(self.track.finished.wait()), asyncio.create_task(self.ended.wait())]
+        if stop is not None:
+            waiters.append(asyncio.create_task(stop.wait()))
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for w in waiters:
+            w.cancel()
+        if not self.ended.is_set():
+            await asyncio.sleep(linger_s)  # violations closing on the last frames
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        if self.track is not None:
+            self.result.frames_skipped = self.track.skipped
+            self.track.stop()
+        await self.pc.close()
