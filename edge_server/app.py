@@ -160,26 +160,7 @@ def create_app(
     metrics = Metrics()
     bus = EventBus(queue_size=256)
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        bus.bind(asyncio.get_running_loop())
-        settings.resolved_media_dir.mkdir(parents=True, exist_ok=True)
-        store = await asyncio.to_thread(Store.from_url, settings.resolved_database_url)
-        abandoned = await asyncio.to_thread(store.mark_abandoned_sessions)
-        if abandoned:
-            log.warning("marked %d sessions left active by a previous run as failed", abandoned)
-        app.state.store = store
-        app.state.manager = StreamManager(settings, store, bus, metrics, pipeline_factory)
-        # Import the engine now so the first offer does not pay for it (a few seconds on small CPUs).
-        await asyncio.to_thread(importlib.import_module, "pipelines.builder")
-        log.info("AirPatrol edge server ready (database %s)", _redact(settings.resolved_database_url))
-        try:
-            yield
-        finally:
-            log.info("shutting down: closing %d streams", app.state.manager.active_count)
-            await app.state.manager.close_all("server shutdown")
-            await asyncio.to_thread(store.close)
-
+    lifespan = _lifespan(settings, bus, metrics, pipeline_factory)
     app = FastAPI(
         title="AirPatrol edge server",
         version=__version__,
@@ -212,6 +193,42 @@ def create_app(
     app.include_router(public)
     app.include_router(protected)
 
+    _install_docs(app)
+    _install_error_handlers(app)
+    return app
+
+
+def _lifespan(
+    settings: ServerSettings, bus: EventBus, metrics: Metrics, pipeline_factory: Callable[[], Pipeline]
+) -> Callable[[FastAPI], Any]:
+    """Startup (store, abandoned sessions, stream manager, engine import) and shutdown (streams, store)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        bus.bind(asyncio.get_running_loop())
+        settings.resolved_media_dir.mkdir(parents=True, exist_ok=True)
+        store = await asyncio.to_thread(Store.from_url, settings.resolved_database_url)
+        abandoned = await asyncio.to_thread(store.mark_abandoned_sessions)
+        if abandoned:
+            log.warning("marked %d sessions left active by a previous run as failed", abandoned)
+        app.state.store = store
+        app.state.manager = StreamManager(settings, store, bus, metrics, pipeline_factory)
+        # Import the engine now so the first offer does not pay for it (a few seconds on small CPUs).
+        await asyncio.to_thread(importlib.import_module, "pipelines.builder")
+        log.info("AirPatrol edge server ready (database %s)", _redact(settings.resolved_database_url))
+        try:
+            yield
+        finally:
+            log.info("shutting down: closing %d streams", app.state.manager.active_count)
+            await app.state.manager.close_all("server shutdown")
+            await asyncio.to_thread(store.close)
+
+    return lifespan
+
+
+def _install_docs(app: FastAPI) -> None:
+    """The OpenAPI schema and its docs page, behind the token like the API itself."""
+
     @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
     async def openapi_json() -> JSONResponse:
         return JSONResponse(app.openapi())
@@ -219,9 +236,6 @@ def create_app(
     @app.get("/docs", include_in_schema=False, dependencies=[Depends(require_token)])
     async def docs() -> HTMLResponse:
         return HTMLResponse(DOCS_HTML, headers=DOCS_HEADERS)
-
-    _install_error_handlers(app)
-    return app
 
 
 def _install_error_handlers(app: FastAPI) -> None:

@@ -241,17 +241,7 @@ class StreamManager:
             sess.telemetry = TelemetryBuffer(max_age_s=self.settings.telemetry_max_age_s)
             sess.telemetry_offset_s = self.settings.telemetry_time_offset_s
             self._wire(sess)
-            try:
-                await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
-            except Exception as exc:  # noqa: BLE001 - aiortc raises assorted errors on bad SDP
-                hint = ""
-                if "parameters" in str(exc):
-                    hint = " (no video codec in common? the server decodes VP8 and H.264)"
-                raise OfferError(f"SDP offer rejected: {type(exc).__name__}: {exc}{hint}") from exc
-            if sess.video_track is None:
-                raise OfferError(
-                    "SDP offer has no video track the server can receive (direction must be sendonly or sendrecv)"
-                )
+            await self._accept_offer(sess, offer_sdp)
             # Only an offer aiortc accepted pays for a pipeline (detector + road network: seconds of CPU).
             try:
                 pipeline = await asyncio.to_thread(self.pipeline_factory)
@@ -259,34 +249,9 @@ class StreamManager:
                 raise PipelineUnavailable(f"pipeline unavailable: {exc}") from exc
             if self._shutting_down:  # close_all() ran while the pipeline was being built
                 raise CapacityError("server is shutting down")
-            answer = await pc.createAnswer()
-            await pc.setLocalDescription(answer)
-            sess.answer_sdp = pc.localDescription.sdp
-            if sess.return_track is not None:
-                sess.return_track.enabled = any(
-                    t.sender.track is sess.return_track and t.currentDirection in ("sendrecv", "sendonly")
-                    for t in pc.getTransceivers()
-                )
-            for t in pc.getTransceivers():
-                if t.kind == "video" and t.receiver.track is sess.video_track:
-                    sess.sr_hook = install_sender_report_hook(t.receiver, sess.clock)
-
+            await self._answer(sess)
             await asyncio.to_thread(self.store.create_session, sess.id, kind, remote)
-            sess.worker = StreamWorker(
-                sess.id,
-                pipeline,
-                self.services,
-                PeerLink(
-                    telemetry_at=sess.telemetry_at,
-                    return_sink=sess.return_track.push if sess.return_track is not None else None,
-                    return_wanted=(
-                        lambda t=sess.return_track: t is not None and t.enabled and t.readyState == "live"
-                    ),
-                    on_finished=self._on_worker_finished,
-                    session_info=sess.info,
-                ),
-                stats=sess.stats,
-            )
+            sess.worker = self._worker(sess, pipeline)
             sess.worker.start()
             pipeline = None  # the worker owns it now and closes it when the stream ends
             self.sessions[sess.id] = sess
@@ -308,6 +273,54 @@ class StreamManager:
                 if sess is not None and sess.return_track is not None:
                     sess.return_track.stop()
                 await pc.close()
+
+    @staticmethod
+    async def _accept_offer(sess: StreamSession, offer_sdp: str) -> None:
+        """aiortc takes the offer; it must carry a video track the server can receive."""
+        try:
+            await sess.pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+        except Exception as exc:  # noqa: BLE001 - aiortc raises assorted errors on bad SDP
+            hint = ""
+            if "parameters" in str(exc):
+                hint = " (no video codec in common? the server decodes VP8 and H.264)"
+            raise OfferError(f"SDP offer rejected: {type(exc).__name__}: {exc}{hint}") from exc
+        if sess.video_track is None:
+            raise OfferError(
+                "SDP offer has no video track the server can receive (direction must be sendonly or sendrecv)"
+            )
+
+    @staticmethod
+    async def _answer(sess: StreamSession) -> None:
+        """Create the answer; enable the return video if the peer receives it; hook RTCP sender reports."""
+        pc = sess.pc
+        await pc.setLocalDescription(await pc.createAnswer())
+        sess.answer_sdp = pc.localDescription.sdp
+        if sess.return_track is not None:
+            sess.return_track.enabled = any(
+                t.sender.track is sess.return_track and t.currentDirection in ("sendrecv", "sendonly")
+                for t in pc.getTransceivers()
+            )
+        for t in pc.getTransceivers():
+            if t.kind == "video" and t.receiver.track is sess.video_track:
+                sess.sr_hook = install_sender_report_hook(t.receiver, sess.clock)
+
+    def _worker(self, sess: StreamSession, pipeline: Pipeline) -> StreamWorker:
+        def return_wanted(t: ReturnVideoTrack | None = sess.return_track) -> bool:
+            return t is not None and t.enabled and t.readyState == "live"
+
+        return StreamWorker(
+            sess.id,
+            pipeline,
+            self.services,
+            PeerLink(
+                telemetry_at=sess.telemetry_at,
+                return_sink=sess.return_track.push if sess.return_track is not None else None,
+                return_wanted=return_wanted,
+                on_finished=self._on_worker_finished,
+                session_info=sess.info,
+            ),
+            stats=sess.stats,
+        )
 
     def _wire(self, sess: StreamSession) -> None:
         pc = sess.pc

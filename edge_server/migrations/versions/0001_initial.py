@@ -17,6 +17,8 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """The first schema, one table after the other. Long because it declares every column; a
+    migration stays as written once released, so it is not split."""
     op.create_table(
         "sessions",
         sa.Column("id", sa.String(32), primary_key=True),
