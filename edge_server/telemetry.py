@@ -9,7 +9,6 @@ time onto the sender's clock, and :class:`TelemetryBuffer` interpolates the samp
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import json
 import logging
 import math
@@ -21,7 +20,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipelines.errors import TelemetryError
-from pipelines.telemetry import validate_telemetry
+from pipelines.telemetry import interpolate_telemetry, validate_telemetry
 from pipelines.types import Telemetry
 
 log = logging.getLogger(__name__)
@@ -310,38 +309,9 @@ def install_sender_report_hook(receiver: Any, sync: ClockSync) -> bool:
     return True
 
 
-# ------------------------------------------------------------------------------------------------
-# interpolation
-
-_NUMERIC = (
-    "altitude_m",
-    "gimbal_pitch_deg",
-    "focal_length_mm",
-    "focal_length_35mm",
-    "digital_zoom",
-    "latitude",
-    "longitude",
-    "abs_altitude_m",
-)
-
-
-def _lerp(a: float | None, b: float | None, w: float) -> float | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a + (b - a) * w
-
-
-def _lerp_angle(a: float | None, b: float | None, w: float) -> float | None:
-    if a is None or b is None:
-        return _lerp(a, b, w)
-    d = (b - a + 180.0) % 360.0 - 180.0
-    return a + d * w
-
-
 class TelemetryBuffer:
-    """Recent telemetry samples ordered by sender time; ``at(t)`` interpolates linearly.
+    """Recent telemetry samples ordered by sender time; ``at(t)`` interpolates them as the offline
+    track does (:func:`pipelines.telemetry.interpolate_telemetry`).
 
     Before the first or after the last sample the nearest one is held for at most
     ``max_age_s``; beyond that ``at`` returns None (the pipeline then uses the site config).
@@ -399,8 +369,4 @@ class TelemetryBuffer:
             if t1 - ts <= self.max_age_s:
                 return b
             return None
-        w = (ts - t0) / (t1 - t0)
-        values = {name: _lerp(getattr(a, name), getattr(b, name), w) for name in _NUMERIC}
-        values["gimbal_yaw_deg"] = _lerp_angle(a.gimbal_yaw_deg, b.gimbal_yaw_deg, w)
-        values["camera"] = (a if w < 0.5 else b).camera or a.camera or b.camera
-        return dataclasses.replace(a, timestamp_s=ts, **values)
+        return interpolate_telemetry(a, b, ts)

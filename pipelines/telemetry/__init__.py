@@ -6,13 +6,14 @@ one video frame. ``write_srt`` writes the modern DJI layout (used by the flight 
 
 from pipelines.telemetry.flightlog import parse_flightlog_csv
 from pipelines.telemetry.srt import format_srt, parse_srt, write_srt
-from pipelines.telemetry.track import DEFAULT_MAX_GAP_S, TelemetryTrack, load_telemetry
+from pipelines.telemetry.track import DEFAULT_MAX_GAP_S, TelemetryTrack, interpolate_telemetry, load_telemetry
 from pipelines.telemetry.validate import telemetry_problems, validate_telemetry
 
 __all__ = [
     "DEFAULT_MAX_GAP_S",
     "TelemetryTrack",
     "format_srt",
+    "interpolate_telemetry",
     "load_telemetry",
     "parse_flightlog_csv",
     "parse_srt",

@@ -52,6 +52,22 @@ def _lerp(a: float | None, b: float | None, f: float, circular: bool) -> float |
     return a + f * (b - a)
 
 
+def interpolate_telemetry(a: Telemetry, b: Telemetry, t: float) -> Telemetry:
+    """The telemetry at time ``t`` between samples ``a`` and ``b`` (``a.timestamp_s <= t < b.timestamp_s``).
+
+    Numeric fields linearly, longitude and gimbal yaw along the shorter arc; ``camera`` and a field
+    missing in one neighbour from the nearer sample. The live server's buffer and the offline
+    track both interpolate through this function.
+    """
+    f = (t - a.timestamp_s) / (b.timestamp_s - a.timestamp_s)
+    if f == 0.0:
+        return replace(a, timestamp_s=t)
+    values = {name: _lerp(getattr(a, name), getattr(b, name), f, False) for name in _LINEAR_FIELDS}
+    for name in _CIRCULAR_FIELDS:
+        values[name] = _lerp(getattr(a, name), getattr(b, name), f, True)
+    return Telemetry(timestamp_s=t, camera=a.camera if f < 0.5 else b.camera, **values)
+
+
 class TelemetryTrack:
     """Samples sorted by time, implausible ones dropped; :meth:`at` interpolates.
 
@@ -124,14 +140,7 @@ class TelemetryTrack:
         i = bisect_right(times, t)
         if i == 0 or i == len(times) or not math.isfinite(t):
             return self._held(t, 0 if i == 0 else len(times) - 1)
-        a, b = self._samples[i - 1], self._samples[i]
-        f = (t - times[i - 1]) / (times[i] - times[i - 1])
-        if f == 0.0:
-            return replace(a, timestamp_s=t)
-        values = {name: _lerp(getattr(a, name), getattr(b, name), f, False) for name in _LINEAR_FIELDS}
-        for name in _CIRCULAR_FIELDS:
-            values[name] = _lerp(getattr(a, name), getattr(b, name), f, True)
-        return Telemetry(timestamp_s=t, camera=a.camera if f < 0.5 else b.camera, **values)
+        return interpolate_telemetry(self._samples[i - 1], self._samples[i], t)
 
     def _held(self, t: float, k: int) -> Telemetry:
         if not abs(t - self._times[k]) <= self.max_gap_s:  # also rejects NaN

@@ -129,9 +129,10 @@ def test_buffer_interpolates_holds_and_expires() -> None:
     buf.add(_t(11.0, altitude_m=110.0, gimbal_yaw_deg=10.0, camera="B", latitude=None))
     mid = buf.at(10.25)
     assert mid.altitude_m == pytest.approx(102.5)
-    assert mid.gimbal_yaw_deg == pytest.approx(355.0)  # the short way round 360
+    assert mid.gimbal_yaw_deg == pytest.approx(-5.0)  # the short way round 360, in [-180, 180] as offline
     assert mid.camera == "A" and buf.at(10.75).camera == "B"
-    assert mid.latitude == 1.0  # missing on one side: the other side's value
+    assert mid.latitude == 1.0  # missing on one side: the nearer sample's value
+    assert buf.at(10.75).latitude is None
     assert mid.timestamp_s == 10.25
     assert buf.at(11.5).altitude_m == 110.0  # held
     assert buf.at(9.5).altitude_m == 100.0
