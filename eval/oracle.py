@@ -120,13 +120,12 @@ class OracleSegmenter:
     """Exact road masks of a simulated flight (by frame index), for the road-mask ablation."""
 
     def __init__(self, flight_dir: str | Path):
-        import dataclasses
-
         from eval.simulate import FlightSpec, Scene
 
         spec = FlightSpec.from_yaml(Path(flight_dir) / "flight.yaml")
         # Vehicles never change the road (separate random streams): build the scene without them.
-        self.scene = Scene(dataclasses.replace(spec, n_vehicles=0, sprites_dir=None))
+        # (model_copy does not validate; both values are valid for any spec.)
+        self.scene = Scene(spec.model_copy(update={"n_vehicles": 0, "sprites_dir": None}))
 
     def segment(self, frame: Frame) -> np.ndarray:
         mask = self.scene.road_mask(frame.index)

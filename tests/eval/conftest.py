@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -30,9 +29,7 @@ REGRESSION_SPEC = FlightSpec(
 
 # The same traffic seen obliquely from lower down, on a curved road: the ground homography of a
 # tilted camera (metres per pixel vary across the frame) is what this one exercises.
-OBLIQUE_SPEC = dataclasses.replace(
-    REGRESSION_SPEC, seed=11, altitude_m=50.0, pitch_deg=-55.0, layout="curved"
-)
+OBLIQUE_SPEC = REGRESSION_SPEC.replace(seed=11, altitude_m=50.0, pitch_deg=-55.0, layout="curved")
 
 
 @pytest.fixture(scope="session")

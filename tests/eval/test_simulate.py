@@ -16,7 +16,7 @@ from eval.simulate import (
     FlightSpec,
     Scene,
     SimulationError,
-    _kinematics,
+    kinematics,
     load_sprite_crops,
     simulate_flight,
 )
@@ -155,7 +155,7 @@ def test_simulate_flight_is_reproducible(tmp_path):
 )
 def test_kinematics(v0, accel, lo, hi, t, speed):
     ts = np.linspace(0.0, t, 3001)
-    s, v = _kinematics(v0, accel, ts, lo, hi)
+    s, v = kinematics(v0, accel, ts, lo, hi)
     assert v[-1] == pytest.approx(speed)
     assert np.allclose(np.gradient(s, ts)[1:-1], v[1:-1], atol=1e-2)  # distance integrates speed
 

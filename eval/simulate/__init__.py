@@ -1,0 +1,71 @@
+"""Synthetic drone flights over procedural roads, with exact ground truth.
+
+A flight is a ground plane in metres (X east, Y north) carrying a procedural texture (grass, soil,
+buildings, trees, asphalt roads with lane markings) and vehicles that drive along lane centre-lines
+with known speeds and accelerations. A drone at a chosen altitude drifts, yaws and looks down through
+a gimbal at a chosen pitch with the intrinsics of a real camera profile. Each frame is rendered by
+warping the pre-rendered ground layer with :func:`pipelines.geometry.ground_to_image_homography`
+composed with the drone's world -> camera-ground transform, then projecting vehicle sprites
+(procedural, or real aerial crops cut from YOLO-labelled images) through the same homography.
+
+Outputs of :func:`simulate_flight` (one folder per flight)::
+
+    video.mp4            H.264, constant frame rate (pts = frame index)
+    video.SRT            DJI <font>-style telemetry (altitude, gimbal pitch/yaw, focal length, GPS)
+    gt/gt.txt            MOTChallenge: frame(1-based),id,x,y,w,h,1,class,visibility
+    gt/speeds.csv        frame,time_s,id,speed_kmh,ground_x_m,ground_y_m
+    gt/violations.json   ground-truth speeding events for the spec's limit and minimum duration
+    gt/vehicles.json     per-vehicle truth (class, size, lane, initial speed, acceleration)
+    road_mask/NNNNNN.png exact road masks (255 = road) every ``mask_every`` frames (0-based index)
+    seqinfo.ini          MOTChallenge sequence info (+ altitude, pitch, camera)
+    flight.yaml          the spec; ``FlightSpec.from_yaml`` reads it back and reproduces the flight
+
+MOT class ids of simulated vehicles: see :data:`SIM_CLASS_IDS`. Everything is deterministic by seed.
+
+Modules, from the bottom up: ``spec`` (FlightSpec, class tables), ``geometry`` (polylines, roads,
+layouts), ``camera`` (the drone's path and homographies), ``ground`` (the painted ground layer),
+``sprites`` (vehicle top views), ``traffic`` (vehicles and their motion, ground-truth violations),
+``render`` (one frame and its ground truth), ``scene`` (all of it for one spec), ``writers`` (the
+output files) and ``flight`` (:func:`simulate_flight`).
+"""
+
+from eval.simulate.camera import CameraPath
+from eval.simulate.flight import SimulatedFlight, iter_frames, simulate_flight
+from eval.simulate.geometry import Polyline, Road, world_to_camera_ground
+from eval.simulate.ground import GroundLayer
+from eval.simulate.scene import MAX_TEXTURE_PX, Scene
+from eval.simulate.spec import (
+    LAYOUTS,
+    SIM_CLASS_IDS,
+    SIM_CLASS_NAMES,
+    VEHICLE_DIMS_M,
+    FlightSpec,
+    SimulationError,
+)
+from eval.simulate.sprites import AERIAL_CARS_CLASSES, Sprite, load_sprite_crops, procedural_sprite
+from eval.simulate.traffic import Vehicle, kinematics
+
+__all__ = [
+    "AERIAL_CARS_CLASSES",
+    "LAYOUTS",
+    "MAX_TEXTURE_PX",
+    "SIM_CLASS_IDS",
+    "SIM_CLASS_NAMES",
+    "VEHICLE_DIMS_M",
+    "CameraPath",
+    "FlightSpec",
+    "GroundLayer",
+    "Polyline",
+    "Road",
+    "Scene",
+    "SimulatedFlight",
+    "SimulationError",
+    "Sprite",
+    "Vehicle",
+    "iter_frames",
+    "kinematics",
+    "load_sprite_crops",
+    "procedural_sprite",
+    "simulate_flight",
+    "world_to_camera_ground",
+]

@@ -1,0 +1,113 @@
+"""The drone's camera over a flight: intrinsics, time, position, yaw and altitude of every frame,
+the world -> image homographies and the telemetry a DJI drone would record."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from eval.simulate.geometry import world_to_camera_ground
+from eval.simulate.spec import FlightSpec, SimulationError
+from pipelines.camera import equivalent_35mm, get_profile, intrinsics_for
+from pipelines.geometry import apply_homography, ground_to_image_homography
+from pipelines.types import Telemetry
+
+EARTH_RADIUS_M = 6_378_137.0
+
+
+class CameraPath:
+    """Where the camera is and what it sees in each frame ``k`` (0-based).
+
+    Raises :class:`SimulationError` for a path that cannot be rendered (the drone below 1 m, or the
+    image top too close to the horizon).
+    """
+
+    def __init__(self, spec: FlightSpec):
+        self.spec = spec
+        profile = get_profile(spec.camera)
+        self.profile = profile
+        self.intrinsics = intrinsics_for(profile, spec.width, spec.height, spec.focal_length_mm)
+        self.focal_mm = profile.focal_length_mm if spec.focal_length_mm is None else spec.focal_length_mm
+        n = spec.n_frames
+        self.times = np.array([float(Fraction(k) / spec.fps_fraction) for k in range(n)])
+        drift = np.asarray(spec.drift_mps, dtype=np.float64)
+        self.drone_xy = self.times[:, None] * drift[None, :]
+        self.yaw = spec.yaw_deg + spec.yaw_rate_dps * self.times
+        self.altitude = spec.altitude_m + spec.climb_rate_mps * self.times
+        if self.altitude.min() <= 1.0:
+            raise SimulationError("the drone would descend below 1 m; lower climb_rate_mps")
+        tilt = 90.0 + spec.pitch_deg
+        top_ray = tilt + math.degrees(math.atan(self.intrinsics.cy / self.intrinsics.fy))
+        if top_ray > 80.0:
+            raise SimulationError(
+                f"the image top is {top_ray:.0f} deg from nadir, too close to the horizon (limit 80): "
+                "steepen the pitch or lower the focal length"
+            )
+        self._h0_cache: dict[float, np.ndarray] = {}
+        self._h_all: np.ndarray | None = None
+
+    def _h0(self, altitude: float) -> np.ndarray:
+        key = round(float(altitude), 6)
+        if key not in self._h0_cache:
+            self._h0_cache[key] = ground_to_image_homography(self.intrinsics, key, self.spec.pitch_deg)
+        return self._h0_cache[key]
+
+    def world_to_image(self, k: int) -> np.ndarray:
+        """3x3 homography: world metres -> image pixels of frame ``k``."""
+        return self._h0(self.altitude[k]) @ world_to_camera_ground(self.drone_xy[k], float(self.yaw[k]))
+
+    def image_to_world(self, k: int, uv: np.ndarray) -> np.ndarray:
+        """Ground points (N, 2) seen at image pixels ``uv`` (N, 2) of frame ``k``."""
+        return apply_homography(np.linalg.inv(self.world_to_image(k)), uv)
+
+    def gsd_at(self, k: int, uv: tuple[float, float]) -> float:
+        """Ground sampling distance (metres per pixel) at pixel ``uv`` of frame ``k``."""
+        p = self.image_to_world(k, np.array([uv, (uv[0] + 1, uv[1]), (uv[0], uv[1] - 1)], float))
+        return float(math.sqrt(np.linalg.norm(p[1] - p[0]) * np.linalg.norm(p[2] - p[0])))
+
+    def frame_centre(self, k: int) -> np.ndarray:
+        """Ground point at the image centre of frame ``k``."""
+        return self.image_to_world(k, np.array([[self.spec.width / 2, self.spec.height / 2]]))[0]
+
+    def visible_frames(self, pos: np.ndarray) -> np.ndarray:
+        """Frames in which a world point (one per frame) projects inside the image."""
+        if self._h_all is None:
+            self._h_all = np.stack([self.world_to_image(k) for k in range(len(self.times))])
+        homog = np.einsum("kij,kj->ki", self._h_all, np.column_stack([pos, np.ones(len(pos))]))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            uv = homog[:, :2] / homog[:, 2:3]
+        return (
+            (homog[:, 2] > 0)
+            & (uv[:, 0] >= 0)
+            & (uv[:, 0] < self.spec.width)
+            & (uv[:, 1] >= 0)
+            & (uv[:, 1] < self.spec.height)
+        )
+
+    def telemetry(self) -> list[Telemetry]:
+        """One sample per frame: altitude, gimbal pitch and yaw, focal length, GPS position."""
+        spec = self.spec
+        lat0, lon0 = math.radians(spec.latitude), spec.longitude
+        out = []
+        for k, t in enumerate(self.times):
+            east, north = self.drone_xy[k]
+            lat = spec.latitude + math.degrees(north / EARTH_RADIUS_M)
+            lon = lon0 + math.degrees(east / (EARTH_RADIUS_M * math.cos(lat0)))
+            yaw = (float(self.yaw[k]) + 180.0) % 360.0 - 180.0
+            out.append(
+                Telemetry(
+                    timestamp_s=float(t),
+                    altitude_m=float(self.altitude[k]),
+                    gimbal_pitch_deg=spec.pitch_deg,
+                    focal_length_mm=self.focal_mm,
+                    focal_length_35mm=equivalent_35mm(self.focal_mm, self.profile),
+                    latitude=lat,
+                    longitude=lon,
+                    abs_altitude_m=float(self.altitude[k]) + spec.ground_elevation_m,
+                    gimbal_yaw_deg=yaw,
+                    camera=self.profile.name,
+                )
+            )
+        return out

@@ -1,0 +1,246 @@
+"""Rendering a frame: the ground layer warped into the image, vehicles (shadow and sprite) projected
+through the same homography, sensor noise; and the exact ground truth (boxes, visibility) of it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import cv2
+import numpy as np
+
+from eval.simulate.camera import CameraPath
+from eval.simulate.ground import GroundLayer
+from eval.simulate.spec import FlightSpec
+from eval.simulate.traffic import Vehicle
+from pipelines.geometry import apply_homography
+
+SUN_OFFSET_M = np.array([0.45, -0.30])  # shadow offset on the ground (m), the same for all vehicles
+
+# A vehicle in view: the vehicle, its footprint corners in the image (4, 2) and their box x0, y0, x1, y1.
+Projected = tuple[Vehicle, np.ndarray, np.ndarray]
+
+
+class FrameRenderer:
+    """Renders frames of a flight in any order (caches only what does not depend on the frame)."""
+
+    def __init__(
+        self,
+        spec: FlightSpec,
+        camera: CameraPath,
+        ground: GroundLayer,
+        vehicles: Sequence[Vehicle],
+        res: float,
+    ):
+        self.spec = spec
+        self.camera = camera
+        self.ground = ground
+        self.vehicles = vehicles
+        self.res = res
+        self._blend_cache: dict[float, np.ndarray | None] = {}
+        self._scaled_sprites: dict[int, np.ndarray] = {}
+
+    def render(
+        self, k: int, rng: np.random.Generator | None = None
+    ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """BGR image of frame ``k`` and its ground-truth rows (one dict per visible vehicle)."""
+        hw = self.camera.world_to_image(k)
+        img = self._ground_image(k, hw)
+        boxes = self._project(k, hw)
+        for v, uv, _box in boxes:
+            self._draw_vehicle(img, v, k, hw, uv)
+        rows = _gt_rows(k, boxes, self.spec.width, self.spec.height)
+        if self.spec.noise_sigma > 0:
+            img = self._add_noise(img, rng or np.random.default_rng([self.spec.seed, 4, k]))
+        return img, rows
+
+    def road_mask(self, k: int) -> np.ndarray:
+        """Exact road mask (uint8, 255 = road) of frame ``k``."""
+        hmat = self.camera.world_to_image(k) @ self.ground.tex_to_world
+        return cv2.warpPerspective(
+            self.ground.road_mask,
+            hmat,
+            (self.spec.width, self.spec.height),
+            flags=cv2.INTER_NEAREST,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=0,
+        )
+
+    # ---- ground ----------------------------------------------------------------------------------
+
+    def _far_blend(self, k: int) -> np.ndarray | None:
+        """Per-row weight of the half-resolution ground for oblique views (anti-aliasing)."""
+        key = round(float(self.camera.altitude[k]), 2)
+        if key in self._blend_cache:
+            return self._blend_cache[key]
+        spec = self.spec
+        rows = np.linspace(0, spec.height - 1, 25)
+        gsd = np.array([self.camera.gsd_at(k, (spec.width / 2, r)) for r in rows])
+        level = np.log2(np.maximum(gsd / self.res, 1e-6))
+        if level.max() < 0.6:
+            self._blend_cache[key] = None
+            return None
+        weight_rows = np.clip(np.interp(np.arange(spec.height), rows, level) - 0.5, 0.0, 1.0).astype(
+            np.float32
+        )
+        self._blend_cache[key] = weight_rows
+        return weight_rows
+
+    def _ground_image(self, k: int, hw: np.ndarray) -> np.ndarray:
+        """Warp the ground layer into the image; the far rows of oblique views blend in the
+        half-resolution layer (less aliasing). Gimbal roll is zero, so the ground sampling
+        distance depends on the row only and each layer is warped over its band of rows."""
+        w, h = self.spec.width, self.spec.height
+        full = hw @ self.ground.tex_to_world
+        weight = self._far_blend(k)
+        if weight is None:
+            return cv2.warpPerspective(
+                self.ground.texture, full, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT
+            )
+        near_rows = np.nonzero(weight < 1.0)[0]
+        far_rows = np.nonzero(weight > 0.0)[0]
+        a0 = int(near_rows.min()) if len(near_rows) else h  # near layer: rows [a0, h)
+        b1 = int(far_rows.max()) + 1 if len(far_rows) else 0  # far layer: rows [0, b1)
+        img = np.empty((h, w, 3), np.uint8)
+        if a0 < h:
+            shift = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, -a0], [0.0, 0.0, 1.0]])
+            img[a0:] = cv2.warpPerspective(
+                self.ground.texture,
+                shift @ full,
+                (w, h - a0),
+                flags=cv2.INTER_LINEAR,
+                borderMode=cv2.BORDER_REFLECT,
+            )
+        if b1 > 0:
+            half = hw @ self.ground.tex_to_world @ np.diag([2.0, 2.0, 1.0])
+            far = cv2.warpPerspective(
+                self.ground.texture_half, half, (w, b1), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT
+            )
+            img[: min(a0, b1)] = far[: min(a0, b1)]
+            if a0 < b1:
+                wr = np.repeat(weight[a0:b1, None], w, axis=1)
+                img[a0:b1] = cv2.blendLinear(img[a0:b1], far[a0:b1], 1.0 - wr, wr)
+        return img
+
+    # ---- vehicles --------------------------------------------------------------------------------
+
+    def _project(self, k: int, hw: np.ndarray) -> list[Projected]:
+        """The vehicles whose footprint is in front of the camera and overlaps the image, in order."""
+        w, h = self.spec.width, self.spec.height
+        boxes: list[Projected] = []
+        for v in self.vehicles:
+            c, f = v.positions[k], v.headings[k]
+            r = np.array([f[1], -f[0]])
+            hl, hw_ = v.length_m / 2, v.width_m / 2
+            corners = np.array(
+                [c - f * hl - r * hw_, c + f * hl - r * hw_, c + f * hl + r * hw_, c - f * hl + r * hw_]
+            )
+            homog = np.column_stack([corners, np.ones(4)]) @ hw.T
+            if (homog[:, 2] <= 1e-9).any():
+                continue
+            uv = homog[:, :2] / homog[:, 2:3]
+            bx0, by0 = uv.min(0)
+            bx1, by1 = uv.max(0)
+            if bx1 < 0 or by1 < 0 or bx0 >= w or by0 >= h:
+                continue
+            boxes.append((v, uv, np.array([bx0, by0, bx1, by1])))
+        return boxes
+
+    def _sprite_image(self, v: Vehicle) -> np.ndarray:
+        """Sprite resized once to about the ground-layer resolution (avoids aliasing)."""
+        key = v.id
+        if key not in self._scaled_sprites:
+            img = v.sprite.image
+            tw = max(4, int(round(v.length_m / self.res)))
+            th = max(3, int(round(v.width_m / self.res)))
+            interp = cv2.INTER_AREA if tw < img.shape[1] else cv2.INTER_LINEAR
+            self._scaled_sprites[key] = cv2.resize(img, (tw, th), interpolation=interp)
+        return self._scaled_sprites[key]
+
+    def _draw_vehicle(self, img: np.ndarray, v: Vehicle, k: int, hw: np.ndarray, uv: np.ndarray) -> None:
+        """Darken the vehicle's shadow, then alpha-blend its sprite warped through the homography."""
+        h, w = img.shape[:2]
+        c, f = v.positions[k], v.headings[k]
+        r = np.array([f[1], -f[0]])
+        hl, hwid = v.length_m / 2 * 1.02, v.width_m / 2 * 1.04
+        shadow_w = (
+            np.array(
+                [c - f * hl - r * hwid, c + f * hl - r * hwid, c + f * hl + r * hwid, c - f * hl + r * hwid]
+            )
+            + SUN_OFFSET_M
+        )
+        shadow_uv = apply_homography(hw, shadow_w)
+        allpts = np.vstack([uv, shadow_uv])
+        x0 = int(max(0, math.floor(allpts[:, 0].min()) - 1))
+        y0 = int(max(0, math.floor(allpts[:, 1].min()) - 1))
+        x1 = int(min(w, math.ceil(allpts[:, 0].max()) + 2))
+        y1 = int(min(h, math.ceil(allpts[:, 1].max()) + 2))
+        if x1 <= x0 or y1 <= y0:
+            return
+        roi = img[y0:y1, x0:x1]
+        smask = np.zeros(roi.shape[:2], np.uint8)
+        cv2.fillConvexPoly(smask, np.round((shadow_uv - [x0, y0]) * 16).astype(np.int32), 255, cv2.LINE_AA, 4)
+        sa = smask.astype(np.float32)[..., None] * (0.45 / 255.0)
+        roi_f = roi.astype(np.float32) * (1.0 - sa)
+        sprite = self._sprite_image(v)
+        sh, sw = sprite.shape[:2]
+        a_sprite = np.array(
+            [
+                [f[0] * v.length_m / sw, r[0] * v.width_m / sh, 0.0],
+                [f[1] * v.length_m / sw, r[1] * v.width_m / sh, 0.0],
+                [0.0, 0.0, 1.0],
+            ]
+        )
+        origin = c - f * v.length_m / 2 - r * v.width_m / 2
+        a_sprite[:2, 2] = origin + 0.5 * (a_sprite[:2, 0] + a_sprite[:2, 1])
+        shift = np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0], [0.0, 0.0, 1.0]])
+        warped = cv2.warpPerspective(
+            sprite,
+            shift @ hw @ a_sprite,
+            (x1 - x0, y1 - y0),
+            flags=cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=(0, 0, 0, 0),
+        )
+        alpha = warped[..., 3:4].astype(np.float32) / 255.0
+        roi_f = roi_f * (1.0 - alpha) + warped[..., :3].astype(np.float32) * alpha
+        roi[:] = np.clip(roi_f, 0, 255).astype(np.uint8)
+
+    def _add_noise(self, img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Grey sensor noise at half resolution (2x2 blocks, like a demosaiced sensor)."""
+        w, h = self.spec.width, self.spec.height
+        noise = rng.normal(0.0, self.spec.noise_sigma, (h // 2, w // 2, 1)).astype(np.float32)
+        noise = cv2.resize(noise, (w, h), interpolation=cv2.INTER_NEAREST)
+        pos = np.clip(noise, 0, 255).astype(np.uint8)
+        neg = np.clip(-noise, 0, 255).astype(np.uint8)
+        return cv2.subtract(cv2.add(img, cv2.merge([pos, pos, pos])), cv2.merge([neg, neg, neg]))
+
+
+def _gt_rows(k: int, boxes: Sequence[Projected], w: int, h: int) -> list[dict[str, Any]]:
+    """Ground truth of frame ``k``: boxes clipped to the image; visibility = the share inside the
+    image times the share not covered by a vehicle drawn later (boxes in drawing order)."""
+    rows: list[dict[str, Any]] = []
+    for i, (v, _uv, box) in enumerate(boxes):
+        full = (box[2] - box[0]) * (box[3] - box[1])
+        cb = np.array([max(box[0], 0.0), max(box[1], 0.0), min(box[2], w - 1.0), min(box[3], h - 1.0)])
+        cw, ch = cb[2] - cb[0], cb[3] - cb[1]
+        if cw < 2 or ch < 2 or full <= 0:
+            continue
+        inside = cw * ch / full
+        covered = 0.0
+        for _v2, _uv2, b2 in boxes[i + 1 :]:
+            ix = max(0.0, min(cb[2], b2[2]) - max(cb[0], b2[0]))
+            iy = max(0.0, min(cb[3], b2[3]) - max(cb[1], b2[1]))
+            covered = max(covered, ix * iy / (cw * ch))
+        rows.append(
+            {
+                "id": v.id,
+                "class_name": v.class_name,
+                "xywh": (float(cb[0]), float(cb[1]), float(cw), float(ch)),
+                "visibility": float(np.clip(inside * (1.0 - covered), 0.0, 1.0)),
+                "speed_kmh": float(v.speeds_mps[k] * 3.6),
+                "ground_xy": (float(v.positions[k][0]), float(v.positions[k][1])),
+            }
+        )
+    return rows
