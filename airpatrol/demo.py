@@ -67,7 +67,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _score(flight, pred, result_dir: Path) -> str:
     """Tracking and speed accuracy of the run against the simulator's exact ground truth."""
-    from eval.datasets import load_gt_speeds, load_mot_gt
+    from eval.groundtruth import load_gt_speeds, load_mot_gt
     from eval.metrics import (
         prepare_sequence,
         raw_tracking_results,

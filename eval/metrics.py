@@ -29,7 +29,7 @@ import cv2
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from eval.datasets import GroundTruth, GtSpeeds, GtViolations
+from eval.groundtruth import GroundTruth, GtSpeeds, GtViolations
 from pipelines.types import Violation
 
 log = logging.getLogger(__name__)
@@ -244,7 +244,7 @@ def _rows_by_frame(frames: np.ndarray, sel: np.ndarray) -> dict[int, list[int]]:
 
 
 def _metric_objects():
-    from trackeval.metrics import CLEAR, HOTA, Identity
+    from trackeval.metrics import CLEAR, HOTA, Identity  # slow to import; only scoring needs it
 
     return (
         HOTA(),

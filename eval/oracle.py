@@ -2,41 +2,26 @@
 
 ``OracleDetector`` and ``OracleSegmenter`` are frame-aware implementations of the pipeline's
 ``Detector`` and ``RoadSegmenter`` protocols: the pipeline calls ``detect(frame)`` and
-``segment(frame)``, and they look the frame up by its index (frame.index is 0-based; ground-truth frame numbers are 1-based, so frame
-``i`` gets the boxes of GT frame ``i + 1``). Jitter and random drops are deterministic per
-(seed, frame index), so results do not depend on call order.
+``segment(frame)``, and they look the frame up by its index (frame.index is 0-based; ground-truth
+frame numbers are 1-based, so frame ``i`` gets the boxes of GT frame ``i + 1``). Jitter and random
+drops are deterministic per (seed, frame index), so results do not depend on call order.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+import cv2
 import numpy as np
 import supervision as sv
 
+from eval.groundtruth import GtFrame, load_mot_gt
+from eval.simulate import SIM_CLASS_NAMES, FlightSpec, Scene
 from pipelines.types import Frame
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class GtFrame:
-    """Ground-truth boxes of one frame."""
-
-    ids: np.ndarray  # (N,) int
-    xyxy: np.ndarray  # (N, 4) float
-    class_names: np.ndarray  # (N,) object (canonical names)
-    visibility: np.ndarray  # (N,) float in [0, 1]
-
-    @staticmethod
-    def empty() -> GtFrame:
-        return GtFrame(np.zeros(0, int), np.zeros((0, 4)), np.zeros(0, dtype=object), np.zeros(0))
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
 
 class OracleDetector:
@@ -70,9 +55,6 @@ class OracleDetector:
         cls, path: str | Path, class_names: Mapping[int, str] | None = None, **kwargs
     ) -> OracleDetector:
         """Load a MOTChallenge ``gt.txt`` (the simulator's class table unless ``class_names`` is given)."""
-        from eval.datasets import load_mot_gt
-        from eval.simulate import SIM_CLASS_NAMES
-
         names = SIM_CLASS_NAMES if class_names is None else class_names
         return cls(load_mot_gt(path, class_names=names).by_frame(), **kwargs)
 
@@ -120,8 +102,6 @@ class OracleSegmenter:
     """Exact road masks of a simulated flight (by frame index), for the road-mask ablation."""
 
     def __init__(self, flight_dir: str | Path):
-        from eval.simulate import FlightSpec, Scene
-
         spec = FlightSpec.from_yaml(Path(flight_dir) / "flight.yaml")
         # Vehicles never change the road (separate random streams): build the scene without them.
         # (model_copy does not validate; both values are valid for any spec.)
@@ -130,7 +110,5 @@ class OracleSegmenter:
     def segment(self, frame: Frame) -> np.ndarray:
         mask = self.scene.road_mask(frame.index)
         if mask.shape[:2] != (frame.height, frame.width):
-            import cv2
-
             mask = cv2.resize(mask, (frame.width, frame.height), interpolation=cv2.INTER_NEAREST)
         return (mask > 0).astype(np.float32)

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from eval.datasets import GroundTruth, GtViolation, GtViolations
+from eval.groundtruth import GroundTruth, GtSpeeds, GtViolation, GtViolations
 from eval.metrics import (
     PredTracks,
     association_counts,
@@ -117,8 +117,6 @@ def test_ignore_coverage_uses_the_union():
 
 
 def test_speed_summary_and_bins():
-    from eval.datasets import GtSpeeds
-
     gt = _gt()
     pred = _pred_from_gt(gt, speed=52.0)
     matched = prepare_sequence(gt, pred, 10)

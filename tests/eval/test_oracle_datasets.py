@@ -6,16 +6,17 @@ import numpy as np
 import pytest
 from shared_material import shared_path
 
-from eval.datasets import (
+from eval.datasets import load_dataset
+from eval.groundtruth import (
     DatasetError,
-    load_dataset,
+    GtFrame,
     load_gt_speeds,
     load_gt_violations,
     load_mot_gt,
     load_uavdt_gt,
     load_visdrone_gt,
 )
-from eval.oracle import GtFrame, OracleDetector, OracleSegmenter
+from eval.oracle import OracleDetector, OracleSegmenter
 from pipelines.types import Frame
 
 
