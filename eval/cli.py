@@ -6,6 +6,8 @@ import argparse
 import logging
 from pathlib import Path
 
+from pipelines.cli import add_pipeline_options, config_from_args, float_in, positive_int
+
 log = logging.getLogger(__name__)
 
 
@@ -26,8 +28,6 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from pipelines.cli import add_pipeline_options, float_in, positive_int
-
     e = sub.add_parser(
         "eval",
         help="evaluate the pipeline on a dataset (tracking, speed and violation metrics)",
@@ -119,8 +119,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from eval.datasets import load_dataset
-    from eval.runner import OracleOptions, Variant, evaluate, parse_ablations
-    from pipelines.cli import config_from_args
+    from eval.runner import evaluate
+    from eval.variants import OracleOptions, Variant, parse_ablations
 
     dataset = load_dataset(args.dataset)
     base_cfg = config_from_args(args)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from eval.runner import EvalReport, OracleOptions
-    from pipelines.config import PipelineConfig
+from eval.metrics import SpeedSamples, prepare_sequence
+from eval.results import EvalReport, SequenceResult, results_json
+from eval.variants import OracleOptions
+from pipelines.config import PipelineConfig
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,6 @@ def write_report(
     oracle: OracleOptions | None = None,
     max_frames: int | None = None,
 ) -> None:
-    from eval.runner import results_json
-
     out.mkdir(parents=True, exist_ok=True)
     meta = {
         "max_frames": max_frames,
@@ -56,7 +55,7 @@ def write_report(
 
 def _detector_label(base: PipelineConfig) -> str:
     """The base detector as run: explicit weights, or the shipped default the builder resolves."""
-    from pipelines.builder import DEFAULT_DETECTOR_CANDIDATES, default_weights
+    from pipelines.builder import DEFAULT_DETECTOR_CANDIDATES, default_weights  # loads torch
 
     if base.detector.weights is not None:
         return str(base.detector.weights)
@@ -140,45 +139,62 @@ def render_markdown(report: EvalReport, plots: list[Path], meta: dict) -> str:
 
 
 def write_plots(report: EvalReport, out: Path) -> list[Path]:
-    import matplotlib
+    """PNG plots of the report in ``out``: metrics per configuration, speed errors, a track timeline."""
+    import matplotlib  # heavy; only the plots need it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     names = [v.name for v in report.variants]
+    bars = _plot_configurations(report, names, out / "metrics_by_configuration.png")
+    if bars is not None:
+        written.append(bars)
+    per_variant = _speed_errors(report, names)
+    if per_variant:
+        written += _plot_speed_errors(per_variant, out)
+    first = next((r for r in report.results if r.gt is not None), None)
+    if first is not None:
+        written.append(_plot_track_timeline(first, out / "track_timeline.png"))
+    return written
 
-    # 1. metric bars per configuration
+
+def _plot_configurations(report: EvalReport, names: list[str], path: Path) -> Path | None:
+    """Tracking metrics and speed errors, one group of bars per configuration."""
+    import matplotlib.pyplot as plt
+
     keys = ("HOTA", "MOTA", "IDF1")
     vals = np.array(
         [[(report.combined[n].get("tracking") or {}).get(k, np.nan) for k in keys] for n in names], float
     )
-    if np.isfinite(vals).any():
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        x = np.arange(len(names))
-        width = 0.8 / len(keys)
-        for i, k in enumerate(keys):
-            axes[0].bar(x + i * width - 0.4 + width / 2, np.nan_to_num(vals[:, i]), width, label=k)
-        axes[0].set_xticks(x, names, rotation=20, ha="right")
-        axes[0].set_ylim(min(0.0, np.nanmin(vals) - 0.05), 1.0)
-        axes[0].set_title("tracking")
-        axes[0].legend()
-        mae = [(report.combined[n].get("speed") or {}).get("mae_kmh", np.nan) for n in names]
-        p95 = [(report.combined[n].get("speed") or {}).get("p95_abs_kmh", np.nan) for n in names]
-        axes[1].bar(x - 0.2, np.nan_to_num(mae), 0.4, label="MAE")
-        axes[1].bar(x + 0.2, np.nan_to_num(p95), 0.4, label="p95 |error|")
-        axes[1].set_xticks(x, names, rotation=20, ha="right")
-        axes[1].set_ylabel("km/h")
-        axes[1].set_title("speed error")
-        axes[1].legend()
-        fig.tight_layout()
-        written.append(_save(fig, out / "metrics_by_configuration.png"))
+    if not np.isfinite(vals).any():
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    x = np.arange(len(names))
+    width = 0.8 / len(keys)
+    for i, k in enumerate(keys):
+        axes[0].bar(x + i * width - 0.4 + width / 2, np.nan_to_num(vals[:, i]), width, label=k)
+    axes[0].set_xticks(x, names, rotation=20, ha="right")
+    axes[0].set_ylim(min(0.0, np.nanmin(vals) - 0.05), 1.0)
+    axes[0].set_title("tracking")
+    axes[0].legend()
+    mae = [(report.combined[n].get("speed") or {}).get("mae_kmh", np.nan) for n in names]
+    p95 = [(report.combined[n].get("speed") or {}).get("p95_abs_kmh", np.nan) for n in names]
+    axes[1].bar(x - 0.2, np.nan_to_num(mae), 0.4, label="MAE")
+    axes[1].bar(x + 0.2, np.nan_to_num(p95), 0.4, label="p95 |error|")
+    axes[1].set_xticks(x, names, rotation=20, ha="right")
+    axes[1].set_ylabel("km/h")
+    axes[1].set_title("speed error")
+    axes[1].legend()
+    fig.tight_layout()
+    return _save(fig, path)
 
-    # 2-4. speed error plots
-    from eval.metrics import SpeedSamples
 
-    per_variant = {}
+SpeedErrors = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # variant -> (true, error, altitude)
+
+
+def _speed_errors(report: EvalReport, names: list[str]) -> SpeedErrors:
+    """Per configuration, the speed samples that have a prediction."""
+    per_variant: SpeedErrors = {}
     for n in names:
         ss = [r.speed_samples for r in report.results if r.variant == n and r.speed_samples is not None]
         if ss:
@@ -186,64 +202,70 @@ def write_plots(report: EvalReport, out: Path) -> list[Path]:
             ok = np.isfinite(s.pred_kmh)
             if ok.any():
                 per_variant[n] = (s.gt_kmh[ok], s.error[ok], s.altitude_m[ok])
-    if per_variant:
-        fig, ax = plt.subplots(figsize=(6.5, 4))
-        all_err = np.concatenate([e for _, e, _ in per_variant.values()])
-        lim = max(1.0, float(np.percentile(np.abs(all_err), 99)))
-        bins = np.linspace(-lim, lim, 61)
-        for n, (_, e, _) in per_variant.items():
-            ax.hist(e, bins=bins, histtype="step", label=n, linewidth=1.5)
-        ax.set_xlabel("speed error (predicted - true), km/h")
-        ax.set_ylabel("samples (frames)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        written.append(_save(fig, out / "speed_error_hist.png"))
+    return per_variant
 
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for n, (g, e, a) in per_variant.items():
-            axes[0].scatter(g, e, s=3, alpha=0.3, label=n)
-            alts = np.unique(a[np.isfinite(a)])
-            if len(alts):
-                means = [np.mean(np.abs(e[a == al])) for al in alts]
-                p95s = [np.percentile(np.abs(e[a == al]), 95) for al in alts]
-                axes[1].plot(alts, means, "o-", label=f"{n} MAE")
-                axes[1].plot(alts, p95s, "x--", label=f"{n} p95")
-        axes[0].axhline(0, color="k", linewidth=0.8)
-        axes[0].set_xlabel("true speed, km/h")
-        axes[0].set_ylabel("error, km/h")
-        axes[0].set_title("error vs speed")
-        axes[0].legend(fontsize=8, markerscale=4)
-        axes[1].set_xlabel("altitude, m")
-        axes[1].set_ylabel("|error|, km/h")
-        axes[1].set_title("error vs altitude")
-        axes[1].legend(fontsize=8)
-        fig.tight_layout()
-        written.append(_save(fig, out / "speed_error_vs_speed_altitude.png"))
 
-    # 5. track timeline of the first scored sequence of the first configuration
-    first = next((r for r in report.results if r.gt is not None), None)
-    if first is not None:
-        fig, ax = plt.subplots(figsize=(10, 4.5))
-        gt = first.gt
-        scored = ~gt.distractor
-        gids = np.unique(gt.ids[scored])
-        row_of = {int(g): i for i, g in enumerate(gids)}
-        for g in gids:
-            fr = gt.frames[scored & (gt.ids == g)]
-            ax.plot(fr, np.full(len(fr), row_of[int(g)]), "|", color="0.75", markersize=4)
-        from eval.metrics import prepare_sequence
+def _plot_speed_errors(per_variant: SpeedErrors, out: Path) -> list[Path]:
+    """A histogram of the speed errors, and the errors against true speed and altitude."""
+    import matplotlib.pyplot as plt
 
-        matched = prepare_sequence(gt, first.tracks, first.frames)
-        cmap = plt.get_cmap("tab20")
-        for f, gid, prow, _ in matched.pairs:
-            tid = int(first.tracks.ids[prow])
-            ax.plot([f], [row_of.get(gid, -1)], "|", color=cmap(tid % 20), markersize=6)
-        ax.set_xlabel("frame")
-        ax.set_ylabel("ground-truth vehicle")
-        ax.set_title(f"{first.variant} / {first.sequence}: grey = ground truth, colour = matched track id")
-        fig.tight_layout()
-        written.append(_save(fig, out / "track_timeline.png"))
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    all_err = np.concatenate([e for _, e, _ in per_variant.values()])
+    lim = max(1.0, float(np.percentile(np.abs(all_err), 99)))
+    bins = np.linspace(-lim, lim, 61)
+    for n, (_, e, _) in per_variant.items():
+        ax.hist(e, bins=bins, histtype="step", label=n, linewidth=1.5)
+    ax.set_xlabel("speed error (predicted - true), km/h")
+    ax.set_ylabel("samples (frames)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    written = [_save(fig, out / "speed_error_hist.png")]
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for n, (g, e, a) in per_variant.items():
+        axes[0].scatter(g, e, s=3, alpha=0.3, label=n)
+        alts = np.unique(a[np.isfinite(a)])
+        if len(alts):
+            means = [np.mean(np.abs(e[a == al])) for al in alts]
+            p95s = [np.percentile(np.abs(e[a == al]), 95) for al in alts]
+            axes[1].plot(alts, means, "o-", label=f"{n} MAE")
+            axes[1].plot(alts, p95s, "x--", label=f"{n} p95")
+    axes[0].axhline(0, color="k", linewidth=0.8)
+    axes[0].set_xlabel("true speed, km/h")
+    axes[0].set_ylabel("error, km/h")
+    axes[0].set_title("error vs speed")
+    axes[0].legend(fontsize=8, markerscale=4)
+    axes[1].set_xlabel("altitude, m")
+    axes[1].set_ylabel("|error|, km/h")
+    axes[1].set_title("error vs altitude")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    written.append(_save(fig, out / "speed_error_vs_speed_altitude.png"))
     return written
+
+
+def _plot_track_timeline(first: SequenceResult, path: Path) -> Path:
+    """Ground-truth vehicles over time (grey) and the track ids matched to them (colours)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    gt = first.gt
+    scored = ~gt.distractor
+    gids = np.unique(gt.ids[scored])
+    row_of = {int(g): i for i, g in enumerate(gids)}
+    for g in gids:
+        fr = gt.frames[scored & (gt.ids == g)]
+        ax.plot(fr, np.full(len(fr), row_of[int(g)]), "|", color="0.75", markersize=4)
+    matched = prepare_sequence(gt, first.tracks, first.frames)
+    cmap = plt.get_cmap("tab20")
+    for f, gid, prow, _ in matched.pairs:
+        tid = int(first.tracks.ids[prow])
+        ax.plot([f], [row_of.get(gid, -1)], "|", color=cmap(tid % 20), markersize=6)
+    ax.set_xlabel("frame")
+    ax.set_ylabel("ground-truth vehicle")
+    ax.set_title(f"{first.variant} / {first.sequence}: grey = ground truth, colour = matched track id")
+    fig.tight_layout()
+    return _save(fig, path)
 
 
 def _save(fig, path: Path) -> Path:

@@ -21,7 +21,7 @@ from eval.metrics import (
     summarize_tracking,
     violation_metrics,
 )
-from eval.runner import Variant, parse_ablations
+from eval.variants import Variant, parse_ablations
 from pipelines.config import ConfigError, PipelineConfig
 from pipelines.types import Violation
 

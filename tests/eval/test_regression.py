@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from eval.datasets import load_dataset
-from eval.runner import OracleOptions, Variant, run_sequence
+from eval.runner import run_sequence
+from eval.variants import OracleOptions, Variant
 from pipelines.config import PipelineConfig
 
 BASELINES = json.loads(
