@@ -392,28 +392,35 @@ class StreamManager:
                 max_clock_skew_s=self.settings.telemetry_max_clock_skew_s,
             )
         except (TelemetryError, ValueError) as exc:
-            reason = str(exc)
-            sess.stats.telemetry_rejected += 1
-            sess.stats.telemetry_reject_reasons[reason[:120]] += 1
-            self.metrics.telemetry_messages.labels("rejected").inc()
-            log.debug("session %s: telemetry rejected: %s", sess.id, reason)
-            now = time.monotonic()
-            if now - sess.last_reject_notice >= 1.0:  # tell the sender, at most once a second
-                sess.last_reject_notice = now
-                self._send_event(
-                    sess,
-                    {
-                        "type": "telemetry.rejected",
-                        "session_id": sess.id,
-                        "reason": reason[:500],
-                        "rejected_total": sess.stats.telemetry_rejected,
-                    },
-                )
+            self._reject_telemetry(sess, str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - a message must never end the stream
+            log.warning("session %s: telemetry message could not be read", sess.id, exc_info=True)
+            self._reject_telemetry(sess, f"unreadable message ({type(exc).__name__})")
             return
         sess.telemetry.add(t)
         sess.clock.on_telemetry(t.timestamp_s, arrival)
         sess.stats.telemetry_received += 1
         self.metrics.telemetry_messages.labels("accepted").inc()
+
+    def _reject_telemetry(self, sess: StreamSession, reason: str) -> None:
+        """Count a rejected message by reason and tell the sender (at most once a second)."""
+        sess.stats.telemetry_rejected += 1
+        sess.stats.telemetry_reject_reasons[reason[:120]] += 1
+        self.metrics.telemetry_messages.labels("rejected").inc()
+        log.debug("session %s: telemetry rejected: %s", sess.id, reason)
+        now = time.monotonic()
+        if now - sess.last_reject_notice >= 1.0:
+            sess.last_reject_notice = now
+            self._send_event(
+                sess,
+                {
+                    "type": "telemetry.rejected",
+                    "session_id": sess.id,
+                    "reason": reason[:500],
+                    "rejected_total": sess.stats.telemetry_rejected,
+                },
+            )
 
     def _to_events_channel(self, sess: StreamSession, event: dict[str, Any]) -> None:
         if event.get("session_id") == sess.id:

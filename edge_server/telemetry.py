@@ -108,6 +108,8 @@ def parse_message(
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise TelemetryError(f"not JSON: {exc}") from exc
+    except RecursionError as exc:  # e.g. "[[[[...": the decoder recurses once per level
+        raise TelemetryError("not JSON: nested too deeply") from exc
     if not isinstance(obj, dict):
         raise TelemetryError("a telemetry message must be a JSON object")
     try:

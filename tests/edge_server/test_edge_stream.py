@@ -167,6 +167,7 @@ async def test_bad_telemetry_is_counted_never_fatal(server) -> None:
             f'{{"timestamp": {now:.3f}, "gimbal_pitch_deg": 400}}',
             f'{{"timestamp": {now:.3f}, "latitude": 91}}',
             "x" * 20000,  # too large
+            "[" * 10_000,  # 10 kB of nesting: rejected, not a RecursionError that ends the peer
             '{"timestamp": true, "altitude_m": 50}',  # strict types: not 1.0
             f'{{"timestamp": {now * 1000:.0f}, "altitude_m": 50, "gimbal_pitch_deg": -90}}',  # milliseconds
         ]
@@ -183,10 +184,11 @@ async def test_bad_telemetry_is_counted_never_fatal(server) -> None:
         s = c.get(f"/api/v1/sessions/{result.session_id}").json()
         violations = c.get("/api/v1/violations", params={"session_id": result.session_id}).json()["items"]
     assert s["status"] == "ended"
-    assert s["telemetry_rejected"] == 30
+    assert s["telemetry_rejected"] == 33
     assert s["telemetry_received"] > 10  # the good messages still count
     reasons = " | ".join(s["info"]["telemetry_reject_reasons"])
     assert "not JSON" in reasons and "altitude" in reasons and "too large" in reasons
+    assert "nested too deeply" in reasons
     assert "milliseconds" in reasons and "Input should be a valid number" in reasons
     # frames kept finding their telemetry: speeds, violations and the drone's altitude with them
     assert s["info"]["frames_without_telemetry"] < 0.2 * s["frames_processed"], s

@@ -82,6 +82,8 @@ def test_parse_good_message() -> None:
         ('{"timestamp": 1, "altitude_m": NaN}', "altitude"),
         ('{"timestamp": 1, "camera": "' + "x" * 100 + '"}', "camera"),
         ('{"timestamp": 1, "pad": "' + "x" * 20000 + '"}', "too large"),
+        ("[" * 10_000, "nested too deeply"),  # json.loads would raise RecursionError
+        ('{"timestamp": 1, "pad": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply"),
     ],
 )
 def test_bad_messages_are_rejected_with_a_reason(payload: str | bytes, reason: str) -> None:
