@@ -68,6 +68,9 @@ class ApiError(HTTPException):
         self.code = code
 
 
+UNAUTHORIZED_DETAIL = "missing or wrong bearer token (send 'Authorization: Bearer <AIRPATROL_API_TOKEN>')"
+
+
 def token_ok(request_token: str | None, expected: str) -> bool:
     return bool(request_token) and hmac.compare_digest(request_token.encode(), expected.encode())
 
@@ -79,12 +82,7 @@ def require_token(
     if token is None and request.url.path in ("/docs", "/openapi.json", "/redoc"):
         token = request.query_params.get("token")  # browsers cannot send headers to the docs page
     if not token_ok(token, request.app.state.api_token):
-        raise ApiError(
-            401,
-            "unauthorized",
-            "missing or wrong bearer token (send 'Authorization: Bearer <AIRPATROL_API_TOKEN>')",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        raise ApiError(401, "unauthorized", UNAUTHORIZED_DETAIL, headers={"WWW-Authenticate": "Bearer"})
 
 
 def _store(request: Request) -> Store:

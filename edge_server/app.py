@@ -15,13 +15,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge_server import __version__
 from edge_server.api import ApiError, json_error, protected, public, require_token
 from edge_server.events import EventBus
 from edge_server.ice import restrict_ice_host_addresses
 from edge_server.metrics import Metrics
+from edge_server.middleware import InternalErrorMiddleware, RequestGuardMiddleware
 from edge_server.rtc import StreamManager
 from edge_server.settings import ServerSettings, SettingsError
 from edge_server.store import Store
@@ -179,7 +179,12 @@ def create_app(
     app.state.metrics = metrics
     app.state.bus = bus
 
-    # Inside CORS (the last middleware added is the outermost), so a 500 still carries its headers.
+    # The last middleware added is the outermost: CORS -> InternalError -> RequestGuard -> routes, so
+    # a 401, 413 or 500 still carries the CORS headers, and a body over the limit is refused by the
+    # guard (not turned into a 500).
+    app.add_middleware(
+        RequestGuardMiddleware, api_token=api_token, max_body_bytes=settings.max_request_body_bytes
+    )
     app.add_middleware(InternalErrorMiddleware)
     if settings.cors_origins:
         app.add_middleware(
@@ -278,38 +283,6 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AirPatrolError)
     async def user_error(_request: Request, exc: AirPatrolError) -> JSONResponse:
         return json_error(400, "bad_request", str(exc))
-
-
-class InternalErrorMiddleware:
-    """Unhandled errors -> a JSON 500, logged once, and the connection stays usable.
-
-    An ``exception_handler(Exception)`` would run in Starlette's ServerErrorMiddleware, which sends
-    the response and then re-raises; uvicorn then logs a second traceback and closes the
-    connection, so a client's next request on that keep-alive connection fails with a read error.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def send_tracking(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_tracking)
-        except Exception:
-            if started:  # too late for a clean answer: let the server close the connection
-                raise
-            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
-            response = json_error(500, "internal_error", "internal server error (logged on the server)")
-            await response(scope, receive, send)
 
 
 def _short(value: Any) -> Any:

@@ -80,6 +80,8 @@ class ServerSettings(BaseSettings):
     snapshot_jpeg_quality: int = Field(90, ge=10, le=100)
 
     cors_origins: list[str] = []
+    # Larger request bodies are refused (413) before they are read; SDP offers are ~5-20 kB.
+    max_request_body_bytes: int = Field(1_048_576, ge=4096)
     shutdown_timeout_s: float = Field(20.0, gt=0)
 
     @field_validator("database_url")
