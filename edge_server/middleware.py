@@ -45,6 +45,18 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
+class _StartTracking:
+    """A ``send`` that remembers whether the response has started (then no other answer can go out)."""
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        self.started = self.started or message["type"] == "http.response.start"
+        await self.send(message)
+
+
 class RequestGuardMiddleware:
     """Bearer token and body size checked before a request body is read (see the module doc)."""
 
@@ -66,7 +78,6 @@ class RequestGuardMiddleware:
             await self._too_large(scope, receive, send)
             return
         received = 0
-        started = False
 
         async def limited_receive() -> Message:
             nonlocal received
@@ -77,15 +88,11 @@ class RequestGuardMiddleware:
                     raise _BodyTooLarge
             return message
 
-        async def send_tracking(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        tracked = _StartTracking(send)
         try:
-            await self.app(scope, limited_receive, send_tracking)
+            await self.app(scope, limited_receive, tracked)
         except _BodyTooLarge:
-            if started:
+            if tracked.started:
                 raise
             await self._too_large(scope, receive, send)
 
@@ -114,17 +121,11 @@ class InternalErrorMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def send_tracking(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        tracked = _StartTracking(send)
         try:
-            await self.app(scope, receive, send_tracking)
+            await self.app(scope, receive, tracked)
         except Exception:
-            if started:  # too late for a clean answer: let the server close the connection
+            if tracked.started:  # too late for a clean answer: let the server close the connection
                 raise
             log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
             response = json_error(500, "internal_error", "internal server error (logged on the server)")
