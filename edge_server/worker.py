@@ -392,9 +392,11 @@ class StreamWorker:
             self.session_id, status, reason, self.stats.received, self.stats.processed,
             self.stats.dropped, self.stats.violations,
         )  # fmt: skip
-        if self.peer.on_finished is not None:
+        on_finished = self.peer.on_finished
+        self.peer = PeerLink()  # the transport's callbacks refer back to it: no cycle outlives the stream
+        if on_finished is not None:
             with contextlib.suppress(Exception):
-                self.peer.on_finished(self.session_id, status, reason)
+                on_finished(self.session_id, status, reason)
 
 
 def close_pipeline(pipeline: Pipeline) -> None:

@@ -123,6 +123,11 @@ class RoadMaskLayer:
     def enabled(self) -> bool:
         return self.cfg.enabled and (self.segmenter is not None or self.polygon is not None)
 
+    def release(self) -> None:
+        """Let go of the segmenter (the stream is over) and of the last mask."""
+        self.segmenter = None
+        self.reset()
+
     def reset(self) -> None:
         """Forget the last mask (next update runs the segmenter)."""
         self.last_run_frame = None

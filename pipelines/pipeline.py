@@ -53,6 +53,7 @@ class Pipeline:
 
     _prev_time: float | None = None
     frames_processed: int = 0
+    closed: bool = False
 
     def _detect(self, frame: Frame) -> sv.Detections:
         dets = self.detector.detect(frame)
@@ -96,6 +97,8 @@ class Pipeline:
         return speeds
 
     def process(self, frame: Frame) -> FrameResult:
+        if self.closed:
+            raise RuntimeError("the pipeline is closed: build a new one for a new stream")
         timings: dict[str, float] = {}
         warnings: list[str] = []
         clock = time.perf_counter
@@ -164,13 +167,26 @@ class Pipeline:
         return self.rules.finish()
 
     def close(self) -> None:
-        """Drop the per-stream state (tracks, images) so a finished stream holds no memory."""
+        """Release the stream's models (detector, road segmenter) and state (tracks, images), so a
+        finished stream holds no memory even while something still refers to the pipeline. It
+        processes no frame after this; closing twice is harmless."""
+        self.closed = True
+        self.detector = _CLOSED_DETECTOR
+        self.road.release()
         self.displacement.reset()
         self.tracker.reset()
         self.speed.reset()
         self.road.reset()
         if self.egomotion is not None:
             self.egomotion.reset()
+
+
+class _ClosedDetector:
+    def detect(self, frame: Frame) -> sv.Detections:
+        raise RuntimeError("the pipeline is closed")
+
+
+_CLOSED_DETECTOR = _ClosedDetector()
 
 
 def _centre_gsd(proj: GroundProjector | None, frame: Frame) -> float | None:

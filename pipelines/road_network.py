@@ -37,6 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import cv2
 import numpy as np
+import segmentation_models_pytorch as smp
 import torch
 
 from pipelines.errors import WeightsError
@@ -248,8 +249,6 @@ def build_unet(
     encoder: str = "resnet18", classes: int = 1, decoder_channels: Sequence[int] | None = None
 ) -> torch.nn.Module:
     """An untrained ``smp.Unet`` (never downloads encoder weights); smp's decoder unless given."""
-    import segmentation_models_pytorch as smp
-
     kwargs = {} if decoder_channels is None else {"decoder_channels": tuple(int(c) for c in decoder_channels)}
     return smp.Unet(encoder_name=encoder, encoder_weights=None, classes=classes, **kwargs)
 

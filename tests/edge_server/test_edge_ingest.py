@@ -176,3 +176,37 @@ async def test_shutdown_closes_peers_and_flushes(server_factory) -> None:
     assert row.status == "ended" and row.end_reason == "server shutdown"
     assert srv.store.count_violations(sid) >= 1  # the open violation, closed by finish()
     assert row.frames_processed > 15
+
+
+async def test_a_finished_stream_lets_go_of_its_models_without_the_garbage_collector(server_factory) -> None:
+    """Every stream builds a pipeline (detector, road segmenter with its own infer request). When the
+    stream ends they are released at once, by reference counting: nothing of a finished session (its
+    callbacks, its worker) keeps them alive until a garbage collection happens to run."""
+    import gc
+    import threading
+    import weakref
+
+    released: list[tuple[weakref.ref, weakref.ref]] = []
+
+    def factory():
+        pipeline = build_pipeline(PipelineConfig(), detector=BrightBlobDetector())
+        assert pipeline.road.segmenter is not None  # the shipped road U-Net
+        released.append((weakref.ref(pipeline.detector), weakref.ref(pipeline.road.segmenter)))
+        return pipeline
+
+    srv = server_factory(app_kwargs={"pipeline_factory": factory})
+    threads: list[int] = []
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            result = await publish("synthetic", srv.url, TOKEN, max_seconds=1.5)
+            assert result.frames_sent > 10
+            await wait_for(lambda: srv.manager.active_count == 0)
+            detector, segmenter = released[-1]
+            await wait_for(lambda d=detector, s=segmenter: d() is None and s() is None, timeout=10)
+            threads.append(threading.active_count())
+        assert len(released) == 3 and all(d() is None and s() is None for d, s in released)
+        assert threads[-1] <= threads[0], threads  # pools start with the first stream; none grows per stream
+    finally:
+        gc.enable()

@@ -205,7 +205,7 @@ class _FrameAware:
         return np.ones((frame.height, frame.width), np.float32)
 
 
-def test_detector_and_segmenter_receive_each_frame_and_close_drops_the_stream_state():
+def test_detector_and_segmenter_receive_each_frame_and_close_releases_them():
     from pipelines.types import Frame
 
     model = _FrameAware()
@@ -215,6 +215,9 @@ def test_detector_and_segmenter_receive_each_frame_and_close_drops_the_stream_st
         pipeline.process(Frame(i, i / 30.0, np.zeros((90, 160, 3), np.uint8)))
     assert model.detected == [0, 1, 2, 3, 4]
     assert model.segmented == [0, 2, 4]
-    pipeline.close()  # the stream's state is dropped: the next frame starts afresh, with a new mask
-    pipeline.process(Frame(5, 5 / 30.0, np.zeros((90, 160, 3), np.uint8)))
-    assert model.segmented == [0, 2, 4, 5]
+    pipeline.close()  # the models and the stream's state are let go
+    assert pipeline.detector is not model and pipeline.road.segmenter is None
+    assert len(pipeline.displacement) == 0
+    with pytest.raises(RuntimeError, match="closed"):
+        pipeline.process(Frame(5, 5 / 30.0, np.zeros((90, 160, 3), np.uint8)))
+    pipeline.close()  # twice is harmless
