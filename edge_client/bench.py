@@ -32,7 +32,11 @@ DEFAULT_DETECTOR = "edge_client.synthetic:BrightBlobDetector"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--streams", type=int, nargs="+", default=[1, 2, 4], help="concurrent stream counts to run"
+        "--streams",
+        type=int,
+        nargs="+",
+        default=[1, 2, 4],
+        help="concurrent stream counts to run (0: none, e.g. with --churn)",
     )
     p.add_argument("--duration", type=float, default=30.0, help="seconds of video per run")
     p.add_argument(
@@ -67,6 +71,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pitch", type=float, help="gimbal pitch in degrees for the telemetry (overrides the SRT)"
     )
+    p.add_argument(
+        "--churn",
+        type=int,
+        default=0,
+        help="after the runs, open and close this many short streams in a row and report the server's "
+        "RSS, threads and open files after the first and after the last (a per-session leak check)",
+    )
+    p.add_argument("--churn-seconds", type=float, default=2.0, help="video seconds per --churn stream")
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
     p.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
 
@@ -134,6 +146,15 @@ class ServerProcess:
         except OSError:
             pass
         return float("nan")
+
+    def threads_and_files(self) -> tuple[int, int]:
+        """The server process's thread count and open file descriptors (-1 when unreadable)."""
+        try:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+            threads = int(status.split("Threads:")[1].split()[0])
+            return threads, len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+        except (OSError, IndexError, ValueError):
+            return -1, -1
 
     def cpu_s(self) -> float:
         """User + system CPU seconds of the server process so far."""
@@ -286,6 +307,29 @@ async def _long_run(url: str, token: str, args: argparse.Namespace, server: Serv
     return {"seconds": args.long_run, "session_id": result.session_id, "rss_mb": samples, "session": stats}
 
 
+async def _churn(url: str, token: str, args: argparse.Namespace, server: ServerProcess) -> dict[str, Any]:
+    """``args.churn`` short streams one after the other; the server's resources after each."""
+    import asyncio
+
+    from edge_client.publish import publish
+
+    samples: list[dict[str, Any]] = []
+    for _ in range(args.churn):
+        await publish(args.source, url, token, max_seconds=args.churn_seconds, passthrough=not args.encode)
+        await asyncio.sleep(0.5)  # the session's last writes
+        threads, files = server.threads_and_files()
+        samples.append({"rss_mb": round(server.rss_mb(), 1), "threads": threads, "open_files": files})
+    first, last = samples[0], samples[-1]
+    return {
+        "streams": args.churn,
+        "seconds_each": args.churn_seconds,
+        "after_first": first,
+        "after_last": last,
+        "rss_growth_mb": round(last["rss_mb"] - first["rss_mb"], 1),
+        "rss_mb": [x["rss_mb"] for x in samples],
+    }
+
+
 def _print_table(runs: list[dict[str, Any]], out: Any) -> None:
     """skip: frames the publisher left out to stay real time (its encoder fell behind); speeds:
     tracks the server measured a speed for (0: speeds disabled, e.g. no camera profile)."""
@@ -339,7 +383,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         server.wait_ready()
         report["rss_mb_idle"] = round(server.rss_mb(), 1)
-        for n in args.streams:
+        for n in (n for n in args.streams if n > 0):  # --streams 0: no concurrency runs
             log.info("bench: %d concurrent stream(s) for %.0f s", n, args.duration)
             run = asyncio.run(_run_streams(server.url, token, n, args, server))
             run["loadavg_after"] = _loadavg()
@@ -348,6 +392,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         if args.long_run > 0:
             log.info("bench: long run, one stream for %.0f s", args.long_run)
             report["long_run"] = asyncio.run(_long_run(server.url, token, args, server))
+        if args.churn > 0:
+            log.info("bench: %d short streams in a row", args.churn)
+            report["churn"] = asyncio.run(_churn(server.url, token, args, server))
     finally:
         server.stop()
     out = sys.stdout
@@ -374,6 +421,12 @@ def run_from_args(args: argparse.Namespace) -> int:
             f"long run {lr['seconds']:g} s of video, one stream: {lr['session']}\n"
             f"  RSS start {rss[0][1]} MB, max {max(r for _, r in rss)} MB, end {rss[-1][1]} MB "
             f"(samples every 15 s: {[r for _, r in rss]})\n"
+        )
+    if "churn" in report:
+        ch = report["churn"]
+        out.write(
+            f"churn: {ch['streams']} streams of {ch['seconds_each']:g} s in a row: after the first "
+            f"{ch['after_first']}, after the last {ch['after_last']}, RSS growth {ch['rss_growth_mb']} MB\n"
         )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

@@ -103,6 +103,9 @@ def _publish(args: argparse.Namespace) -> int:
         )
     )
     sys.stdout.write(json.dumps({"type": "summary", **result.summary()}) + "\n")
+    if result.error is not None:
+        log.error("the stream did not run to its end: %s", result.error)
+        return 1
     return 0
 
 

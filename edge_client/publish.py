@@ -30,6 +30,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from edge_server.telemetry import TelemetryMessage
 from pipelines.errors import AirPatrolError
 from pipelines.sources import open_source
+from pipelines.telemetry import validate_telemetry
 from pipelines.types import Telemetry
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class PublishResult:
     return_frames: int = 0
     events: list[dict[str, Any]] = field(default_factory=list)
     duration_s: float = 0.0
+    error: str | None = None  # why the stream did not run to its end (None: it did)
 
     @property
     def violations(self) -> list[dict[str, Any]]:
@@ -66,6 +68,7 @@ class PublishResult:
             "return_frames": self.return_frames,
             "violations": len(self.violations),
             "duration_s": round(self.duration_s, 2),
+            "error": self.error,
             "server": None if ended is None else {k: v for k, v in ended.items() if k not in ("type",)},
         }
 
@@ -74,18 +77,52 @@ class PublishResult:
 # sources
 
 
+# The synthetic scene's size range: an encoder and a WebRTC peer handle it, and memory stays small.
+SYNTHETIC_MIN_SIDE, SYNTHETIC_MAX_SIZE = 64, (3840, 2160)
+
+
 def synthetic_size(video: str | Path) -> tuple[int, int] | None:
-    """``synthetic`` -> (640, 360); ``synthetic:1280x720`` -> (1280, 720); a path -> None."""
+    """``synthetic`` -> (640, 360); ``synthetic:1280x720`` -> (1280, 720); a path -> None.
+
+    Raises :class:`PublishError` for a size that cannot be streamed (odd, tiny or beyond 4K)."""
     text = str(video)
     if text == SYNTHETIC:
         return 640, 360
-    if text.startswith(SYNTHETIC + ":"):
-        try:
-            w, h = (int(v) for v in text.split(":", 1)[1].lower().split("x"))
-        except ValueError as exc:
-            raise PublishError(f"synthetic size must look like synthetic:1280x720, got {text!r}") from exc
-        return w, h
-    return None
+    if not text.startswith(SYNTHETIC + ":"):
+        return None
+    try:
+        w, h = (int(v) for v in text.split(":", 1)[1].lower().split("x"))
+    except ValueError as exc:
+        raise PublishError(f"synthetic size must look like synthetic:1280x720, got {text!r}") from exc
+    max_w, max_h = SYNTHETIC_MAX_SIZE
+    if not (SYNTHETIC_MIN_SIDE <= w <= max_w and SYNTHETIC_MIN_SIDE <= h <= max_h) or w % 2 or h % 2:
+        raise PublishError(
+            f"synthetic size {w}x{h} cannot be streamed: even sides from {SYNTHETIC_MIN_SIDE} "
+            f"up to {max_w}x{max_h}"
+        )
+    return w, h
+
+
+def check_video(video: str | Path) -> None:
+    """Fail now, with one clear line, for a video that cannot be streamed: missing, empty, not a
+    video, or with no decodable first frame (rather than a traceback once the peer is connected)."""
+    if synthetic_size(video) is not None:
+        return
+    path = Path(video)
+    if not path.exists():
+        raise PublishError(f"video not found: {video}")
+    if path.is_file() and path.stat().st_size == 0:
+        raise PublishError(f"video {video} is empty (0 bytes)")
+    try:
+        first = next(iter_frames(path, max_frames=1), None)
+    except AirPatrolError as exc:
+        raise PublishError(f"cannot stream {video}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - the decoder's own errors, whatever they are
+        raise PublishError(
+            f"cannot stream {video}: not a readable video ({type(exc).__name__}: {exc})"
+        ) from exc
+    if first is None:
+        raise PublishError(f"cannot stream {video}: it has no video frames")
 
 
 def iter_frames(path: str | Path, max_frames: int | None = None) -> Iterator[tuple[float, np.ndarray]]:
@@ -129,6 +166,7 @@ class _RealTimeTrack(MediaStreamTrack):
         self.sent = 0
         self.skipped = 0  # frames left out to stay in real time
         self.finished = asyncio.Event()
+        self.error: str | None = None  # the source failed (a damaged file read up to a point)
 
     def _ensure_live(self) -> None:
         if self.readyState != "live":
@@ -182,12 +220,17 @@ class PlaybackTrack(_RealTimeTrack):
         self._t0: float | None = None
 
     async def _next(self) -> tuple[float, np.ndarray] | None:
-        item = await asyncio.to_thread(next, self._it, None)
-        if item is None and self._loop_playback and self.sent:
-            self._offset = self._loop_offset()
-            self._it = self._make()
-            self._t0 = None
+        try:
             item = await asyncio.to_thread(next, self._it, None)
+            if item is None and self._loop_playback and self.sent:
+                self._offset = self._loop_offset()
+                self._it = self._make()
+                self._t0 = None
+                item = await asyncio.to_thread(next, self._it, None)
+        except Exception as exc:  # noqa: BLE001 - a damaged file: end the stream and say why
+            self.error = f"the video could not be read after {self.sent} frames: {exc}"
+            log.warning("%s", self.error)
+            return None
         return item
 
     async def recv(self) -> av.VideoFrame:
@@ -256,12 +299,17 @@ class PassthroughTrack(_RealTimeTrack):
             yield from self._bsf.filter(packet)
 
     def _next(self) -> av.Packet | None:
-        packet = next(self._packets, None)
-        if packet is None and self._loop_playback and self.sent:
-            self._offset = self._loop_offset()
-            self._container.seek(0)
-            self._packets = self._demux()
+        try:
             packet = next(self._packets, None)
+            if packet is None and self._loop_playback and self.sent:
+                self._offset = self._loop_offset()
+                self._container.seek(0)
+                self._packets = self._demux()
+                packet = next(self._packets, None)
+        except Exception as exc:  # noqa: BLE001 - a damaged file: end the stream and say why
+            self.error = f"the video could not be read after {self.sent} frames: {exc}"
+            log.warning("%s", self.error)
+            return None
         return packet
 
     async def recv(self) -> av.Packet:
@@ -341,6 +389,7 @@ def telemetry_source(
         }
     if not overrides:
         return None
+    validate_telemetry(Telemetry(timestamp_s=0.0, **overrides))  # --altitude nan, --pitch 45 ...
     return lambda t: Telemetry(timestamp_s=t, **overrides)
 
 
@@ -404,8 +453,11 @@ async def publish(
     ``extra_telemetry`` may return raw strings to send on the channel (tests use it for bad input).
     """
     server = server.rstrip("/")
-    if synthetic_size(video) is None and not Path(video).exists():
-        raise PublishError(f"video not found: {video}")
+    check_video(video)
+    if not telemetry_hz > 0:
+        raise PublishError(f"telemetry rate must be above 0 Hz, got {telemetry_hz!r}")
+    if max_seconds is not None and not max_seconds > 0:
+        raise PublishError(f"max seconds must be above 0, got {max_seconds!r}")
     if passthrough and synthetic_size(video) is not None:
         raise PublishError("--passthrough relays a file's H.264; it cannot be used with the synthetic source")
     peer = _PublishingPeer(
@@ -433,9 +485,11 @@ async def publish(
                 " (WHIP)" if whip else "",
             )
             await peer.wait_connected(server, connect_timeout_s)
+            watchdog = asyncio.create_task(peer.watch_server(client, server))
+            peer.tasks.append(watchdog)
             await peer.stream_until_done(stop, linger_s)
         finally:
-            if resource is not None and not peer.ended.is_set():
+            if resource is not None and not peer.ended.is_set() and not peer.server_gone:
                 with contextlib.suppress(httpx.HTTPError):
                     await client.delete(resource, timeout=60.0)  # the server flushes, then answers
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -467,6 +521,8 @@ class _PublishingPeer:
         self.events_channel = self.pc.createDataChannel("events")
         self.ended = asyncio.Event()
         self.connected = asyncio.Event()
+        self.lost = asyncio.Event()  # the stream cannot go on (``result.error`` says why)
+        self.server_gone = False  # ... because the server or the connection is gone
         self.track: PlaybackTrack | PassthroughTrack | None = None
         self.tasks: list[asyncio.Task] = []
         self._last_tel = -1e9
@@ -543,8 +599,34 @@ class _PublishingPeer:
         if self.pc.connectionState == "connected":
             self.connected.set()
         elif self.pc.connectionState in ("failed", "closed"):
+            if self.connected.is_set() and not self.ended.is_set():
+                self.server_gone = True
+                self._lose(f"the WebRTC connection {self.pc.connectionState}")
             self.ended.set()
             self.connected.set()
+
+    def _lose(self, why: str) -> None:
+        if self.result.error is None:
+            self.result.error = why
+        self.lost.set()
+
+    async def watch_server(
+        self, client: httpx.AsyncClient, server: str, interval_s: float = 1.0, misses: int = 3
+    ) -> None:
+        """Ask the server's /healthz every ``interval_s``; ``misses`` failures in a row = it is gone
+        (a killed server is noticed in seconds, not after ICE consent runs out)."""
+        missed = 0
+        while not self.ended.is_set():
+            await asyncio.sleep(interval_s)
+            try:
+                ok = (await client.get(f"{server}/healthz", timeout=interval_s * 2)).status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            missed = 0 if ok else missed + 1
+            if missed >= misses:
+                self.server_gone = True
+                self._lose(f"the server at {server} stopped answering")
+                return
 
     async def wait_connected(self, server: str, timeout_s: float) -> None:
         try:
@@ -557,13 +639,19 @@ class _PublishingPeer:
     async def stream_until_done(self, stop: asyncio.Event | None, linger_s: float) -> None:
         """Until the video ends, the server ends the session, or ``stop`` is set."""
         assert self.track is not None
-        waiters = [asyncio.create_task(self.track.finished.wait()), asyncio.create_task(self.ended.wait())]
+        waiters = [
+            asyncio.create_task(self.track.finished.wait()),
+            asyncio.create_task(self.ended.wait()),
+            asyncio.create_task(self.lost.wait()),
+        ]
         if stop is not None:
             waiters.append(asyncio.create_task(stop.wait()))
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         for w in waiters:
             w.cancel()
-        if not self.ended.is_set():
+        if self.track.error is not None:
+            self._lose(self.track.error)
+        if not self.ended.is_set() and not self.lost.is_set():
             await asyncio.sleep(linger_s)  # violations closing on the last frames
 
     async def close(self) -> None:

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.timeout(180)
 def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
     out = tmp_path / "bench.json"
     rc = main(["serve-bench", "--streams", "1", "--duration", "4", "--video", "synthetic:640x360",
-               "--json", str(out)])  # fmt: skip
+               "--churn", "3", "--churn-seconds", "1.5", "--json", str(out)])  # fmt: skip
     assert rc == 0
     report = json.loads(out.read_text())
     (run,) = report["runs"]
@@ -28,3 +28,8 @@ def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
     table = capsys.readouterr().out
     header = next(line.split() for line in table.splitlines() if line.split()[:1] == ["streams"])
     assert "speeds" in header and "p95" in header
+    # the per-session leak check: three streams in a row, the server's resources after each
+    churn = report["churn"]
+    assert churn["streams"] == 3 and len(churn["rss_mb"]) == 3
+    assert churn["after_last"]["threads"] > 0 and churn["after_last"]["open_files"] > 0
+    assert "churn: 3 streams" in table

@@ -131,3 +131,103 @@ def test_killed_publisher_session_is_closed_and_kept(server: RunningServer, flig
         s = c.get(f"/api/v1/sessions/{sess.id}").json()
     assert s["status"] == "ended" and ("no video" in s["end_reason"] or "peer" in s["end_reason"]), s
     assert s["violations_count"] >= 1
+
+
+def _truncated_mkv(path: Path, seconds: float = 5.0, keep: float = 0.6) -> Path:
+    """A Matroska file (its duration in the header) cut at ``keep`` of its bytes: it opens, plays
+    its first part, then fails."""
+    from fractions import Fraction
+
+    import av
+
+    from edge_client.synthetic import SyntheticScene
+
+    scene = SyntheticScene(640, 360)
+    full = path.with_name("full.mkv")
+    with av.open(str(full), "w", format="matroska") as container:
+        stream = container.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 640, 360, "yuv420p"
+        stream.options = {"preset": "veryfast", "bf": "0", "g": "30"}
+        for i in range(int(seconds * 30)):
+            frame = av.VideoFrame.from_ndarray(scene.render(i / 30), format="bgr24")
+            frame.pts, frame.time_base = i, Fraction(1, 30)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    data = full.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "extra", "needle"),
+    [
+        (lambda d: d / "empty.mp4", [], "empty (0 bytes)"),
+        (lambda d: d / "noise.mp4", [], "cannot stream"),
+        (lambda d: d / "notes.mp4", [], "cannot stream"),
+        (lambda d: d / "cut.mp4", [], "cannot stream"),  # an MP4 cut before its index
+        (lambda d: "synthetic:0x0", [], "cannot be streamed"),
+        (lambda d: "synthetic:100000x100000", [], "cannot be streamed"),  # would need ~23 GB
+        (lambda d: "synthetic", ["--altitude", "nan"], "altitude_m=nan"),
+        (lambda d: "synthetic", ["--pitch", "45"], "gimbal pitch 45.0"),
+        (lambda d: "synthetic", ["--max-seconds", "-1"], "max seconds"),
+    ],
+    ids=["empty", "noise", "text", "cut-mp4", "0x0", "huge", "altitude-nan", "pitch-45", "max-seconds"],
+)
+def test_unusable_input_is_refused_up_front(tmp_path, flight, capsys, make, extra, needle) -> None:
+    """Checked before any connection (the server here does not even exist): exit 2, one line."""
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    (tmp_path / "noise.mp4").write_bytes(os.urandom(5000))
+    (tmp_path / "notes.mp4").write_text("not a video\n")
+    (tmp_path / "cut.mp4").write_bytes(flight[0].read_bytes()[:20000])
+    from airpatrol.cli import main
+
+    code = main(["publish", str(make(tmp_path)), *extra, "--server", "http://127.0.0.1:9", "--token", TOKEN])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and "Traceback" not in err, err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1, err
+
+
+def test_a_video_damaged_midway_ends_the_stream_with_an_error(
+    server: RunningServer, tmp_path, capsys
+) -> None:
+    video = _truncated_mkv(tmp_path / "cut.mkv")
+    from airpatrol.cli import main
+
+    code = main(["publish", str(video), "--server", server.url, "--token", TOKEN, "--ice-host", "127.0.0.1"])
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out.strip().splitlines()[-1])
+    assert code == 1 and "could not be read after" in summary["error"], captured
+    assert summary["frames_sent"] > 30 and "Traceback" not in captured.err
+    with server.client() as c:  # the server was told: the session is closed with what it got
+        session = c.get(f"/api/v1/sessions/{summary['session_id']}").json()
+    assert session["status"] == "ended" and session["frames_processed"] > 0
+
+
+async def test_a_killed_server_is_noticed_in_seconds(tmp_path) -> None:
+    """kill -9 of the server mid-stream: the publisher stops within seconds and says so."""
+    import argparse
+    import asyncio
+
+    from edge_client.bench import DEFAULT_DETECTOR, ServerProcess
+    from edge_client.publish import publish
+
+    args = argparse.Namespace(
+        port=0, streams=[1], process_max_width=None, detector_factory=DEFAULT_DETECTOR, config=None
+    )
+    server = ServerProcess(args, tmp_path / "server", TOKEN)
+    try:
+        server.wait_ready()
+        task = asyncio.create_task(publish("synthetic", server.url, TOKEN, max_seconds=60.0))
+        await asyncio.sleep(4.0)
+        assert not task.done()
+        server.proc.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        result = await asyncio.wait_for(task, 30.0)
+        noticed_s = time.monotonic() - killed
+    finally:
+        server.stop()
+    assert result.error is not None and ("stopped answering" in result.error or "connection" in result.error)
+    assert result.frames_sent > 30
+    assert noticed_s < 10.0, noticed_s
