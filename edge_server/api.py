@@ -168,12 +168,31 @@ async def webrtc_offer(request: Request, body: SdpIn) -> SdpOut:
     f"{API_PREFIX}/webrtc/{{session_id}}",
     tags=["ingest"],
     summary="End a phone-app stream (closing the peer connection does the same)",
-    responses={404: {"model": ErrorOut}},
+    responses={
+        202: {"description": "stopped; still being stored (session.ended follows)"},
+        404: {"model": ErrorOut},
+    },
 )
-async def webrtc_stop(request: Request, session_id: str) -> dict[str, Any]:
-    if not await _manager(request).close(session_id, "ended by client"):
+async def webrtc_stop(request: Request, session_id: str) -> JSONResponse:
+    outcome = await _manager(request).close(session_id, "ended by client")
+    if outcome is None:
         raise ApiError(404, "not_found", f"no active stream {session_id}")
-    return {"session_id": session_id, "status": "ended"}
+    return _stop_answer(session_id, outcome)
+
+
+def _stop_answer(session_id: str, outcome: str) -> JSONResponse:
+    """200 once the stream is flushed and stored; 202 while it is still flushing (its
+    ``session.ended`` event and the session row follow when it is done)."""
+    if outcome == "ended":
+        return JSONResponse({"session_id": session_id, "status": "ended"})
+    return JSONResponse(
+        {
+            "session_id": session_id,
+            "status": "closing",
+            "detail": "the stream is stopped and still being stored; session.ended follows when it is done",
+        },
+        status_code=202,
+    )
 
 
 WHIP_REQUEST_BODY = {
@@ -235,12 +254,16 @@ async def whip_options() -> Response:
     "/whip/{session_id}",
     tags=["ingest"],
     summary="End a WHIP session",
-    responses={404: {"model": ErrorOut}},
+    responses={
+        202: {"description": "stopped; still being stored (session.ended follows)"},
+        404: {"model": ErrorOut},
+    },
 )
-async def whip_delete(request: Request, session_id: str) -> Response:
-    if not await _manager(request).close(session_id, "ended by client (WHIP DELETE)"):
+async def whip_delete(request: Request, session_id: str) -> JSONResponse:
+    outcome = await _manager(request).close(session_id, "ended by client (WHIP DELETE)")
+    if outcome is None:
         raise ApiError(404, "not_found", f"no active WHIP session {session_id}")
-    return Response(status_code=200)
+    return _stop_answer(session_id, outcome)
 
 
 @protected.patch(

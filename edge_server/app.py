@@ -20,6 +20,7 @@ from edge_server import __version__
 from edge_server.api import ApiError, json_error, protected, public, require_token
 from edge_server.events import EventBus
 from edge_server.ice import restrict_ice_host_addresses
+from edge_server.media import remove_partial_clips
 from edge_server.metrics import Metrics
 from edge_server.middleware import InternalErrorMiddleware, RequestGuardMiddleware
 from edge_server.rtc import StreamManager
@@ -216,6 +217,9 @@ def _lifespan(
         abandoned = await asyncio.to_thread(store.mark_abandoned_sessions)
         if abandoned:
             log.warning("marked %d sessions left active by a previous run as failed", abandoned)
+        partial = await asyncio.to_thread(remove_partial_clips, settings.resolved_media_dir)
+        if partial:
+            log.warning("removed %d half-written clips left by a previous run", partial)
         app.state.store = store
         app.state.manager = StreamManager(settings, store, bus, metrics, pipeline_factory)
         # Import the engine now so the first offer does not pay for it (a few seconds on small CPUs).

@@ -137,3 +137,15 @@ class PendingClip:
     start_s: float
     end_s: float  # violation end + post-roll
     done: threading.Event = field(default_factory=threading.Event)
+
+
+def remove_partial_clips(media_dir: Path) -> int:
+    """Delete clips a killed server left half written (``*.part.mp4``); returns how many."""
+    removed = 0
+    for path in media_dir.rglob("*.part.mp4"):
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            log.warning("could not remove the partial clip %s", path, exc_info=True)
+    return removed

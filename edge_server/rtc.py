@@ -158,6 +158,7 @@ class StreamSession:
     telemetry_offset_s: float = 0.0
     last_reject_notice: float = 0.0
     answer_sdp: str = ""
+    outcome: str = "ended"  # of closing: "ended" (flushed and stored) or "closing" (still flushing)
 
     def telemetry_at(self, media_time_s: float) -> Telemetry | None:
         if not len(self.telemetry):
@@ -201,7 +202,9 @@ class StreamManager:
         self.pipeline_factory = pipeline_factory
         self.sessions: dict[str, StreamSession] = {}
         self._pending = 0  # offers being set up (count against max_streams)
-        self._clip_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clips")
+        self._clip_executor = ThreadPoolExecutor(
+            max_workers=settings.clip_writers, thread_name_prefix="clips"
+        )
         self.services = StreamServices(settings, store, bus, metrics, self._clip_executor)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._shutting_down = False
@@ -445,14 +448,19 @@ class StreamManager:
         with contextlib.suppress(RuntimeError):
             asyncio.run_coroutine_threadsafe(self.close(session_id, reason or status), loop)
 
-    async def close(self, session_id: str, reason: str) -> bool:
-        """End a stream: stop the worker (it flushes everything), then close the peer."""
+    async def close(self, session_id: str, reason: str) -> str | None:
+        """End a stream: stop the worker (it flushes everything), then close the peer.
+
+        Returns ``"ended"`` once the session is flushed and stored, ``"closing"`` when the worker
+        is still flushing after ``shutdown_timeout_s`` (it goes on and announces ``session.ended``
+        when done), None for an unknown session.
+        """
         sess = self.sessions.get(session_id)
         if sess is None:
-            return False
+            return None
         if sess.closing:
             await sess.closed.wait()
-            return True
+            return sess.outcome
         sess.closing = True
         try:
             current = asyncio.current_task()
@@ -463,8 +471,9 @@ class StreamManager:
                 sess.worker.stop(reason)
                 done = await asyncio.to_thread(sess.worker.join, self.settings.shutdown_timeout_s)
                 if not done:
-                    log.error(
-                        "session %s: worker did not finish within %.0f s",
+                    sess.outcome = "closing"
+                    log.warning(
+                        "session %s: still flushing after %.0f s; it ends on its own",
                         session_id,
                         self.settings.shutdown_timeout_s,
                     )
@@ -480,8 +489,9 @@ class StreamManager:
             self.bus.remove_listener(session_id)
             self.sessions.pop(session_id, None)
             self.metrics.active_streams.set(len(self.sessions))
+            sess.worker = None  # a worker still flushing holds itself; the session keeps nothing alive
             sess.closed.set()
-        return True
+        return sess.outcome
 
     async def close_all(self, reason: str = "server shutdown") -> None:
         self._shutting_down = True

@@ -78,6 +78,12 @@ class ServerSettings(BaseSettings):
     clip_fps: float = Field(10.0, gt=0, le=60)
     clip_max_width: int = Field(640, ge=64)
     snapshot_jpeg_quality: int = Field(90, ge=10, le=100)
+    # A stream's end waits at most this long, in all, for its clips; later ones still finish.
+    clip_wait_s: float = Field(10.0, ge=0)
+    clip_writers: int = Field(2, ge=1, le=8)  # threads writing clips, shared by every stream
+    # The live counters of each stream are written to its session row this often (a crash
+    # loses at most this much of them).
+    session_persist_interval_s: float = Field(5.0, gt=0)
 
     cors_origins: list[str] = []
     # Larger request bodies are refused (413) before they are read; SDP offers are ~5-20 kB.

@@ -10,11 +10,12 @@ clip cannot be written.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import re
+import time
 from concurrent.futures import Executor, Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import numpy as np
@@ -160,10 +161,19 @@ class ViolationRecorder:
                 )
         self._pending = keep
 
-    def wait_for_clips(self, timeout_s: float = 60.0) -> None:
+    def wait_for_clips(self, timeout_s: float) -> int:
+        """Wait at most ``timeout_s`` in all for the clips being written; returns how many are not
+        done by then (they finish in the background and announce ``violation.clip_ready``)."""
+        deadline = time.monotonic() + timeout_s
+        pending = 0
         for fut in self._clip_futures:
-            with contextlib.suppress(Exception):
-                fut.result(timeout=timeout_s)
+            try:
+                fut.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                pending += 1
+            except Exception:  # noqa: BLE001 - _write_clip logs its own failures
+                pass
+        return pending
 
     def _write_clip(self, clip: PendingClip, frames: list) -> None:
         try:

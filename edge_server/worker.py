@@ -174,6 +174,7 @@ class StreamWorker:
         self._first_wall: float | None = None
         self._last_telemetry: Telemetry | None = None
         self._last_stats_pub = 0.0
+        self._last_persist = time.perf_counter()
         self._thread = threading.Thread(target=self._run, name=f"stream-{session_id[:8]}", daemon=True)
         self.status = "active"
         self.end_reason: str | None = None
@@ -291,6 +292,18 @@ class StreamWorker:
         self.violations.flush(frame.timestamp_s)
         self.stats.stage_ms_sum["annotate_ring_return"] += (time.perf_counter() - t_annotate) * 1000.0
         self._maybe_publish_stats(now)
+        self._maybe_persist(now)
+
+    def _maybe_persist(self, now: float) -> None:
+        """The live counters into the session row every ``session_persist_interval_s`` (a crash
+        then loses at most that much of them)."""
+        if now - self._last_persist < self.settings.session_persist_interval_s:
+            return
+        self._last_persist = now
+        try:
+            self.services.store.update_session(self.session_id, **self.stats.as_session_fields())
+        except Exception:  # noqa: BLE001 - the stream goes on; the end of the stream writes them again
+            log.warning("session %s: live counters not stored", self.session_id, exc_info=True)
 
     def _maybe_publish_stats(self, now: float) -> None:
         if now - self._last_stats_pub < self.settings.stats_interval_s:
@@ -355,7 +368,11 @@ class StreamWorker:
             except Exception:  # noqa: BLE001
                 log.exception("session %s: violation not stored", self.session_id)
         self.violations.flush(None)
-        self.violations.wait_for_clips(timeout_s=60)
+        late = self.violations.wait_for_clips(self.settings.clip_wait_s)
+        if late:
+            log.info(
+                "session %s: %d clips still being written; they follow as clip_ready", self.session_id, late
+            )
         try:
             self.services.store.replace_tracks(self.session_id, self.tracks.rows())
         except Exception:  # noqa: BLE001

@@ -210,3 +210,74 @@ async def test_a_finished_stream_lets_go_of_its_models_without_the_garbage_colle
         assert threads[-1] <= threads[0], threads  # pools start with the first stream; none grows per stream
     finally:
         gc.enable()
+
+
+async def test_a_stop_that_cannot_flush_in_time_says_so_and_the_session_ends_later(server_factory) -> None:
+    """DELETE answers 202 'closing' while the stream is still being stored (not 200 as if it were
+    done); the row reaches 'ended' with its counters once the worker finishes."""
+    import time
+
+    def slow_to_finish():
+        pipeline = build_pipeline(PipelineConfig(), detector=BrightBlobDetector())
+        finish = pipeline.finish
+
+        def finish_slowly():
+            time.sleep(3.0)  # e.g. many violations' clips and rows to write
+            return finish()
+
+        pipeline.finish = finish_slowly
+        return pipeline
+
+    srv = server_factory(app_kwargs={"pipeline_factory": slow_to_finish}, shutdown_timeout_s=0.5)
+    pc, sdp = await _offer()
+    async with httpx.AsyncClient(base_url=srv.url, headers=AUTH, timeout=30) as c:
+        r = await c.post("/whip", content=sdp, headers={"Content-Type": "application/sdp"})
+        assert r.status_code == 201, r.text
+        from aiortc import RTCSessionDescription
+
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=r.text, type="answer"))
+        session_id = r.headers["x-session-id"]
+        await wait_for(lambda: (s := srv.manager.get(session_id)) is not None and s.stats.processed > 5)
+        r = await c.delete(f"/whip/{session_id}")
+        assert r.status_code == 202 and r.json()["status"] == "closing", r.text
+        assert (await c.delete(f"/whip/{session_id}")).status_code == 404  # no longer a live stream
+        row = await wait_for(
+            lambda: (s := srv.store.get_session(session_id)).status == "ended" and s, timeout=15
+        )
+        assert row.frames_processed > 5 and row.end_reason == "ended by client (WHIP DELETE)"
+    await pc.close()
+
+
+async def test_live_counters_reach_the_session_row_while_the_stream_runs(server_factory) -> None:
+    srv = server_factory(session_persist_interval_s=0.5)
+    task = asyncio.create_task(publish("synthetic", srv.url, TOKEN, max_seconds=6.0))
+    try:
+        row = await wait_for(
+            lambda: next(
+                (
+                    r
+                    for r in srv.store.list_sessions(limit=5).items
+                    if r.status == "active" and r.frames_processed > 10
+                ),
+                None,
+            ),
+            timeout=30,
+        )
+        assert row.frames_received >= row.frames_processed  # a crash now would keep these
+    finally:
+        await task
+
+
+def test_half_written_clips_of_a_killed_server_are_removed_at_start(tmp_path) -> None:
+    from edge_helpers import start_server
+
+    media = tmp_path / "data" / "media" / "sess-x"
+    media.mkdir(parents=True)
+    (media / "t1_global_10.part.mp4").write_bytes(b"\x00" * 100)  # the encoder died mid-clip
+    (media / "t2_global_40.mp4").write_bytes(b"\x00" * 100)
+    (media / "t2_global_40.jpg").write_bytes(b"\xff\xd8")
+    srv = start_server(tmp_path)
+    try:
+        assert sorted(p.name for p in media.iterdir()) == ["t2_global_40.jpg", "t2_global_40.mp4"]
+    finally:
+        srv.stop()
