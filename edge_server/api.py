@@ -174,15 +174,15 @@ async def webrtc_offer(request: Request, body: SdpIn) -> SdpOut:
     },
 )
 async def webrtc_stop(request: Request, session_id: str) -> JSONResponse:
-    outcome = await _manager(request).close(session_id, "ended by client")
-    if outcome is None:
-        raise ApiError(404, "not_found", f"no active stream {session_id}")
-    return _stop_answer(session_id, outcome)
+    return await _stop(request, session_id, "ended by client", "stream")
 
 
-def _stop_answer(session_id: str, outcome: str) -> JSONResponse:
+async def _stop(request: Request, session_id: str, reason: str, what: str) -> JSONResponse:
     """200 once the stream is flushed and stored; 202 while it is still flushing (its
-    ``session.ended`` event and the session row follow when it is done)."""
+    ``session.ended`` event and the session row follow when it is done); 404 when unknown."""
+    outcome = await _manager(request).close(session_id, reason)
+    if outcome is None:
+        raise ApiError(404, "not_found", f"no active {what} {session_id}")
     if outcome == "ended":
         return JSONResponse({"session_id": session_id, "status": "ended"})
     return JSONResponse(
@@ -260,10 +260,7 @@ async def whip_options() -> Response:
     },
 )
 async def whip_delete(request: Request, session_id: str) -> JSONResponse:
-    outcome = await _manager(request).close(session_id, "ended by client (WHIP DELETE)")
-    if outcome is None:
-        raise ApiError(404, "not_found", f"no active WHIP session {session_id}")
-    return _stop_answer(session_id, outcome)
+    return await _stop(request, session_id, "ended by client (WHIP DELETE)", "WHIP session")
 
 
 @protected.patch(
