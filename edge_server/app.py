@@ -14,7 +14,9 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from swagger_ui_bundle import swagger_ui_path
 
 from edge_server import __version__
 from edge_server.api import ApiError, json_error, protected, public, require_token
@@ -56,8 +58,11 @@ _STATUS_CODES = {
 # browser, removed from the address bar and history, sent as "Authorization: Bearer" to fetch
 # /openapi.json, and put into Swagger UI's own Authorize dialog (the spec's "bearer" scheme) for
 # "Try it out". The server never writes it into HTML.
-SWAGGER_UI_JS = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"
-SWAGGER_UI_CSS = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css"
+# Its assets come from the swagger-ui-bundle package and are served by the server itself, so the
+# docs work on an edge box without internet and no third party sees who reads them.
+SWAGGER_UI_ASSETS = "/docs/assets"
+SWAGGER_UI_JS = f"{SWAGGER_UI_ASSETS}/swagger-ui-bundle.js"
+SWAGGER_UI_CSS = f"{SWAGGER_UI_ASSETS}/swagger-ui.css"
 DOCS_HTML = f"""<!DOCTYPE html>
 <html>
 <head>
@@ -236,7 +241,9 @@ def _lifespan(
 
 
 def _install_docs(app: FastAPI) -> None:
-    """The OpenAPI schema and its docs page, behind the token like the API itself."""
+    """The OpenAPI schema and its docs page, behind the token like the API itself; the page's
+    Swagger UI assets (public, no secret in them) from the installed swagger-ui-bundle."""
+    app.mount(SWAGGER_UI_ASSETS, StaticFiles(directory=swagger_ui_path), name="swagger-ui")
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
     async def openapi_json() -> JSONResponse:

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import datetime as dt
 import json
+import re
 import shutil
 import subprocess
 
@@ -111,6 +112,12 @@ def test_auth_everywhere_but_healthz(server: RunningServer) -> None:
             assert 'url: "/openapi.json"' in docs.text and 'preauthorizeApiKey("bearer", token)' in docs.text
             assert docs.headers["cache-control"] == "no-store"
             assert docs.headers["referrer-policy"] == "no-referrer"
+            # everything the page loads comes from this server: docs work on an offline edge box
+            assets = re.findall(r'(?:src|href)="([^"]+)"', docs.text)
+            assert assets and all(a.startswith("/docs/assets/") for a in assets), assets
+            for asset in assets:  # public files of the swagger-ui-bundle package, no token needed
+                r = anon.get(asset)
+                assert r.status_code == 200 and len(r.content) > 1000, asset
         assert anon.get("/docs", params={"token": "wrong"}).status_code == 401
         assert anon.get("/openapi.json", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
         spec = anon.get(f"/openapi.json?token={TOKEN}").json()
