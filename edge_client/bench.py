@@ -372,7 +372,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     }
     source = args.video
     if not args.encode:
-        from edge_client.publish import synthetic_size
+        from edge_client.tracks import synthetic_size
 
         size = synthetic_size(args.video)
         if size is not None:  # render the scene once as WebRTC-ready H.264 and relay it
@@ -397,7 +397,13 @@ def run_from_args(args: argparse.Namespace) -> int:
             report["churn"] = asyncio.run(_churn(server.url, token, args, server))
     finally:
         server.stop()
-    out = sys.stdout
+    _print_report(report, args, sys.stdout)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def _print_report(report: dict[str, Any], args: argparse.Namespace, out: Any) -> None:
     out.write(
         f"machine: {report['machine']}, load average before: {report['loadavg_before']}\n"
         f"video: {args.video}, {args.duration:g} s per run, detector {args.detector_factory}, "
@@ -428,9 +434,6 @@ def run_from_args(args: argparse.Namespace) -> int:
             f"churn: {ch['streams']} streams of {ch['seconds_each']:g} s in a row: after the first "
             f"{ch['after_first']}, after the last {ch['after_last']}, RSS growth {ch['rss_growth_mb']} MB\n"
         )
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
-    return 0
 
 
 def _loadavg() -> str:

@@ -62,7 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _publish(args: argparse.Namespace) -> int:
     import asyncio
 
-    from edge_client.publish import PublishError, publish, telemetry_source
+    from edge_client.publish import publish, telemetry_source
+    from edge_client.tracks import PublishError
     from edge_server.ice import restrict_ice_host_addresses
 
     token = args.token or os.environ.get("AIRPATROL_API_TOKEN")

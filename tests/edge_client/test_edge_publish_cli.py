@@ -42,7 +42,7 @@ def test_passthrough_needs_h264_without_b_frames(tmp_path) -> None:
     import av
     import numpy as np
 
-    from edge_client.publish import PassthroughTrack, PublishError
+    from edge_client.tracks import PassthroughTrack, PublishError
 
     path = tmp_path / "bframes.mp4"
     with av.open(str(path), "w") as container:

@@ -11,8 +11,9 @@ from aiortc import RTCConfiguration, RTCPeerConnection
 from aiortc.mediastreams import AudioStreamTrack
 from edge_helpers import TOKEN, speeding_in_view, wait_for
 
-from edge_client.publish import PlaybackTrack, iter_frames, publish
+from edge_client.publish import publish
 from edge_client.synthetic import BrightBlobDetector
+from edge_client.tracks import PlaybackTrack, iter_frames
 from pipelines.builder import build_pipeline
 from pipelines.config import PipelineConfig
 from pipelines.errors import WeightsError

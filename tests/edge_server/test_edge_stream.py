@@ -16,8 +16,9 @@ from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from edge_helpers import TOKEN, speeding_in_view, wait_for
 
-from edge_client.publish import PlaybackTrack, iter_frames, publish
+from edge_client.publish import publish
 from edge_client.synthetic import BrightBlobDetector, SyntheticScene
+from edge_client.tracks import PlaybackTrack, iter_frames
 
 pytestmark = pytest.mark.timeout(120)
 
