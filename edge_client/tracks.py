@@ -150,6 +150,11 @@ class _RealTimeTrack(MediaStreamTrack):
         if self._on_frame is not None:
             self._on_frame(source_ts, time.time())
 
+    def _source_failed(self, exc: Exception) -> None:
+        """The source broke off: remember why (the publisher reports it); the track ends."""
+        self.error = f"the video could not be read after {self.sent} frames: {exc}"
+        log.warning("%s", self.error)
+
     def _end(self) -> None:
         self.finished.set()
         self.stop()
@@ -181,9 +186,7 @@ class PlaybackTrack(_RealTimeTrack):
                 self._t0 = None
                 item = await asyncio.to_thread(next, self._it, None)
         except Exception as exc:  # noqa: BLE001 - a damaged file: end the stream and say why
-            self.error = f"the video could not be read after {self.sent} frames: {exc}"
-            log.warning("%s", self.error)
-            return None
+            return self._source_failed(exc)
         return item
 
     async def recv(self) -> av.VideoFrame:
@@ -260,9 +263,7 @@ class PassthroughTrack(_RealTimeTrack):
                 self._packets = self._demux()
                 packet = next(self._packets, None)
         except Exception as exc:  # noqa: BLE001 - a damaged file: end the stream and say why
-            self.error = f"the video could not be read after {self.sent} frames: {exc}"
-            log.warning("%s", self.error)
-            return None
+            return self._source_failed(exc)
         return packet
 
     async def recv(self) -> av.Packet:
