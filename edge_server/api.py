@@ -24,6 +24,9 @@ from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.datastructures import Headers
+from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
+from starlette.types import Receive, Scope, Send
 
 from edge_server.events import dumps
 from edge_server.rtc import CapacityError, OfferError, PipelineUnavailable, StreamManager
@@ -264,7 +267,10 @@ async def whip_delete(request: Request, session_id: str) -> JSONResponse:
 
 
 @protected.patch(
-    "/whip/{session_id}", tags=["ingest"], summary="Trickle ICE / ICE restart: not supported (405)"
+    "/whip/{session_id}",
+    tags=["ingest"],
+    summary="Trickle ICE / ICE restart: not supported (405)",
+    responses={405: {"model": ErrorOut}},
 )
 async def whip_patch(session_id: str) -> Response:
     raise ApiError(
@@ -280,7 +286,11 @@ async def whip_patch(session_id: str) -> Response:
 
 
 @protected.get(
-    f"{API_PREFIX}/sessions", response_model=SessionPage, tags=["sessions"], summary="Sessions, newest first"
+    f"{API_PREFIX}/sessions",
+    response_model=SessionPage,
+    tags=["sessions"],
+    summary="Sessions, newest first",
+    responses={400: {"model": ErrorOut, "description": "invalid cursor"}},
 )
 async def list_sessions(request: Request, query: Annotated[SessionQuery, Query()]) -> SessionPage:
     try:
@@ -375,6 +385,29 @@ async def get_violation(request: Request, violation_id: ViolationId) -> Violatio
     return ViolationOut.from_row(await _violation_or_404(request, violation_id))
 
 
+class MediaFileResponse(FileResponse):
+    """A snapshot or clip file; a ``Range`` it cannot serve gets a JSON error like every other
+    error of the API (Starlette answers those in plain text)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        http_range = Headers(scope=scope).get("range")
+        if http_range is not None and scope.get("method", "GET").upper() in ("GET", "HEAD"):
+            size = Path(self.path).stat().st_size
+            try:
+                self._parse_range_header(http_range, size)
+            except MalformedRangeHeader as exc:
+                await json_error(400, "invalid_range", exc.content or "malformed Range header")(
+                    scope, receive, send
+                )
+                return
+            except RangeNotSatisfiable:
+                detail = f"the range starts beyond the file's {size} bytes"
+                headers = {"Content-Range": f"bytes */{size}"}
+                await json_error(416, "range_not_satisfiable", detail, headers)(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
 def _media_file(request: Request, rel: str | None, what: str, violation_id: int) -> Path:
     if not rel:
         raise ApiError(404, "not_found", f"violation {violation_id} has no {what} (yet)")
@@ -394,7 +427,7 @@ def _media_file(request: Request, rel: str | None, what: str, violation_id: int)
 async def violation_snapshot(request: Request, violation_id: ViolationId) -> FileResponse:
     row = await _violation_or_404(request, violation_id)
     path = _media_file(request, row.snapshot_path, "snapshot", violation_id)
-    return FileResponse(path, media_type="image/jpeg", filename=f"violation-{violation_id}.jpg")
+    return MediaFileResponse(path, media_type="image/jpeg", filename=f"violation-{violation_id}.jpg")
 
 
 @protected.get(
@@ -406,7 +439,7 @@ async def violation_snapshot(request: Request, violation_id: ViolationId) -> Fil
 async def violation_clip(request: Request, violation_id: ViolationId) -> FileResponse:
     row = await _violation_or_404(request, violation_id)
     path = _media_file(request, row.clip_path, "clip", violation_id)
-    return FileResponse(path, media_type="video/mp4", filename=f"violation-{violation_id}.mp4")
+    return MediaFileResponse(path, media_type="video/mp4", filename=f"violation-{violation_id}.mp4")
 
 
 @protected.put(

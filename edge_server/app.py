@@ -240,10 +240,39 @@ def _lifespan(
     return lifespan
 
 
+def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
+    """Make the OpenAPI document say what the server sends on errors: every error is an
+    ``ErrorOut`` (FastAPI documents its own ``HTTPValidationError`` for 422, which this server
+    never sends), and a request with a body may get 413 from the request guard."""
+    error_ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+    for operations in schema.get("paths", {}).values():
+        for method, operation in operations.items():
+            responses = operation.setdefault("responses", {})
+            if "422" in responses:
+                responses["422"] = {
+                    "description": "invalid request: the fields at fault in detail",
+                    "content": error_ref,
+                }
+            if method in ("post", "put", "patch"):
+                responses.setdefault("413", {"description": "request body too large", "content": error_ref})
+    components = schema.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        components.pop(unused, None)
+    return schema
+
+
 def _install_docs(app: FastAPI) -> None:
     """The OpenAPI schema and its docs page, behind the token like the API itself; the page's
     Swagger UI assets (public, no secret in them) from the installed swagger-ui-bundle."""
     app.mount(SWAGGER_UI_ASSETS, StaticFiles(directory=swagger_ui_path), name="swagger-ui")
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_errors(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
     async def openapi_json() -> JSONResponse:

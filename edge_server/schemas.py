@@ -21,6 +21,9 @@ API_PREFIX = "/api/v1"
 class ErrorOut(BaseModel):
     error: str = Field(description="machine-readable code, e.g. not_found, unauthorized, invalid_request")
     detail: Any = Field(description="human-readable explanation (or a list of field problems)")
+    problems: list[dict[str, Any]] | None = Field(
+        None, description="422 only: each field at fault ({field, message, input})"
+    )
 
 
 class SdpIn(BaseModel):

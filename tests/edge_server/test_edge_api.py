@@ -122,6 +122,19 @@ def test_auth_everywhere_but_healthz(server: RunningServer) -> None:
         assert anon.get("/openapi.json", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
         spec = anon.get(f"/openapi.json?token={TOKEN}").json()
         assert "/whip" in spec["paths"] and "/api/v1/violations" in spec["paths"]
+        # the document says what the server sends: every error an ErrorOut, never FastAPI's own
+        # HTTPValidationError; a request with a body may get 413 from the guard
+        assert "HTTPValidationError" not in json.dumps(spec)
+        for path, operations in spec["paths"].items():
+            for method, op in operations.items():
+                for status, response in op["responses"].items():
+                    if status.startswith("4") and "content" in response:
+                        schema = response["content"]["application/json"]["schema"]
+                        assert schema == {"$ref": "#/components/schemas/ErrorOut"}, (method, path, status)
+                if method in ("post", "put", "patch"):
+                    assert "413" in op["responses"], (method, path)
+        assert "400" in spec["paths"]["/api/v1/sessions"]["get"]["responses"]
+        assert "405" in spec["paths"]["/whip/{session_id}"]["patch"]["responses"]
         assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     with server.client() as c:
         assert c.get("/metrics").status_code == 200
@@ -358,6 +371,16 @@ def test_false_positive_and_media_downloads(seeded: RunningServer) -> None:
         assert clip.content[4:8] == b"ftyp"
         ranged = c.get(f"/api/v1/violations/{vid}/clip.mp4", headers={"Range": "bytes=0-99"})
         assert ranged.status_code == 206 and len(ranged.content) == 100  # browsers seek with ranges
+        size = len(clip.content)
+        for header, status, error in [
+            (f"bytes={size + 10}-", 416, "range_not_satisfiable"),
+            ("items=0-1", 400, "invalid_range"),
+            ("bytes=50-10", 400, "invalid_range"),
+        ]:
+            r = c.get(f"/api/v1/violations/{vid}/clip.mp4", headers={"Range": header})
+            assert (r.status_code, r.json()["error"]) == (status, error), header  # JSON like every error
+        r = c.get(f"/api/v1/violations/{vid}/clip.mp4", headers={"Range": f"bytes={size + 10}-"})
+        assert r.headers["content-range"] == f"bytes */{size}"
         # a path outside the media folder is never served; a missing clip is a clear 404
         r = c.get(f"/api/v1/violations/{other}/snapshot.jpg")
         assert r.status_code == 404 and r.json()["error"] == "not_found"
