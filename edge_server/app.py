@@ -255,6 +255,9 @@ def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
                 }
             if method in ("post", "put", "patch"):
                 responses.setdefault("413", {"description": "request body too large", "content": error_ref})
+                responses.setdefault(
+                    "400", {"description": "unreadable body (e.g. not UTF-8)", "content": error_ref}
+                )
     components = schema.get("components", {}).get("schemas", {})
     for unused in ("HTTPValidationError", "ValidationError"):
         components.pop(unused, None)
