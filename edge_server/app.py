@@ -23,6 +23,7 @@ from edge_server.api import ApiError, json_error, protected, public, require_tok
 from edge_server.events import EventBus
 from edge_server.ice import restrict_ice_host_addresses
 from edge_server.media import remove_partial_clips
+from edge_server.media_loop import MediaLoop
 from edge_server.metrics import Metrics
 from edge_server.middleware import InternalErrorMiddleware, RequestGuardMiddleware
 from edge_server.rtc import StreamManager
@@ -226,7 +227,8 @@ def _lifespan(
         if partial:
             log.warning("removed %d half-written clips left by a previous run", partial)
         app.state.store = store
-        app.state.manager = StreamManager(settings, store, bus, metrics, pipeline_factory)
+        media = MediaLoop().start()  # WebRTC media on a loop of its own, apart from HTTP
+        app.state.manager = StreamManager(settings, store, bus, metrics, pipeline_factory, media)
         # Import the engine now so the first offer does not pay for it (a few seconds on small CPUs).
         await asyncio.to_thread(importlib.import_module, "pipelines.builder")
         log.info("AirPatrol edge server ready (database %s)", _redact(settings.resolved_database_url))
@@ -235,6 +237,7 @@ def _lifespan(
         finally:
             log.info("shutting down: closing %d streams", app.state.manager.active_count)
             await app.state.manager.close_all("server shutdown")
+            await asyncio.to_thread(media.stop)
             await asyncio.to_thread(store.close)
 
     return lifespan

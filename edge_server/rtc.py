@@ -15,11 +15,11 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import av
 import numpy as np
@@ -28,6 +28,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from edge_server.events import EventBus, dumps
 from edge_server.media import fit_width
+from edge_server.media_loop import MediaLoop
 from edge_server.metrics import Metrics
 from edge_server.settings import ServerSettings
 from edge_server.store import Store
@@ -41,6 +42,8 @@ if TYPE_CHECKING:  # the engine (torch, models) loads when the first pipeline is
     from pipelines.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 VIDEO_CLOCK_RATE = 90000
 
@@ -194,8 +197,10 @@ class StreamManager:
         bus: EventBus,
         metrics: Metrics,
         pipeline_factory: Callable[[], Pipeline],
+        media: MediaLoop | None = None,
     ) -> None:
         self.settings = settings
+        self.media = media  # where the peers live (None: the caller's loop)
         self.store = store
         self.bus = bus
         self.metrics = metrics
@@ -222,9 +227,27 @@ class StreamManager:
     def get(self, session_id: str) -> StreamSession | None:
         return self.sessions.get(session_id)
 
-    # -- session creation -----------------------------------------------------------------------
+    # -- called from the web server's loop ------------------------------------------------------
 
     async def create(self, offer_sdp: str, kind: str, remote: str | None = None) -> StreamSession:
+        """A new stream for this SDP offer (on the media loop); see :meth:`_create`."""
+        return await self._on_media(self._create(offer_sdp, kind, remote))
+
+    async def close(self, session_id: str, reason: str) -> str | None:
+        """End a stream (on the media loop); see :meth:`_close`."""
+        return await self._on_media(self._close(session_id, reason))
+
+    async def close_all(self, reason: str = "server shutdown") -> None:
+        await self._on_media(self._close_all(reason))
+
+    async def _on_media(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self.media is None or asyncio.get_running_loop() is self.media.loop:
+            return await coro
+        return await self.media.run(coro)
+
+    # -- session creation (media loop) ----------------------------------------------------------
+
+    async def _create(self, offer_sdp: str, kind: str, remote: str | None = None) -> StreamSession:
         check_offer_sdp(offer_sdp)
         if self._shutting_down:
             raise CapacityError("server is shutting down")
@@ -262,7 +285,7 @@ class StreamManager:
             sess.tasks.append(asyncio.create_task(self._consume_video(sess), name=f"video-{sess.id[:8]}"))
             self.metrics.active_streams.set(len(self.sessions))
             self.metrics.streams_total.labels(kind).inc()
-            self.bus.publish({"type": "session.started", "session_id": sess.id, "kind": kind})
+            self.bus.publish_threadsafe({"type": "session.started", "session_id": sess.id, "kind": kind})
             log.info("session %s started (%s from %s)", sess.id, kind, remote or "?")
             pc = None  # owned by the session now
             return sess
@@ -354,7 +377,7 @@ class StreamManager:
             state = pc.connectionState
             log.debug("session %s: connection %s", sess.id, state)
             if state in ("failed", "closed") and sess.id in self.sessions:
-                await self.close(sess.id, f"peer connection {state}")
+                await self._close(sess.id, f"peer connection {state}")
 
     # -- media and telemetry --------------------------------------------------------------------
 
@@ -383,7 +406,7 @@ class StreamManager:
                 index += 1
         except asyncio.CancelledError:
             return
-        self._spawn(self.close(sess.id, reason))
+        self._spawn(self._close(sess.id, reason))
 
     def _on_telemetry(self, sess: StreamSession, message: str | bytes) -> None:
         arrival = time.time()
@@ -426,8 +449,11 @@ class StreamManager:
             )
 
     def _to_events_channel(self, sess: StreamSession, event: dict[str, Any]) -> None:
-        if event.get("session_id") == sess.id:
-            self._send_event(sess, event)
+        """Bus listener (on the web server's loop): the event goes out on the media loop."""
+        loop = self._loop
+        if event.get("session_id") == sess.id and loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the media loop stopped (shutdown)
+                loop.call_soon_threadsafe(self._send_event, sess, event)
 
     @staticmethod
     def _send_event(sess: StreamSession, event: dict[str, Any]) -> None:
@@ -446,9 +472,9 @@ class StreamManager:
         if loop is None or loop.is_closed():
             return
         with contextlib.suppress(RuntimeError):
-            asyncio.run_coroutine_threadsafe(self.close(session_id, reason or status), loop)
+            asyncio.run_coroutine_threadsafe(self._close(session_id, reason or status), loop)
 
-    async def close(self, session_id: str, reason: str) -> str | None:
+    async def _close(self, session_id: str, reason: str) -> str | None:
         """End a stream: stop the worker (it flushes everything), then close the peer.
 
         Returns ``"ended"`` once the session is flushed and stored, ``"closing"`` when the worker
@@ -493,10 +519,10 @@ class StreamManager:
             sess.closed.set()
         return sess.outcome
 
-    async def close_all(self, reason: str = "server shutdown") -> None:
+    async def _close_all(self, reason: str) -> None:
         self._shutting_down = True
         await asyncio.gather(
-            *(self.close(sid, reason) for sid in list(self.sessions)), return_exceptions=True
+            *(self._close(sid, reason) for sid in list(self.sessions)), return_exceptions=True
         )
         self._clip_executor.shutdown(wait=True)
 

@@ -332,3 +332,33 @@ async def test_overload_drops_frames_and_latency_stays_bounded(server_factory) -
     third = len(latencies) // 3
     assert np.mean(latencies[-third:]) < np.mean(latencies[:third]) + processing_ms, latencies
     assert max(latencies[-third:]) < 3 * processing_ms, latencies
+
+
+async def test_a_blocked_web_server_loop_does_not_stall_frame_receipt(server) -> None:
+    """WebRTC media runs on a loop of its own: while the HTTP side is stuck (here its event loop is
+    blocked outright for 2 s, the worst a slow handler can do), frames keep arriving and being
+    processed."""
+    import threading
+
+    task = asyncio.create_task(publish("synthetic", server.url, TOKEN, max_seconds=8.0))
+    try:
+        session = await wait_for(
+            lambda: next((s for s in server.manager.sessions.values() if s.stats.processed > 10), None)
+        )
+        web_loop = server.app.state.bus.loop
+        blocked = threading.Event()
+
+        def block() -> None:
+            blocked.set()
+            time.sleep(2.0)
+
+        web_loop.call_soon_threadsafe(block)
+        await asyncio.to_thread(blocked.wait, 5)
+        await asyncio.sleep(0.2)
+        received, processed = session.stats.received, session.stats.processed
+        await asyncio.sleep(1.5)  # still inside the 2 s block
+        assert session.stats.received - received >= 20, "frame receipt stalled with the web loop"
+        assert session.stats.processed - processed >= 5
+    finally:
+        result = await task
+    assert result.frames_sent > 100
