@@ -79,6 +79,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "RSS, threads and open files after the first and after the last (a per-session leak check)",
     )
     p.add_argument("--churn-seconds", type=float, default=2.0, help="video seconds per --churn stream")
+    p.add_argument(
+        "--api-load",
+        type=int,
+        default=0,
+        help="during one live stream, send this many GET /api/v1/violations and compare the stream's "
+        "processed fps with the same time before (API isolation)",
+    )
+    p.add_argument("--api-concurrency", type=int, default=50, help="concurrent requests of --api-load")
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
     p.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
 
@@ -99,6 +107,7 @@ class ServerProcess:
                 "AIRPATROL_API_TOKEN": token,
                 "AIRPATROL_MAX_STREAMS": str(max(max(args.streams), 1)),
                 "AIRPATROL_STREAM_IDLE_TIMEOUT_S": "15",
+                "AIRPATROL_STATS_INTERVAL_S": "0.5",
             }
         )
         if args.process_max_width:
@@ -307,6 +316,71 @@ async def _long_run(url: str, token: str, args: argparse.Namespace, server: Serv
     return {"seconds": args.long_run, "session_id": result.session_id, "rss_mb": samples, "session": stats}
 
 
+async def _api_load(url: str, token: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One live stream; after a 5 s warm-up, ``args.api_load`` GETs at ``args.api_concurrency``.
+    The stream's processed fps (from its ``stats`` events, which come over WebRTC, not HTTP) during
+    the load (at least 3 s from its start) against an equal window just before it."""
+    import asyncio
+
+    import httpx
+
+    from edge_client.publish import publish
+
+    samples: list[tuple[float, int]] = []
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event.get("type") == "stats":
+            samples.append((time.monotonic(), int(event["frames_processed"])))
+
+    stop = asyncio.Event()
+    stream = asyncio.create_task(
+        publish(args.source, url, token, loop_playback=True, max_seconds=600.0, on_event=on_event,
+                return_video=False, telemetry=_telemetry(args), passthrough=not args.encode, stop=stop)
+    )  # fmt: skip
+    await asyncio.sleep(5.0)
+    statuses: dict[str, int] = {}
+    gate = asyncio.Semaphore(args.api_concurrency)
+    headers = {"Authorization": f"Bearer {token}"}
+    limits = httpx.Limits(max_connections=args.api_concurrency)
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60, limits=limits) as client:
+
+        async def one() -> None:
+            async with gate:
+                try:
+                    key = str((await client.get("/api/v1/violations", params={"limit": 50})).status_code)
+                except httpx.HTTPError as exc:
+                    key = type(exc).__name__
+                statuses[key] = statuses.get(key, 0) + 1
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(one() for _ in range(args.api_load)))
+        t1 = time.monotonic()
+    window = max(t1 - t0, 3.0)  # at least a few stats events (every 0.5 s) in each window
+    await asyncio.sleep(max(0.0, t0 + window - time.monotonic()) + 0.6)
+    stop.set()
+    await stream
+
+    def fps(a: float, b: float) -> float | None:
+        inside = [(t, n) for t, n in samples if a <= t <= b]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        return round((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]), 2)
+
+    before, during = fps(t0 - window, t0), fps(t0, t0 + window)
+    return {
+        "requests": args.api_load,
+        "concurrency": args.api_concurrency,
+        "client": "httpx.AsyncClient in the bench process (shares the cores with the server)",
+        "seconds": round(t1 - t0, 2),
+        "requests_per_s": round(args.api_load / max(t1 - t0, 1e-6), 1),
+        "statuses": statuses,
+        "errors": sum(v for k, v in statuses.items() if k != "200"),
+        "stream_fps_before": before,
+        "stream_fps_during": during,
+        "fps_drop": None if not before or during is None else round(1 - during / before, 3),
+    }
+
+
 async def _churn(url: str, token: str, args: argparse.Namespace, server: ServerProcess) -> dict[str, Any]:
     """``args.churn`` short streams one after the other; the server's resources after each."""
     import asyncio
@@ -392,6 +466,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         if args.long_run > 0:
             log.info("bench: long run, one stream for %.0f s", args.long_run)
             report["long_run"] = asyncio.run(_long_run(server.url, token, args, server))
+        if args.api_load > 0:
+            log.info("bench: %d API reads during a live stream", args.api_load)
+            report["api_load"] = asyncio.run(_api_load(server.url, token, args))
         if args.churn > 0:
             log.info("bench: %d short streams in a row", args.churn)
             report["churn"] = asyncio.run(_churn(server.url, token, args, server))
@@ -427,6 +504,14 @@ def _print_report(report: dict[str, Any], args: argparse.Namespace, out: Any) ->
             f"long run {lr['seconds']:g} s of video, one stream: {lr['session']}\n"
             f"  RSS start {rss[0][1]} MB, max {max(r for _, r in rss)} MB, end {rss[-1][1]} MB "
             f"(samples every 15 s: {[r for _, r in rss]})\n"
+        )
+    if "api_load" in report:
+        al = report["api_load"]
+        out.write(
+            f"API load: {al['requests']} GETs at concurrency {al['concurrency']} in {al['seconds']} s "
+            f"({al['requests_per_s']}/s), statuses {al['statuses']}; the stream processed "
+            f"{al['stream_fps_before']} fps before and {al['stream_fps_during']} fps during "
+            f"(drop {al['fps_drop']})\n"
         )
     if "churn" in report:
         ch = report["churn"]

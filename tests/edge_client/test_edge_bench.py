@@ -14,7 +14,8 @@ pytestmark = pytest.mark.timeout(180)
 def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
     out = tmp_path / "bench.json"
     rc = main(["serve-bench", "--streams", "1", "--duration", "4", "--video", "synthetic:640x360",
-               "--churn", "3", "--churn-seconds", "1.5", "--json", str(out)])  # fmt: skip
+               "--churn", "3", "--churn-seconds", "1.5", "--api-load", "60", "--api-concurrency", "10",
+               "--json", str(out)])  # fmt: skip
     assert rc == 0
     report = json.loads(out.read_text())
     (run,) = report["runs"]
@@ -33,3 +34,8 @@ def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
     assert churn["streams"] == 3 and len(churn["rss_mb"]) == 3
     assert churn["after_last"]["threads"] > 0 and churn["after_last"]["open_files"] > 0
     assert "churn: 3 streams" in table
+    # API reads during a live stream: all answered, the stream measured before and during them
+    load = report["api_load"]
+    assert load["statuses"] == {"200": 60} and load["errors"] == 0
+    assert load["stream_fps_before"] and load["stream_fps_during"] is not None
+    assert "API load: 60 GETs" in table
