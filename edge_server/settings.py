@@ -84,6 +84,9 @@ class ServerSettings(BaseSettings):
     # The live counters of each stream are written to its session row this often (a crash
     # loses at most this much of them).
     session_persist_interval_s: float = Field(5.0, gt=0)
+    # A track not seen for this long (media time) is finished: its summary goes to the store then
+    # (far longer than the tracker's lost-track buffer, so its id never comes back).
+    track_summary_idle_s: float = Field(10.0, ge=1.0)
 
     cors_origins: list[str] = []
     # Larger request bodies are refused (413) before they are read; SDP offers are ~5-20 kB.

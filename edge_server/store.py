@@ -420,11 +420,19 @@ class Store:
                 )
             )
 
-    def replace_tracks(self, session_id: str, tracks: Iterable[dict[str, Any]]) -> int:
-        """Write the track summaries of a session (replacing earlier ones)."""
+    def save_tracks(self, session_id: str, tracks: Iterable[dict[str, Any]]) -> int:
+        """Write track summaries of a session: a track saved before is replaced, others are kept
+        (a stream saves its finished tracks as it runs, and the rest at its end)."""
         rows = [TrackRow(session_id=session_id, **t) for t in tracks]
+        if not rows:
+            return 0
+        ids = [r.track_id for r in rows]
         with self._sessions.begin() as s:
-            s.execute(delete(TrackRow).where(TrackRow.session_id == session_id))
+            for start in range(0, len(ids), 500):  # bounded IN lists
+                chunk = ids[start : start + 500]
+                s.execute(
+                    delete(TrackRow).where(TrackRow.session_id == session_id, TrackRow.track_id.in_(chunk))
+                )
             s.add_all(rows)
         return len(rows)
 

@@ -118,20 +118,38 @@ class TrackSummaries:
                 agg.speed_n += 1
                 agg.peak = est.speed_kmh if agg.peak is None else max(agg.peak, est.speed_kmh)
 
+    def __len__(self) -> int:
+        return len(self._tracks)
+
     def rows(self) -> list[dict[str, Any]]:
+        """The summaries of the tracks held (as the store's track rows)."""
+        return [self._row(tid, a) for tid, a in sorted(self._tracks.items())]
+
+    def finished(self, now_s: float, idle_s: float) -> list[dict[str, Any]]:
+        """Summaries of the tracks not seen for ``idle_s`` (media time): the store gets them while
+        the stream runs, then :meth:`forget` lets go of them, so memory holds only the tracks in
+        view. The tracker never brings an id back after so long (its lost-track buffer is far
+        shorter)."""
         return [
-            {
-                "track_id": tid,
-                "class_name": a.class_name,
-                "first_time_s": round(a.first_time_s, 4),
-                "last_time_s": round(a.last_time_s, 4),
-                "frames": a.frames,
-                "peak_speed_kmh": None if a.peak is None else round(a.peak, 2),
-                "mean_speed_kmh": round(a.speed_sum / a.speed_n, 2) if a.speed_n else None,
-                "violated": tid in self.violated,
-            }
-            for tid, a in sorted(self._tracks.items())
+            self._row(tid, a) for tid, a in sorted(self._tracks.items()) if now_s - a.last_time_s > idle_s
         ]
+
+    def forget(self, track_ids: list[int]) -> None:
+        for tid in track_ids:
+            self._tracks.pop(tid, None)
+        self.violated.difference_update(track_ids)
+
+    def _row(self, tid: int, a: _TrackAgg) -> dict[str, Any]:
+        return {
+            "track_id": tid,
+            "class_name": a.class_name,
+            "first_time_s": round(a.first_time_s, 4),
+            "last_time_s": round(a.last_time_s, 4),
+            "frames": a.frames,
+            "peak_speed_kmh": None if a.peak is None else round(a.peak, 2),
+            "mean_speed_kmh": round(a.speed_sum / a.speed_n, 2) if a.speed_n else None,
+            "violated": tid in self.violated,
+        }
 
 
 __all__ = ["StreamStats", "TrackSummaries"]

@@ -292,18 +292,26 @@ class StreamWorker:
         self.violations.flush(frame.timestamp_s)
         self.stats.stage_ms_sum["annotate_ring_return"] += (time.perf_counter() - t_annotate) * 1000.0
         self._maybe_publish_stats(now)
-        self._maybe_persist(now)
+        self._maybe_persist(now, frame.timestamp_s)
 
-    def _maybe_persist(self, now: float) -> None:
-        """The live counters into the session row every ``session_persist_interval_s`` (a crash
-        then loses at most that much of them)."""
+    def _maybe_persist(self, now: float, media_time_s: float) -> None:
+        """Every ``session_persist_interval_s``: the live counters into the session row, and the
+        summaries of tracks gone for ``track_summary_idle_s`` into the store (a crash then loses at
+        most that much of either, and memory holds only the tracks in view)."""
         if now - self._last_persist < self.settings.session_persist_interval_s:
             return
         self._last_persist = now
+        store = self.services.store
         try:
-            self.services.store.update_session(self.session_id, **self.stats.as_session_fields())
-        except Exception:  # noqa: BLE001 - the stream goes on; the end of the stream writes them again
-            log.warning("session %s: live counters not stored", self.session_id, exc_info=True)
+            store.update_session(self.session_id, **self.stats.as_session_fields())
+            finished = self.tracks.finished(media_time_s, self.settings.track_summary_idle_s)
+            if finished:
+                store.save_tracks(self.session_id, finished)
+                self.tracks.forget([row["track_id"] for row in finished])
+        except Exception:  # noqa: BLE001 - the stream goes on; what is missing is written at its end
+            log.warning(
+                "session %s: live counters or track summaries not stored", self.session_id, exc_info=True
+            )
 
     def _maybe_publish_stats(self, now: float) -> None:
         if now - self._last_stats_pub < self.settings.stats_interval_s:
@@ -374,7 +382,7 @@ class StreamWorker:
                 "session %s: %d clips still being written; they follow as clip_ready", self.session_id, late
             )
         try:
-            self.services.store.replace_tracks(self.session_id, self.tracks.rows())
+            self.services.store.save_tracks(self.session_id, self.tracks.rows())
         except Exception:  # noqa: BLE001
             log.exception("session %s: track summaries not stored", self.session_id)
 

@@ -249,9 +249,13 @@ async def test_a_stop_that_cannot_flush_in_time_says_so_and_the_session_ends_lat
     await pc.close()
 
 
-async def test_live_counters_reach_the_session_row_while_the_stream_runs(server_factory) -> None:
-    srv = server_factory(session_persist_interval_s=0.5)
-    task = asyncio.create_task(publish("synthetic", srv.url, TOKEN, max_seconds=6.0))
+async def test_live_counters_and_finished_tracks_reach_the_store_while_the_stream_runs(
+    server_factory,
+) -> None:
+    """A crash loses at most seconds of a stream's counters and track summaries; a finished
+    track's summary leaves the worker's memory for the store."""
+    srv = server_factory(session_persist_interval_s=0.5, track_summary_idle_s=1.0)
+    task = asyncio.create_task(publish("synthetic", srv.url, TOKEN, max_seconds=9.0))
     try:
         row = await wait_for(
             lambda: next(
@@ -265,8 +269,18 @@ async def test_live_counters_reach_the_session_row_while_the_stream_runs(server_
             timeout=30,
         )
         assert row.frames_received >= row.frames_processed  # a crash now would keep these
+        stored = await wait_for(
+            lambda: srv.manager.get(row.id) is not None and srv.store.session_tracks(row.id), timeout=30
+        )
+        assert all(t.frames > 0 and t.last_time_s >= t.first_time_s for t in stored)
+        worker = srv.manager.get(row.id).worker  # still streaming
+        stored_ids = {t.track_id for t in stored}
+        # the stored ones are let go of (right after they are saved)
+        await wait_for(lambda: not {r["track_id"] for r in worker.tracks.rows()} & stored_ids, timeout=5)
     finally:
-        await task
+        result = await task
+    final = {t.track_id for t in srv.store.session_tracks(result.session_id)}
+    assert stored_ids <= final  # the end adds the rest and keeps the earlier ones
 
 
 def test_half_written_clips_of_a_killed_server_are_removed_at_start(tmp_path) -> None:

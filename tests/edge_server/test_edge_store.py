@@ -60,7 +60,7 @@ def test_session_lifecycle_and_tracks(store: Store) -> None:
     store.create_session("s1", "webrtc", remote="127.0.0.1")
     row = store.get_session("s1")
     assert row.status == "active" and row.started_at.tzinfo is not None
-    store.replace_tracks(
+    store.save_tracks(
         "s1",
         [
             {"track_id": 1, "class_name": "car", "first_time_s": 0.0, "last_time_s": 3.0, "frames": 90,
@@ -69,11 +69,12 @@ def test_session_lifecycle_and_tracks(store: Store) -> None:
              "peak_speed_kmh": None, "mean_speed_kmh": None, "violated": False},
         ],
     )  # fmt: skip
-    store.replace_tracks(
+    store.save_tracks(  # track 1 again (its final summary): replaced; track 2 kept
         "s1", [{"track_id": 1, "class_name": "car", "first_time_s": 0.0, "last_time_s": 3.5, "frames": 95}]
     )
+    assert store.save_tracks("s1", []) == 0
     tracks = store.session_tracks("s1")
-    assert [(t.track_id, t.frames) for t in tracks] == [(1, 95)]
+    assert [(t.track_id, t.frames) for t in tracks] == [(1, 95), (2, 80)]
     store.end_session(
         "s1", "ended", "ended by client", frames_received=100, info={"clock_sync": {"method": "rtcp"}}
     )
