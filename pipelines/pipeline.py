@@ -21,7 +21,7 @@ import supervision as sv
 
 from pipelines.base_layer import RoadMaskLayer, filter_by_mask
 from pipelines.config import PipelineConfig
-from pipelines.displacement import GroundDisplacement, box_anchors, touches_border
+from pipelines.displacement import GroundDisplacement, touches_border
 from pipelines.geometry import GroundProjector
 from pipelines.ground import GroundModel
 from pipelines.motion.detector import Detector
@@ -74,12 +74,12 @@ class Pipeline:
         frame: Frame,
         gray: np.ndarray,
         tracked: sv.Detections,
+        ids: np.ndarray,
         ego: EgoMotion,
         proj: GroundProjector | None,
         warnings: list[str],
     ) -> dict[int, SpeedEstimate]:
         """Measure the tracks' ground displacement and update their speeds (empty when it can't)."""
-        ids = tracked.tracker_id.astype(int) if tracked.tracker_id is not None else np.zeros(0, int)
         measurable = ~touches_border(tracked.xyxy, frame.width, frame.height)
         speeds: dict[int, SpeedEstimate] = {}
         if self._prev_time is not None and frame.timestamp_s <= self._prev_time:
@@ -124,8 +124,8 @@ class Pipeline:
         timings["track"] = (t4 - t3) * 1e3
 
         proj = self.ground.projector(frame)
-        speeds = self._speeds(frame, gray, tracked, ego, proj, warnings)
         ids = tracked.tracker_id.astype(int) if tracked.tracker_id is not None else np.zeros(0, int)
+        speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings)
         n = len(tracked)
         tracked.data["speed_kmh"] = np.array(
             [speeds[t].speed_kmh if t in speeds else np.nan for t in ids], dtype=float
@@ -133,7 +133,7 @@ class Pipeline:
         tracked.data["speed_sigma_kmh"] = np.array(
             [speeds[t].sigma_kmh if t in speeds else np.nan for t in ids], dtype=float
         )
-        anchors = box_anchors(tracked.xyxy, self.config.speed.anchor) if n else np.zeros((0, 2))
+        anchors = self.displacement.anchors(tracked.xyxy)  # the same anchor the speeds were measured at
         ground_xy = proj.to_ground(anchors) if (proj is not None and n) else np.full((n, 2), np.nan)
         tracked.data["ground_xy_m"] = ground_xy
         t5 = clock()
