@@ -19,6 +19,7 @@ from pipelines.ground import GroundModel
 from pipelines.motion.detector import Detector, YoloDetector
 from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.flow import BoxFlowRefiner
+from pipelines.motion.input_size import AutoSizedDetector
 from pipelines.motion.tracker import Tracker
 from pipelines.pipeline import Pipeline
 from pipelines.road_network import (
@@ -112,6 +113,11 @@ def build_pipeline(
             dcfg = dcfg.model_copy(update={"weights": found})
         detector = YoloDetector.from_config(dcfg)
         meta["detector"] = str(dcfg.weights)
+        if dcfg.imgsz == "auto":
+            detector = AutoSizedDetector(detector, GroundModel(config.camera), dcfg.auto_size)
+            meta["detector_imgsz"] = detector.frames_at  # {input size: frames}, filled as it runs
+        else:
+            meta["detector_imgsz"] = dcfg.imgsz
     else:
         meta["detector"] = type(detector).__name__
 

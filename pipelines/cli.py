@@ -40,11 +40,25 @@ def float_in(lo: float, hi: float | None = None, *, hi_open: bool = False):
     return parse
 
 
+def imgsz_arg(text: str) -> int | str:
+    """``--imgsz``: ``auto`` or a number (checked by the config: 32..4096)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of pixels or 'auto', got {text!r}") from None
+
+
 def add_pipeline_options(p: argparse.ArgumentParser) -> None:
     """Options shared by every command that builds a pipeline."""
     p.add_argument("--config", type=Path, help="site YAML (see configs/site.example.yaml)")
     p.add_argument("--detector", type=Path, help="detector weights: .pt, .onnx or an OpenVINO model folder")
-    p.add_argument("--imgsz", type=int, help="detector input size (pixels)")
+    p.add_argument(
+        "--imgsz",
+        type=imgsz_arg,
+        help="detector input size in pixels, or 'auto' (default: chosen per frame from the GSD)",
+    )
     p.add_argument("--device", help="cpu, cuda, cuda:0 ... (detector and U-Net)")
     p.add_argument("--classes", help="detector class table: auto, coco, visdrone, uavdt, aerial, auair")
     p.add_argument("--road-weights", type=Path, help="U-Net road-mask weights")

@@ -7,7 +7,7 @@ with :func:`PipelineConfig.with_overrides`. ``build_pipeline(config)`` is the on
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -26,11 +26,31 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class AutoSizeConfig(_Section):
+    """``detector.imgsz: auto``: the input size from each frame's GSD (pipelines.motion.input_size)."""
+
+    target_px: float = Field(30.0, gt=0)  # pixels a 4.5 m vehicle should span at the network input
+    ladder: tuple[int, ...] = (640, 800, 960, 1120, 1280)  # the sizes it picks from (multiples of 32)
+    fallback: int = Field(960, ge=32, le=4096)  # no GSD known (no telemetry, still images)
+    probe_row: float = Field(1 / 3, ge=0.0, le=1.0)  # where the GSD is read: share of the height from the top
+    hold_frames: int = Field(15, ge=1)  # frames a new size must be wanted before the switch
+
+    @field_validator("ladder")
+    @classmethod
+    def _ladder(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or any(s < 32 or s % 32 for s in v):
+            raise ValueError("ladder needs sizes that are multiples of 32 (>= 32)")
+        return tuple(sorted(set(v)))
+
+
 class DetectorConfig(_Section):
     # Path to any format ultralytics loads (.pt, .onnx, OpenVINO dir, .engine). None -> the
     # default shipped under weights/ when it exists; the builder says clearly when nothing is there.
     weights: Path | None = None
-    imgsz: int = Field(640, ge=32, le=4096)  # rounded up to the model's stride (32) by ultralytics
+    # Input size: "auto" picks it per frame from the GSD (see auto_size); a number fixes it
+    # (rounded up to the model's stride, 32, by ultralytics).
+    imgsz: Annotated[int, Field(ge=32, le=4096)] | Literal["auto"] = "auto"
+    auto_size: AutoSizeConfig = AutoSizeConfig()
     conf: float = Field(0.25, ge=0.0, le=1.0)
     iou: float = Field(0.5, ge=0.0, le=1.0)
     device: str = "cpu"  # "cpu", "cuda", "cuda:0", "intel:cpu" (OpenVINO)

@@ -9,7 +9,7 @@ import logging
 import platform
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -194,13 +194,22 @@ def machine_description() -> str:
     return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}{load}"
 
 
+def describe_imgsz(metadata: dict, config: PipelineConfig) -> str:
+    """``960`` for a fixed size; ``auto: 960 (120 frames), 1280 (30 frames)`` for the GSD-chosen one."""
+    used = metadata.get("detector_imgsz", config.detector.imgsz)
+    if isinstance(used, Mapping):
+        return "auto: " + (", ".join(f"{k} ({v} frames)" for k, v in sorted(used.items())) or "no frame")
+    return str(used)
+
+
 def format_bench(summary: dict, config: PipelineConfig, size: tuple[int, int], skip: int) -> str:
     rows = ["decode", "mask", "detect", "flow", "track", "speed", "rules", "pipeline", "sinks"]
     t = summary["timings"]
     lines = [
         f"machine: {machine_description()}",
         f"frames: {summary['frames']} at {size[0]}x{size[1]} (first {skip} excluded from stage stats)",
-        f"detector: {summary['pipeline'].get('detector')}  imgsz {config.detector.imgsz}  device {config.detector.device}",
+        f"detector: {summary['pipeline'].get('detector')}  imgsz {describe_imgsz(summary['pipeline'], config)}"
+        f"  device {config.detector.device}",
         f"road mask: {summary['pipeline'].get('road_mask')}",
         f"{'stage':<10}{'mean ms':>10}{'median':>10}{'p95':>10}",
     ]

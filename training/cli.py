@@ -8,7 +8,7 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-from pipelines.cli import positive_int
+from pipelines.cli import imgsz_arg, positive_int
 from pipelines.config import ConfigError
 from training.defaults import ROAD_DECODER_CHANNELS, ROAD_ENCODER
 
@@ -48,8 +48,33 @@ def parse_dataset_spec(spec: str, every: int = 1):
     return kind, readers[kind](root)
 
 
-def _collect(args) -> list:
-    samples = []
+HOLDOUT_TOKENS = {"@visdrone-det": "visdrone-det"}  # --groups / --val-groups token -> dataset kind
+
+
+def expand_groups(spec: str | None, samples_by_kind: dict[str, list]) -> list[str] | None:
+    """Comma-separated groups -> list; ``@visdrone-det`` stands for the committed VisDrone-DET
+    held-out clips (:func:`training.datasets.visdrone_det_holdout`) of the given samples."""
+    from training.datasets import visdrone_det_holdout
+
+    out: list[str] = []
+    for token in (spec or "").split(","):
+        token = token.strip()
+        if not token:
+            continue
+        if token.startswith("@"):
+            kind = HOLDOUT_TOKENS.get(token)
+            if kind is None:
+                raise ConfigError(f"unknown group set {token!r}; known: {', '.join(HOLDOUT_TOKENS)}")
+            if kind not in samples_by_kind:
+                raise ConfigError(f"{token} needs a --dataset {kind}=PATH")
+            out += visdrone_det_holdout(s.group for s in samples_by_kind[kind])
+        else:
+            out.append(token)
+    return out or None
+
+
+def _collect_by_kind(args) -> dict[str, list]:
+    by_kind: dict[str, list] = {}
     repeats = _oversample(args.oversample)
     for spec in args.dataset:
         kind, ss = parse_dataset_spec(spec, every=args.every)
@@ -63,10 +88,10 @@ def _collect(args) -> list:
             raise ConfigError(
                 f"{spec}: this video has third-party boxes burned in; never train on its pixels"
             )
-        samples += ss
-    if not samples:
+        by_kind.setdefault(kind, []).extend(ss)
+    if not any(by_kind.values()):
         raise ConfigError("no annotated images found in the given --dataset paths")
-    return samples
+    return by_kind
 
 
 def _oversample(specs: list[str]) -> dict[str, int]:
@@ -88,8 +113,9 @@ def _build_dataset(args, out_dir: Path) -> Path:
     from training.samples import split_by_group
     from training.yolo_dataset import build_yolo_dataset
 
-    samples = _collect(args)
-    val_groups = [g for g in (args.val_groups or "").split(",") if g] or None
+    by_kind = _collect_by_kind(args)
+    samples = [s for ss in by_kind.values() for s in ss]
+    val_groups = expand_groups(args.val_groups, by_kind)
     splits = split_by_group(samples, val_groups=val_groups, val_fraction=args.val_fraction, seed=args.seed)
     scales = tuple(float(v) for v in args.scales.split(","))
     return build_yolo_dataset(
@@ -159,8 +185,11 @@ def cmd_detector(args) -> int:
     )
 
     project = Path(args.out)
+    built = project / f"{args.name}_data" / "data.yaml"
     if args.data:
         data_yaml = Path(args.data)
+    elif args.resume and built.exists():
+        data_yaml = built  # the cut-off run's tiles
     elif args.dataset:
         data_yaml = _build_dataset(args, project / f"{args.name}_data")
     else:
@@ -177,8 +206,13 @@ def cmd_detector(args) -> int:
         plots=args.plots,
         seed=args.seed,
         lr0=args.lr0,
+        lrf=args.lrf,
+        warmup_epochs=args.warmup_epochs,
+        flipud=args.flipud,
     )
-    chosen = train_detector(data_yaml, args.init, project, args.name, settings, pick=args.checkpoint)
+    chosen = train_detector(
+        data_yaml, args.init, project, args.name, settings, pick=args.checkpoint, resume=args.resume
+    )
     slim = strip_checkpoint(chosen, chosen.with_name(f"{chosen.stem}_fp16.pt"))
     exports: dict[str, Path] = {"pt": slim}
     if args.export:
@@ -190,17 +224,37 @@ def cmd_detector(args) -> int:
 
 
 def cmd_eval_detector(args) -> int:
-    from training.evaluate import evaluate_detector, load_model
+    """AP50 / precision / recall per dataset, over all its images and per view (nadir, oblique,
+    low, day, night where the dataset says): ``{spec: {"all": {...}, "oblique": {...}, ...}}``."""
+    from training.datasets import view_tags
+    from training.evaluate import evaluate_by_view, load_model
 
     model = load_model(args.weights)
     results = {}
     for spec in args.dataset:
         kind, samples = parse_dataset_spec(spec)
         if args.groups:
-            keep = set(args.groups.split(","))
+            keep = set(expand_groups(args.groups, {kind: samples}) or ())
             samples = [s for s in samples if s.group in keep]
-        m = evaluate_detector(model, samples, imgsz=args.imgsz, conf=args.conf)
-        results[spec] = m.as_dict()
+        if not samples:
+            raise ConfigError(
+                f"no annotated images in {spec}" + (f" for groups {args.groups}" if args.groups else "")
+            )
+        per_view = evaluate_by_view(model, samples, view_tags(kind), imgsz=args.imgsz, conf=args.conf)
+        results[spec] = {view: m.as_dict() for view, m in per_view.items()}
+        for view, m in per_view.items():
+            log.info(
+                "%s [%s]: %d images, %d vehicles, AP50 %.3f, P %.3f, R %.3f at conf %.2f, imgsz %s",
+                spec,
+                view,
+                m.images,
+                m.gt,
+                m.ap50,
+                m.precision,
+                m.recall,
+                m.conf,
+                m.imgsz,
+            )
     text = json.dumps(results, indent=2)
     if args.json:
         Path(args.json).write_text(text)
@@ -384,6 +438,16 @@ def _register_detector_commands(sub) -> None:
     p.add_argument("--freeze", type=int, help="freeze the first N layers")
     p.add_argument("--degrees", type=float, default=10.0)
     p.add_argument("--lr0", type=float, help="initial learning rate (AdamW); default: ultralytics' choice")
+    p.add_argument("--lrf", type=float, default=0.01, help="final learning rate as a fraction of lr0")
+    p.add_argument(
+        "--warmup-epochs", type=float, default=1.0, help="0 for fine-tuning (warm-up bias LR is 0.1)"
+    )
+    p.add_argument("--flipud", type=float, default=0.5, help="vertical flips (lower for oblique views)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue OUT/NAME/weights/last.pt where a cut-off run stopped (same data and settings)",
+    )
     p.add_argument("--plots", action="store_true")
     p.add_argument(
         "--checkpoint", choices=("last", "best"), default="last", help="which checkpoint to export"
@@ -403,8 +467,16 @@ def _register_detector_commands(sub) -> None:
     p = sub.add_parser("eval-detector", help="precision/recall/AP50 of a detector on annotated frames")
     p.add_argument("--weights", required=True)
     p.add_argument("--dataset", action="append", default=[], metavar="KIND=PATH", required=True)
-    p.add_argument("--groups", help="only these videos/flights (comma-separated)")
-    p.add_argument("--imgsz", type=int, default=1280)
+    p.add_argument(
+        "--groups",
+        help="only these videos/flights (comma-separated; @visdrone-det: the committed held-out clips)",
+    )
+    p.add_argument(
+        "--imgsz",
+        type=imgsz_arg,
+        default="auto",
+        help="input size, or auto: the engine's rule for frames without a GSD (detector.auto_size.fallback)",
+    )
     p.add_argument("--conf", type=float, default=0.25)
     p.add_argument("--json", help="also write the metrics here")
     p.set_defaults(func=cmd_eval_detector)

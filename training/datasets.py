@@ -148,6 +148,59 @@ def read_visdrone_det(root: str | Path) -> list[Sample]:
     return samples
 
 
+VISDRONE_DET_VIEWS = Path(__file__).with_name("visdrone_det_views.tsv")
+VISDRONE_DET_HOLDOUT_EVERY = 5
+
+
+def read_view_table(path: str | Path = VISDRONE_DET_VIEWS) -> dict[str, tuple[str, str]]:
+    """``clip -> (view, light)`` from a tab-separated table (``#`` comments, a header row)."""
+    table: dict[str, tuple[str, str]] = {}
+    for line in Path(path).read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        clip, view, light = (v.strip() for v in line.split("\t")[:3])
+        if clip != "clip":
+            table[clip] = (view, light)
+    return table
+
+
+def visdrone_det_holdout(
+    clips: Iterable[str],
+    views: dict[str, tuple[str, str]] | None = None,
+    every: int = VISDRONE_DET_HOLDOUT_EVERY,
+) -> list[str]:
+    """The committed VisDrone-DET validation clips, a fixed rule so nobody can pick easy clips.
+
+    Clips are grouped by ``(view, light)`` from the view table (nadir/oblique x day/night), sorted
+    by id within each group, and every ``every``-th one counting from the third (ranks 2, 7, 12, ...)
+    is held out: about one clip in five, and every view with at least three clips gets held-out
+    clips. Frames of a clip are near-duplicates, so whole clips go one way.
+    """
+    views = read_view_table() if views is None else views
+    strata: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for clip in sorted(set(clips)):
+        strata[views.get(clip, ("unknown", "unknown"))].append(clip)
+    held = [c for group in strata.values() for rank, c in enumerate(group) if rank % every == 2]
+    return sorted(held)
+
+
+FIXED_VIEWS: dict[str, tuple[str, ...]] = {
+    "aerial-cars": ("nadir", "day"),  # DJI frames straight down, daylight
+    "auair": ("low", "day"),  # AU-AIR: 5-30 m, oblique, daylight
+}
+
+
+def view_tags(kind: str) -> Callable[[Sample], tuple[str, ...]]:
+    """Per-view tags of a dataset's samples for per-view scores: VisDrone-DET from the committed
+    view table (``nadir``/``oblique`` and ``day``/``night``), whole datasets with one known view
+    from :data:`FIXED_VIEWS`, nothing for the rest."""
+    if kind == "visdrone-det":
+        table = read_view_table()
+        return lambda s: table.get(s.group, ())
+    fixed = FIXED_VIEWS.get(kind, ())
+    return lambda s: fixed
+
+
 def _frames_of(seq_dir: Path) -> list[Path]:
     return sorted(p for p in seq_dir.iterdir() if p.suffix.lower() in IMAGE_EXTS)
 

@@ -49,6 +49,7 @@ class TrainSettings:
     workers: int = 2
     device: str = "cpu"
     lr0: float | None = None
+    lrf: float = 0.01
     optimizer: str = "auto"
     patience: int = 100
     degrees: float = 10.0  # larger rotations loosen axis-aligned boxes; 90-degree turns are offline
@@ -142,6 +143,7 @@ def train_detector(
     name: str = "detector",
     settings: TrainSettings = TrainSettings(),
     pick: str = "last",
+    resume: bool = False,
 ) -> Path:
     """Train and return ``<project>/<name>/weights/<pick>.pt``.
 
@@ -152,6 +154,15 @@ def train_detector(
     _, YOLO = _ultralytics()
     project = Path(project).resolve()
     run_dir = project / name
+    last = run_dir / "weights" / "last.pt"
+    if resume:
+        if not last.exists():
+            from pipelines.errors import WeightsError
+
+            raise WeightsError(f"nothing to resume: {last} does not exist (start the run without --resume)")
+        log.info("resuming %s from %s", name, last)
+        YOLO(str(last), task="detect").train(resume=True)
+        return _pick(run_dir, pick)
     init_pt = build_init_checkpoint(init, project / f"{name}_init.pt")
     model = YOLO(str(init_pt), task="detect")
     args = dict(
@@ -196,8 +207,13 @@ def train_detector(
         args["lr0"] = settings.lr0
     if settings.freeze:
         args["freeze"] = settings.freeze
+    args["lrf"] = settings.lrf
     log.info("training %s from %s on %s", name, init, data_yaml)
     model.train(**args)
+    return _pick(run_dir, pick)
+
+
+def _pick(run_dir: Path, pick: str) -> Path:
     chosen = run_dir / "weights" / f"{pick}.pt"
     if not chosen.exists():
         chosen = run_dir / "weights" / "last.pt"

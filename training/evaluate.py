@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -39,7 +39,7 @@ class DetectionMetrics:
     recall: float
     ap50: float
     conf: float
-    imgsz: int
+    imgsz: float  # the input size (the median one when ``imgsz="auto"`` chose several)
     ms_per_image: float
 
     def as_dict(self) -> dict:
@@ -123,46 +123,78 @@ def vehicle_classes(model) -> list[int] | None:
     return None
 
 
-def evaluate_detector(
+@dataclass(frozen=True)
+class ImageScore:
+    """One image's detections, matched: what :func:`aggregate` sums over any subset of images."""
+
+    sample: Sample
+    conf: np.ndarray  # confidences of the detections above ``ap_conf`` (outside ignore regions)
+    tp: np.ndarray  # their match flags (greedy over all of them, for AP)
+    tp_at_conf: int  # matches among those above the operating confidence
+    fp_at_conf: int
+    gt: int
+    imgsz: int
+    ms: float
+
+
+def input_size_for(imgsz: int | str, image: np.ndarray) -> int:
+    """``imgsz`` as given, or for ``"auto"`` the engine's rule without a GSD (still images):
+    :func:`pipelines.motion.input_size.size_for_gsd` with the default ``detector.auto_size``."""
+    if imgsz != "auto":
+        return int(imgsz)
+    from pipelines.config import AutoSizeConfig
+    from pipelines.motion.input_size import size_for_gsd
+
+    return size_for_gsd(None, max(image.shape[:2]), AutoSizeConfig())
+
+
+def score_images(
     model_or_path,
     samples: Sequence[Sample],
-    imgsz: int = 1280,
+    imgsz: int | str = 1280,
     conf: float = 0.25,
     iou_thr: float = 0.5,
     classes: Sequence[int] | None = None,
     ap_conf: float = 0.001,
     nms_iou: float = 0.5,
-) -> DetectionMetrics:
-    """Run the model on every sample and score it (see the module doc for the procedure)."""
+) -> list[ImageScore]:
+    """Run the model on every sample and match its detections (see the module doc)."""
     model = load_model(model_or_path) if isinstance(model_or_path, (str, Path)) else model_or_path
     if classes is None:
         classes = vehicle_classes(model)
-    all_conf, all_tp = [], []
-    tp_n = fp_n = n_gt = 0
-    times = []
+    out = []
     for s, img in iter_loaded(samples):
+        size = input_size_for(imgsz, img)
         t0 = time.perf_counter()
         r = model.predict(
-            img, imgsz=imgsz, conf=ap_conf, iou=nms_iou, classes=classes, verbose=False, max_det=300
+            img, imgsz=size, conf=ap_conf, iou=nms_iou, classes=classes, verbose=False, max_det=300
         )[0]
-        times.append((time.perf_counter() - t0) * 1000)
+        ms = (time.perf_counter() - t0) * 1000
         xyxy = r.boxes.xyxy.cpu().numpy().reshape(-1, 4)
         cf = r.boxes.conf.cpu().numpy().reshape(-1)
         keep = ~_in_regions(xyxy, s.ignore)
         xyxy, cf = xyxy[keep], cf[keep]
         gt = s.boxes[:, 1:5]
-        n_gt += len(gt)
-        tp_all = match(xyxy, cf, gt, iou_thr)
-        all_conf.append(cf)
-        all_tp.append(tp_all)
         hi = cf >= conf
         tp_hi = match(xyxy[hi], cf[hi], gt, iou_thr)
-        tp_n += int(tp_hi.sum())
-        fp_n += int((~tp_hi).sum())
-    conf_all = np.concatenate(all_conf) if all_conf else np.zeros(0)
-    tp_flags = np.concatenate(all_tp) if all_tp else np.zeros(0, bool)
-    m = DetectionMetrics(
-        images=len(samples),
+        out.append(
+            ImageScore(
+                s, cf, match(xyxy, cf, gt, iou_thr), int(tp_hi.sum()), int((~tp_hi).sum()), len(gt), size, ms
+            )
+        )
+    return out
+
+
+def aggregate(scores: Sequence[ImageScore], conf: float = 0.25) -> DetectionMetrics:
+    """Precision / recall at ``conf`` and AP50 over these images."""
+    tp_n = sum(s.tp_at_conf for s in scores)
+    fp_n = sum(s.fp_at_conf for s in scores)
+    n_gt = sum(s.gt for s in scores)
+    conf_all = np.concatenate([s.conf for s in scores]) if scores else np.zeros(0)
+    tp_flags = np.concatenate([s.tp for s in scores]) if scores else np.zeros(0, bool)
+    sizes = sorted({s.imgsz for s in scores})
+    return DetectionMetrics(
+        images=len(scores),
         gt=n_gt,
         tp=tp_n,
         fp=fp_n,
@@ -171,11 +203,44 @@ def evaluate_detector(
         recall=tp_n / max(n_gt, 1),
         ap50=average_precision(conf_all, tp_flags, n_gt),
         conf=conf,
-        imgsz=imgsz,
-        ms_per_image=statistics.median(times) if times else 0.0,
+        imgsz=sizes[0] if len(sizes) == 1 else (statistics.median(s.imgsz for s in scores) if sizes else 0),
+        ms_per_image=statistics.median(s.ms for s in scores) if scores else 0.0,
     )
-    log.info("evaluated %s: %s", getattr(model, "ckpt_path", None) or model_or_path, m)
+
+
+def evaluate_detector(
+    model_or_path,
+    samples: Sequence[Sample],
+    imgsz: int | str = 1280,
+    conf: float = 0.25,
+    iou_thr: float = 0.5,
+    classes: Sequence[int] | None = None,
+    ap_conf: float = 0.001,
+    nms_iou: float = 0.5,
+) -> DetectionMetrics:
+    """Run the model on every sample and score it (see the module doc for the procedure)."""
+    scores = score_images(model_or_path, samples, imgsz, conf, iou_thr, classes, ap_conf, nms_iou)
+    m = aggregate(scores, conf)
+    log.info("evaluated %s: %s", getattr(model_or_path, "ckpt_path", None) or model_or_path, m)
     return m
+
+
+def evaluate_by_view(
+    model_or_path,
+    samples: Sequence[Sample],
+    views: Callable[[Sample], Iterable[str]],
+    imgsz: int | str = 1280,
+    conf: float = 0.25,
+    **kwargs,
+) -> dict[str, DetectionMetrics]:
+    """``{"all": ..., view: ...}``: one pass over the images, scored over all of them and over the
+    images of each view tag ``views(sample)`` gives (e.g. ``nadir``, ``oblique``, ``night``)."""
+    scores = score_images(model_or_path, samples, imgsz, conf, **kwargs)
+    groups: dict[str, list[ImageScore]] = {"all": scores}
+    for score in scores:
+        for tag in views(score.sample):
+            groups.setdefault(tag, []).append(score)
+    return {tag: aggregate(group, conf) for tag, group in groups.items()}
 
 
 def benchmark(

@@ -310,7 +310,7 @@ class YoloDetector(ImageDetector):
         weights: str | Path,
         *,
         classes: str | Mapping[int, str] = "auto",
-        imgsz: int = 640,
+        imgsz: int = 640,  # ``detector.imgsz: auto`` wraps this in an AutoSizedDetector
         conf: float = 0.25,
         iou: float = 0.5,
         device: str = "cpu",
@@ -381,7 +381,7 @@ class YoloDetector(ImageDetector):
         return cls(
             weights,
             classes=cfg.classes,
-            imgsz=cfg.imgsz,
+            imgsz=cfg.auto_size.fallback if cfg.imgsz == "auto" else cfg.imgsz,
             conf=cfg.conf,
             iou=cfg.iou,
             device=cfg.device,
@@ -393,11 +393,12 @@ class YoloDetector(ImageDetector):
     def names(self) -> dict[int, str]:
         return _names_dict(getattr(self._model, "names", None))
 
-    def predict_raw(self, image_bgr: np.ndarray) -> Any:
-        """The ultralytics ``Results`` for one image (restricted to the mapped classes)."""
+    def predict_raw(self, image_bgr: np.ndarray, imgsz: int | None = None) -> Any:
+        """The ultralytics ``Results`` for one image (restricted to the mapped classes), at
+        ``imgsz`` (default: :attr:`imgsz`)."""
         results = self._model.predict(
             image_bgr,
-            imgsz=self.imgsz,
+            imgsz=imgsz or self.imgsz,
             conf=self.conf,
             iou=self.iou,
             classes=self.kept_class_ids,
@@ -427,6 +428,10 @@ class YoloDetector(ImageDetector):
 
     def __call__(self, image_bgr: np.ndarray) -> sv.Detections:
         return detections_from_result(self.predict_raw(image_bgr), self.class_map)
+
+    def detect_at(self, frame: Frame, imgsz: int) -> sv.Detections:
+        """Detections of one frame at a given input size (``detector.imgsz: auto``)."""
+        return detections_from_result(self.predict_raw(frame.image, imgsz), self.class_map)
 
     def warmup(self, shape: tuple[int, int] = (540, 960), runs: int = 2) -> None:
         """Run on blank frames so one-off allocations do not land on the first real frame."""

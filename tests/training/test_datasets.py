@@ -167,3 +167,51 @@ def test_real_uavdt_gt_from_video():
     assert [s.frame for s in samples] == [0, 100, 200, 300, 400]
     assert samples[0].group == "M1303" and len(samples[0].boxes) > 10
     assert samples[1].load().shape == (540, 1024, 3)
+
+
+VIEWS = {f"{i:07d}": ("nadir" if i < 6 else "oblique", "night" if i >= 20 else "day") for i in range(28)}
+
+
+@pytest.mark.parametrize(
+    ("views", "held"),
+    [
+        # strata sorted by id, ranks 2, 7, 12 ... held out: nadir 0-5 -> rank 2 is 0000002;
+        # oblique day 6-19 -> ranks 2, 7, 12 are 8, 13, 18; oblique night 20-27 -> 22, 27
+        (VIEWS, ["0000002", "0000008", "0000013", "0000018", "0000022", "0000027"]),
+        # one stratum: every 5th from the third
+        ({f"{i:07d}": ("oblique", "day") for i in range(12)}, ["0000002", "0000007"]),
+        # a view with fewer than three clips keeps them all for training
+        ({"0000001": ("nadir", "day"), "0000002": ("nadir", "day")}, []),
+    ],
+)
+def test_visdrone_det_holdout_is_a_fixed_stratified_rule(views, held):
+    assert ds.visdrone_det_holdout(views, views) == held
+    assert ds.visdrone_det_holdout(reversed(list(views)), views) == held  # order-free
+
+
+def test_view_table_covers_every_clip_of_the_shared_set():
+    table = ds.read_view_table()
+    assert set(v for v, _ in table.values()) == {"nadir", "oblique"}
+    assert set(light for _, light in table.values()) == {"day", "night"}
+    clips_tsv = shared_path("visdrone_det", "clips.tsv")
+    clips = [line.split("\t")[0] for line in clips_tsv.read_text().splitlines()[1:] if line.strip()]
+    assert sorted(clips) == sorted(table)
+    held = ds.visdrone_det_holdout(clips)
+    assert len(held) == 17  # about a fifth of 86 clips, night and nadir among them
+    assert {table[c] for c in held} == {("oblique", "day"), ("oblique", "night"), ("nadir", "day")}
+
+
+@pytest.mark.parametrize(
+    ("kind", "group", "tags"),
+    [
+        ("visdrone-det", "0000333", ("nadir", "day")),
+        ("visdrone-det", "0000117", ("oblique", "night")),
+        ("visdrone-det", "not-a-clip", ()),
+        ("aerial-cars", "DJI_0005", ("nadir", "day")),
+        ("auair", "20190829091111", ("low", "day")),
+        ("uavdt", "M1303", ()),
+    ],
+)
+def test_view_tags(kind, group, tags):
+    sample = ds.Sample(Path("x.jpg"), np.zeros((0, 5)), group)
+    assert tuple(ds.view_tags(kind)(sample)) == tags
