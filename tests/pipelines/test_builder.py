@@ -221,3 +221,21 @@ def test_detector_and_segmenter_receive_each_frame_and_close_releases_them():
     with pytest.raises(RuntimeError, match="closed"):
         pipeline.process(Frame(5, 5 / 30.0, np.zeros((90, 160, 3), np.uint8)))
     pipeline.close()  # twice is harmless
+
+
+@pytest.mark.parametrize(
+    ("imgsz", "wrapped", "described"),
+    [("auto", True, "auto: 960 (2 frames)"), (800, False, "800")],
+)
+def test_shipped_detector_runs_at_the_gsd_chosen_size_by_default(imgsz, wrapped, described):
+    from pipelines.motion.input_size import AutoSizedDetector
+    from pipelines.runner import describe_imgsz
+    from pipelines.types import Frame
+
+    cfg = PipelineConfig().with_overrides(detector={"imgsz": imgsz}, road={"enabled": False})
+    pipeline = build_pipeline(cfg)
+    assert isinstance(pipeline.detector, AutoSizedDetector) is wrapped
+    for i in range(2):  # no telemetry: the fallback size
+        pipeline.process(Frame(i, i / 30, np.zeros((720, 1280, 3), np.uint8)))
+    assert describe_imgsz(pipeline.metadata, cfg) == described
+    pipeline.close()
