@@ -216,10 +216,24 @@ def cmd_detector(args) -> int:
     slim = strip_checkpoint(chosen, chosen.with_name(f"{chosen.stem}_fp16.pt"))
     exports: dict[str, Path] = {"pt": slim}
     if args.export:
-        exports.update(export_detector(slim, tuple(f for f in args.export.split(",") if f), imgsz=args.imgsz))
+        formats = tuple(f for f in args.export.split(",") if f)
+        exports.update(export_detector(slim, formats, imgsz=args.imgsz, calib_data=data_yaml))
     if args.install:
         install_detector(exports, args.install)
     log.info("trained detector: %s (exports: %s)", slim, {k: str(v) for k, v in exports.items()})
+    return 0
+
+
+def cmd_export(args) -> int:
+    """Export a trained checkpoint (e.g. to try NNCF int8 after a run) and optionally install it."""
+    from training.detector import export_detector, install_detector
+
+    formats = tuple(f for f in args.formats.split(",") if f)
+    exports = export_detector(args.weights, formats, imgsz=args.imgsz, calib_data=args.data)
+    if args.install:
+        install_detector(exports, args.install)
+    for fmt, path in exports.items():
+        log.info("%s: %s", fmt, path)
     return 0
 
 
@@ -453,7 +467,9 @@ def _register_detector_commands(sub) -> None:
         "--checkpoint", choices=("last", "best"), default="last", help="which checkpoint to export"
     )
     p.add_argument(
-        "--export", default="onnx,onnx-int8,openvino", help="formats to export after training ('' for none)"
+        "--export",
+        default="onnx,onnx-int8,openvino",
+        help="formats to export after training, of onnx, onnx-int8, openvino, openvino-int8 (NNCF, calibrated on the train split); '' for none",
     )
     p.add_argument(
         "--install",
@@ -480,6 +496,14 @@ def _register_detector_commands(sub) -> None:
     p.add_argument("--conf", type=float, default=0.25)
     p.add_argument("--json", help="also write the metrics here")
     p.set_defaults(func=cmd_eval_detector)
+
+    p = sub.add_parser("export", help="export a trained detector checkpoint (.pt)")
+    p.add_argument("--weights", required=True, help="a .pt checkpoint (e.g. a run's last_fp16.pt)")
+    p.add_argument("--formats", default="onnx,onnx-int8,openvino", help="as train detector --export")
+    p.add_argument("--data", help="data.yaml whose train split calibrates openvino-int8")
+    p.add_argument("--imgsz", type=int, default=640)
+    p.add_argument("--install", help="copy the exports under the shipped names into this folder")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("bench-detector", help="CPU milliseconds per frame of detector exports")
     p.add_argument("--weights", nargs="+", required=True)

@@ -25,6 +25,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelines.config import ConfigError
 from pipelines.ultralytics_env import prepare_ultralytics
 from training.dequant import load_into_yolo, read_quantized_onnx
 from training.samples import CLASSES
@@ -267,11 +268,15 @@ def export_detector(
     imgsz: int = 640,
     half: bool = True,
     dynamic: bool = True,
+    calib_data: str | Path | None = None,
+    calib_images: int = 300,
 ) -> dict[str, Path]:
     """Export a checkpoint; returns ``{format: path}``. OpenVINO gets fp16 weights (``half``).
 
     ``dynamic=True`` lets the exports take any input size (letterboxed to a multiple of 32), so one
-    file serves imgsz 640, 1024 or 1280.
+    file serves imgsz 640, 1024 or 1280. ``openvino-int8`` is NNCF post-training quantisation
+    (weights and activations) calibrated on ``calib_images`` images of the *train* split of
+    ``calib_data`` (a data.yaml; never the held-out split, which scores it afterwards).
     """
     _, YOLO = _ultralytics()
     os.environ.setdefault("OPENVINO_TELEMETRY_DISABLE", "1")  # no network attempt on export
@@ -280,6 +285,9 @@ def export_detector(
         if fmt == "onnx-int8":
             fp32 = out.get("onnx") or export_detector(pt, ("onnx",), imgsz, half, dynamic)["onnx"]
             out[fmt] = quantize_onnx_int8(fp32, fp32.with_name(fp32.stem + "_int8.onnx"))
+            continue
+        if fmt == "openvino-int8":
+            out[fmt] = _export_openvino_int8(pt, imgsz, dynamic, calib_data, calib_images)
             continue
         model = YOLO(str(pt), task="detect")
         kwargs = dict(format=fmt, imgsz=imgsz, dynamic=dynamic, device="cpu", verbose=False)
@@ -291,6 +299,33 @@ def export_detector(
         out[fmt] = Path(path)
         log.info("exported %s -> %s", fmt, path)
     return out
+
+
+def _export_openvino_int8(
+    pt: str | Path, imgsz: int, dynamic: bool, calib_data: str | Path | None, calib_images: int
+) -> Path:
+    if calib_data is None:
+        raise ConfigError("openvino-int8 needs calibration images: a data.yaml (its train split is used)")
+    try:
+        import nncf  # noqa: F401
+    except ImportError as exc:  # ultralytics would try to pip-install it, which fails offline
+        raise ConfigError("openvino-int8 needs NNCF: pip install nncf") from exc
+    _, YOLO = _ultralytics()
+    model = YOLO(str(pt), task="detect")
+    path = model.export(
+        format="openvino",
+        quantize=8,
+        data=str(calib_data),
+        split="train",
+        fraction=int(calib_images),
+        batch=1,
+        imgsz=imgsz,
+        dynamic=dynamic,
+        device="cpu",
+        verbose=False,
+    )
+    log.info("exported openvino-int8 (NNCF, %d calibration images) -> %s", calib_images, path)
+    return Path(path)
 
 
 def quantize_onnx_int8(src: str | Path, dst: str | Path) -> Path:

@@ -60,6 +60,21 @@ def test_one_epoch_train_and_export(tmp_path):
         m = evaluate_detector(path, samples[:1], imgsz=64)
         assert m.images == 1 and m.gt == 3
 
+    # NNCF post-training int8, calibrated on the train split: weights and activations quantised
+    q = export_detector(slim, ("openvino-int8",), imgsz=64, calib_data=data_yaml, calib_images=2)
+    xml = next(q["openvino-int8"].glob("*.xml")).read_text()
+    assert "FakeQuantize" in xml or "FakeConvert" in xml or 'element_type="i8"' in xml
+    m = evaluate_detector(q["openvino-int8"], samples[:1], imgsz=64)
+    assert m.images == 1 and m.gt == 3
+
+
+def test_openvino_int8_needs_calibration_data(tmp_path):
+    from pipelines.config import ConfigError
+    from training.detector import export_detector
+
+    with pytest.raises(ConfigError, match="calibration images"):
+        export_detector(tmp_path / "none.pt", ("openvino-int8",))
+
 
 @pytest.mark.shared
 def test_coco_int8_init_checkpoint(tmp_path):
