@@ -241,7 +241,7 @@ def cmd_eval_detector(args) -> int:
     """AP50 / precision / recall per dataset, over all its images and per view (nadir, oblique,
     low, day, night where the dataset says): ``{spec: {"all": {...}, "oblique": {...}, ...}}``."""
     from training.datasets import view_tags
-    from training.evaluate import evaluate_by_view, load_model
+    from training.evaluate import VEHICLE_SETS, evaluate_by_view, load_model
 
     model = load_model(args.weights)
     results = {}
@@ -254,13 +254,21 @@ def cmd_eval_detector(args) -> int:
             raise ConfigError(
                 f"no annotated images in {spec}" + (f" for groups {args.groups}" if args.groups else "")
             )
-        per_view = evaluate_by_view(model, samples, view_tags(kind), imgsz=args.imgsz, conf=args.conf)
+        per_view = evaluate_by_view(
+            model,
+            samples,
+            view_tags(kind),
+            imgsz=args.imgsz,
+            conf=args.conf,
+            only=VEHICLE_SETS[args.vehicles],
+        )
         results[spec] = {view: m.as_dict() for view, m in per_view.items()}
         for view, m in per_view.items():
             log.info(
-                "%s [%s]: %d images, %d vehicles, AP50 %.3f, P %.3f, R %.3f at conf %.2f, imgsz %s",
+                "%s [%s, %s vehicles]: %d images, %d vehicles, AP50 %.3f, P %.3f, R %.3f at conf %.2f, imgsz %s",
                 spec,
                 view,
+                args.vehicles,
                 m.images,
                 m.gt,
                 m.ap50,
@@ -494,6 +502,12 @@ def _register_detector_commands(sub) -> None:
         help="input size, or auto: the engine's rule for frames without a GSD (detector.auto_size.fallback)",
     )
     p.add_argument("--conf", type=float, default=0.25)
+    p.add_argument(
+        "--vehicles",
+        choices=("all", "four-wheel"),
+        default="all",
+        help="all: every vehicle class (motorcycles too); four-wheel: car/van/truck/bus, motorcycles ignored",
+    )
     p.add_argument("--json", help="also write the metrics here")
     p.set_defaults(func=cmd_eval_detector)
 

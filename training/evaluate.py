@@ -7,6 +7,10 @@ all-point interpolated area under the precision/recall curve of the detections a
 ``ap_conf`` (0.001).
 
 The COCO baseline uses the classes named in ``shared/data/*/SOURCE.md`` (car, bus, truck).
+
+``only`` scores a subset of the canonical classes, e.g. :data:`FOUR_WHEEL` (car, van, truck, bus):
+ground-truth boxes of the other classes become ignore regions (a motorcycle is then neither a miss
+nor, when a model calls it a car, a false positive), and predictions of other classes are dropped.
 """
 
 from __future__ import annotations
@@ -15,17 +19,19 @@ import logging
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from pipelines.ultralytics_env import prepare_ultralytics
-from training.samples import Sample, iter_loaded
+from training.samples import CLASS_ID, Sample, iter_loaded
 
 log = logging.getLogger(__name__)
 
 COCO_VEHICLES = (2, 5, 7)  # car, bus, truck: the baseline procedure of the SOURCE.md files
+FOUR_WHEEL = ("car", "van", "truck", "bus")
+VEHICLE_SETS: dict[str, tuple[str, ...] | None] = {"all": None, "four-wheel": FOUR_WHEEL}
 
 
 @dataclass
@@ -157,13 +163,18 @@ def score_images(
     classes: Sequence[int] | None = None,
     ap_conf: float = 0.001,
     nms_iou: float = 0.5,
+    only: Sequence[str] | None = None,
 ) -> list[ImageScore]:
     """Run the model on every sample and match its detections (see the module doc)."""
     model = load_model(model_or_path) if isinstance(model_or_path, (str, Path)) else model_or_path
     if classes is None:
         classes = vehicle_classes(model)
+    if only is not None:
+        names = getattr(model, "names", None) or {}
+        classes = [i for i in (classes if classes is not None else names) if names.get(i) in only]
     out = []
     for s, img in iter_loaded(samples):
+        s = restrict_to(s, only)
         size = input_size_for(imgsz, img)
         t0 = time.perf_counter()
         r = model.predict(
@@ -183,6 +194,15 @@ def score_images(
             )
         )
     return out
+
+
+def restrict_to(sample: Sample, only: Sequence[str] | None) -> Sample:
+    """The sample with ground truth of the ``only`` classes; the other boxes become ignore regions."""
+    if only is None:
+        return sample
+    keep = np.isin(sample.boxes[:, 0].astype(int), [CLASS_ID[c] for c in only])
+    ignore = np.concatenate([sample.ignore.reshape(-1, 4), sample.boxes[~keep, 1:5]])
+    return replace(sample, boxes=sample.boxes[keep], ignore=ignore)
 
 
 def aggregate(scores: Sequence[ImageScore], conf: float = 0.25) -> DetectionMetrics:
@@ -217,9 +237,10 @@ def evaluate_detector(
     classes: Sequence[int] | None = None,
     ap_conf: float = 0.001,
     nms_iou: float = 0.5,
+    only: Sequence[str] | None = None,
 ) -> DetectionMetrics:
     """Run the model on every sample and score it (see the module doc for the procedure)."""
-    scores = score_images(model_or_path, samples, imgsz, conf, iou_thr, classes, ap_conf, nms_iou)
+    scores = score_images(model_or_path, samples, imgsz, conf, iou_thr, classes, ap_conf, nms_iou, only)
     m = aggregate(scores, conf)
     log.info("evaluated %s: %s", getattr(model_or_path, "ckpt_path", None) or model_or_path, m)
     return m

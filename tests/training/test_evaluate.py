@@ -11,8 +11,8 @@ import pytest
 
 from pipelines.config import ConfigError
 from training.cli import expand_groups
-from training.evaluate import evaluate_by_view, input_size_for
-from training.samples import Sample
+from training.evaluate import FOUR_WHEEL, evaluate_by_view, evaluate_detector, input_size_for
+from training.samples import CLASSES, Sample
 
 
 class _Arr:
@@ -29,22 +29,27 @@ class _Arr:
 class _FakeModel:
     """Returns the boxes given per image name (a real model's output shape), records input sizes."""
 
-    names = {0: "car"}
+    names = dict(enumerate(CLASSES))
 
-    def __init__(self, outputs: dict[int, list[tuple[float, float, float, float, float]]]) -> None:
-        self.outputs = outputs  # image width (our key) -> [(x1, y1, x2, y2, conf)]
+    def __init__(self, outputs: dict[int, list[tuple[float, ...]]]) -> None:
+        self.outputs = outputs  # image width (our key) -> [(x1, y1, x2, y2, conf[, class])]
         self.sizes: list[int] = []
 
-    def predict(self, img, imgsz, **_):
+    def predict(self, img, imgsz, classes=None, **_):
         self.sizes.append(imgsz)
-        rows = np.asarray(self.outputs.get(img.shape[1], []), np.float32).reshape(-1, 5)
+        rows = [r if len(r) == 6 else (*r, 0) for r in self.outputs.get(img.shape[1], [])]
+        rows = np.asarray(rows, np.float32).reshape(-1, 6)
+        if classes is not None:  # as ultralytics: only these class ids
+            rows = rows[np.isin(rows[:, 5].astype(int), classes)]
         return [SimpleNamespace(boxes=SimpleNamespace(xyxy=_Arr(rows[:, :4]), conf=_Arr(rows[:, 4])))]
 
 
 def _sample(tmp_path: Path, width: int, group: str, boxes) -> Sample:
+    """Boxes ``(x1, y1, x2, y2)`` (cars) or ``(class, x1, y1, x2, y2)``."""
     path = tmp_path / f"{group}_{width}.png"
     cv2.imwrite(str(path), np.zeros((100, width, 3), np.uint8))
-    return Sample(path, np.array([[0, *b] for b in boxes], np.float32).reshape(-1, 5), group)
+    rows = [b if len(b) == 5 else (0, *b) for b in boxes]
+    return Sample(path, np.array(rows, np.float32).reshape(-1, 5), group)
 
 
 def test_scores_per_view_from_one_pass(tmp_path):
@@ -64,6 +69,25 @@ def test_scores_per_view_from_one_pass(tmp_path):
     assert (out["night"].tp, out["night"].fp, out["night"].fn) == (1, 1, 1)
     assert (out["all"].tp, out["all"].fp, out["all"].gt) == (3, 1, 4)
     assert out["all"].recall == pytest.approx(0.75)
+
+
+MOTO = CLASSES.index("motorcycle")
+
+
+@pytest.mark.parametrize(
+    ("only", "tp", "fp", "gt"),
+    [
+        (None, 2, 1, 2),  # every vehicle: the motorcycle is a vehicle, the "car" on it a false positive
+        (FOUR_WHEEL, 1, 0, 1),  # four-wheel: the motorcycle is ignored, so is anything found on it
+    ],
+)
+def test_four_wheel_subset_ignores_motorcycles(tmp_path, only, tp, fp, gt):
+    sample = _sample(tmp_path, 200, "a", [(10, 10, 30, 30), (MOTO, 100, 10, 110, 30)])
+    model = _FakeModel(
+        {200: [(10, 10, 30, 30, 0.9, 0), (100, 10, 110, 30, 0.8, MOTO), (99, 9, 111, 31, 0.5, 0)]}
+    )
+    m = evaluate_detector(model, [sample], imgsz=640, only=only)
+    assert (m.tp, m.fp, m.gt) == (tp, fp, gt)
 
 
 @pytest.mark.parametrize(
