@@ -55,11 +55,11 @@ def write_report(
 
 def _detector_label(base: PipelineConfig) -> str:
     """The base detector as run: explicit weights, or the shipped default the builder resolves."""
-    from pipelines.builder import DEFAULT_DETECTOR_CANDIDATES, default_weights  # loads torch
+    from pipelines.motion.detector import find_default_weights  # loads torch
 
     if base.detector.weights is not None:
         return str(base.detector.weights)
-    return f"default: {default_weights(DEFAULT_DETECTOR_CANDIDATES)}"
+    return f"default: {find_default_weights()}"
 
 
 def _safe(name: str) -> str:

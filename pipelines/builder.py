@@ -14,9 +14,8 @@ from typing import Any
 from pipelines.base_layer import RoadMaskLayer
 from pipelines.config import DEFAULT_WEIGHTS_DIR, PipelineConfig, RoadConfig
 from pipelines.displacement import GroundDisplacement
-from pipelines.errors import WeightsError
 from pipelines.ground import GroundModel
-from pipelines.motion.detector import Detector, YoloDetector
+from pipelines.motion.detector import Detector, YoloDetector, resolve_weights
 from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.flow import BoxFlowRefiner
 from pipelines.motion.input_size import AutoSizedDetector
@@ -34,12 +33,8 @@ from pipelines.speed import SpeedEstimator
 
 log = logging.getLogger(__name__)
 
-# Shipped defaults (issue 5 trains and commits them); explicit paths in the config win.
-DEFAULT_DETECTOR_CANDIDATES = (
-    "airpatrol_vehicles_n_openvino_model",
-    "airpatrol_vehicles_n.onnx",
-    "airpatrol_vehicles_n.pt",
-)
+# Shipped road models (the detector's: pipelines.motion.detector.DEFAULT_WEIGHT_NAMES); explicit
+# paths in the config win.
 DEFAULT_ROAD_CANDIDATES = ("airpatrol_road_unet_mnv3s.pt", "airpatrol_road_unet.pt")
 
 
@@ -104,13 +99,7 @@ def build_pipeline(
     if detector is None:
         dcfg = config.detector
         if dcfg.weights is None:
-            found = default_weights(DEFAULT_DETECTOR_CANDIDATES)
-            if found is None:
-                raise WeightsError(
-                    "no vehicle detector weights: pass --detector PATH (a .pt, .onnx or OpenVINO folder "
-                    f"ultralytics can load) or put the shipped model under {DEFAULT_WEIGHTS_DIR}/"
-                )
-            dcfg = dcfg.model_copy(update={"weights": found})
+            dcfg = dcfg.model_copy(update={"weights": resolve_weights(None)})
         detector = YoloDetector.from_config(dcfg)
         meta["detector"] = str(dcfg.weights)
         if dcfg.imgsz == "auto":

@@ -246,8 +246,10 @@ def _looks_like_weights(path: Path) -> bool:
     return path.is_file() and path.suffix.lower() in WEIGHT_SUFFIXES
 
 
-# Preferred names under weights/ (the project's own vehicle model first), then any loadable model.
+# Preferred names under weights/ (the project's own vehicle model first: its NNCF int8 OpenVINO
+# export, then fp16, then the fp16 PyTorch checkpoint), then any loadable model.
 DEFAULT_WEIGHT_NAMES: tuple[str, ...] = (
+    "airpatrol_vehicles_n_int8_openvino_model",
     "airpatrol_vehicles_n_openvino_model",
     "airpatrol_vehicles_n.onnx",
     "airpatrol_vehicles_n.pt",

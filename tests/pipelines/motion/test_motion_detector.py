@@ -170,6 +170,10 @@ def test_unloadable_weights_raise_weights_error(tmp_path: Path, suffix: str) -> 
             ["a.onnx", "airpatrol_vehicles_n.pt", "airpatrol_vehicles_n_openvino_model/m.xml"],
             "airpatrol_vehicles_n_openvino_model",
         ),
+        (
+            ["airpatrol_vehicles_n_openvino_model/m.xml", "airpatrol_vehicles_n_int8_openvino_model/m.xml"],
+            "airpatrol_vehicles_n_int8_openvino_model",
+        ),
         (["b.onnx", "a.pt", "notes.txt"], "a.pt"),
         (["x_openvino_model/m.xml", "z.engine"], "x_openvino_model"),
     ],
