@@ -482,7 +482,7 @@ def _register_detector_commands(sub) -> None:
     p.add_argument(
         "--install",
         metavar="WEIGHTS_DIR",
-        help="copy the OpenVINO / int8 ONNX exports there under the shipped names",
+        help="copy the exports (OpenVINO fp16 / int8, int8 ONNX, the fp16 .pt) there under the shipped names",
     )
     p.add_argument("--out", default="runs/detector")
     p.add_argument("--name", default="aerial")
@@ -513,7 +513,7 @@ def _register_detector_commands(sub) -> None:
 
     p = sub.add_parser("export", help="export a trained detector checkpoint (.pt)")
     p.add_argument("--weights", required=True, help="a .pt checkpoint (e.g. a run's last_fp16.pt)")
-    p.add_argument("--formats", default="onnx,onnx-int8,openvino", help="as train detector --export")
+    p.add_argument("--formats", default="openvino,openvino-int8", help="as train detector --export")
     p.add_argument("--data", help="data.yaml whose train split calibrates openvino-int8")
     p.add_argument("--imgsz", type=int, default=640)
     p.add_argument("--install", help="copy the exports under the shipped names into this folder")

@@ -349,9 +349,10 @@ def quantize_onnx_int8(src: str | Path, dst: str | Path) -> Path:
 
 
 SHIPPED_NAMES = {
+    "openvino-int8": "airpatrol_vehicles_n_int8_openvino_model",  # the engine's default when present
     "openvino": "airpatrol_vehicles_n_openvino_model",
     "onnx-int8": "airpatrol_vehicles_n.onnx",
-    "pt": "airpatrol_vehicles_n.pt",
+    "pt": "airpatrol_vehicles_n.pt",  # fp16: where the next fine-tuning starts
 }
 
 

@@ -66,6 +66,14 @@ def test_one_epoch_train_and_export(tmp_path):
     assert "FakeQuantize" in xml or "FakeConvert" in xml or 'element_type="i8"' in xml
     m = evaluate_detector(q["openvino-int8"], samples[:1], imgsz=64)
     assert m.images == 1 and m.gt == 3
+    installed = install_detector({**q, "pt": slim}, tmp_path / "weights")
+    assert {p.name for p in installed.values()} == {
+        "airpatrol_vehicles_n_int8_openvino_model",  # the engine's first choice
+        "airpatrol_vehicles_n.pt",
+    }
+    from pipelines.motion.detector import find_default_weights
+
+    assert find_default_weights(tmp_path / "weights") == installed["openvino-int8"]
 
 
 def test_openvino_int8_needs_calibration_data(tmp_path):
