@@ -22,6 +22,7 @@ A dataset YAML::
         altitude_m: 80
         pitch_deg: -60
         road_polygon: [[0, 200], [1023, 150], [1023, 539], [0, 539]]   # optional, image pixels
+        scored_classes: [car, van, truck, bus]   # optional: only tracks of these classes are scored
       - name: sim60
         layout: sim
         path: sims/alt60_p90                 # a simulator folder fills in everything else
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from eval.groundtruth import (
     DatasetError,
@@ -52,6 +53,7 @@ from eval.groundtruth import (
     load_visdrone_gt,
 )
 from eval.simulate import SIM_CLASS_NAMES, FlightSpec
+from pipelines.motion.detector import CANONICAL_CLASSES
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,10 @@ class SequenceSpec:
     road_polygon: tuple[tuple[float, float], ...] | None = None
     class_names: tuple[tuple[int, str], ...] | None = None  # mot layout: class column -> name
     min_visibility: float = 0.0
+    # The benchmark's object classes (canonical names): predicted boxes of other classes (say a
+    # motorcycle where only cars, trucks and buses are annotated) are left out of the scores, as a
+    # MOT benchmark scores only its own classes. None: every predicted box is scored.
+    scored_classes: tuple[str, ...] | None = None
 
     def load_gt(self) -> GroundTruth | None:
         if self.gt is None:
@@ -130,6 +136,15 @@ class _SequenceEntry(BaseModel):
     road_polygon: list[tuple[float, float]] | None = None
     class_names: dict[int, str] | None = None
     min_visibility: float = 0.0
+    scored_classes: list[str] | None = None
+
+    @field_validator("scored_classes")
+    @classmethod
+    def _known_classes(cls, v: list[str] | None) -> list[str] | None:
+        unknown = sorted(set(v or ()) - set(CANONICAL_CLASSES))
+        if unknown:
+            raise ValueError(f"unknown classes {unknown}: expected some of {list(CANONICAL_CLASSES)}")
+        return v
 
 
 class _DatasetFile(BaseModel):
@@ -182,6 +197,7 @@ def _from_yaml(path: Path) -> Dataset:
                 "pitch_deg": e.pitch_deg,
                 "focal_length_mm": e.focal_length_mm,
                 "road_polygon": tuple(tuple(p) for p in e.road_polygon) if e.road_polygon else None,
+                "scored_classes": tuple(e.scored_classes) if e.scored_classes else None,
             }.items()
             if v is not None
         }

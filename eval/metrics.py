@@ -69,6 +69,15 @@ class PredTracks:
             out.setdefault(int(f), []).append(i)
         return {f: np.asarray(v, int) for f, v in out.items()}
 
+    def of_classes(self, names: Iterable[str] | None) -> PredTracks:
+        """The rows whose class is one of ``names`` (all rows for ``None``)."""
+        if names is None or len(self.class_names) != len(self):
+            return self
+        keep = np.isin(self.class_names.astype(str), list(names))
+        return PredTracks(
+            self.frames[keep], self.ids[keep], self.xyxy[keep], self.speed_kmh[keep], self.class_names[keep]
+        )
+
     def to_mot_lines(self) -> list[str]:
         lines = []
         for f, i, b in zip(self.frames, self.ids, self.xyxy, strict=True):

@@ -123,7 +123,9 @@ def run_sequence(
         progress=progress,
     )
     n_frames = int(summary["frames"])
-    tracks = collector.result()
+    tracks = collector.result().of_classes(seq.scored_classes)
+    if seq.scored_classes:
+        notes.append(f"scored classes: {', '.join(seq.scored_classes)} (tracks of other classes left out)")
     predicted: list[Violation] = list(summary["violation_list"])
     altitude, pitch = _camera_height(cfg, seq)
     if gt is None:

@@ -281,3 +281,21 @@ def test_simulate_command(tmp_path):
     assert (spec.width, spec.height, spec.layout, spec.pitch_deg, spec.drift_mps) == (
         256, 144, "intersection", -70.0, (2.0, 0.0),
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("names", "kept_ids"),
+    [(None, [1, 2, 3, 1]), (("car", "van", "truck", "bus"), [1, 3]), (("motorcycle",), [2, 1]), ((), [])],
+)
+def test_pred_tracks_of_classes(names, kept_ids):
+    """Rows are kept by their own class (a track called a motorcycle in one frame and a car in the
+    next keeps only its car rows under a four-wheel benchmark)."""
+    tracks = PredTracks(
+        np.array([1, 1, 1, 2]),
+        np.array([1, 2, 3, 1]),
+        np.arange(16, dtype=float).reshape(4, 4),
+        np.full(4, np.nan),
+        np.array(["car", "motorcycle", "bus", "motorcycle"], dtype=object),
+    )
+    out = tracks.of_classes(names)
+    assert out.ids.tolist() == kept_ids and len(out.class_names) == len(out) == len(kept_ids)

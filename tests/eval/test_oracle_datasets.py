@@ -179,6 +179,7 @@ sequences:
     pitch_deg: -70
     class_names: {{3: car}}
     road_polygon: [[0, 0], [10, 0], [10, 10]]
+    scored_classes: [car, bus]
 """
     )
     ds = load_dataset(tmp_path / "ds.yaml")
@@ -188,6 +189,7 @@ sequences:
     assert (cam.altitude_m, cam.pitch_deg, cam.camera) == (80.0, -70.0, "dji_mavic_3")
     assert cam.video == tmp_path / "v.mp4" and cam.road_polygon == ((0, 0), (10, 0), (10, 10))
     assert list(cam.load_gt().class_names) == ["car"]
+    assert (sim.scored_classes, cam.scored_classes) == (None, ("car", "bus"))
 
 
 @pytest.mark.parametrize(
@@ -199,6 +201,7 @@ sequences:
         ("[1, 2", "not valid YAML"),
         ("sequences: [{video: v.mp4, speeds: nope.csv}]", "speeds not found: .*nope.csv"),
         ("sequences: [{video: v.mp4, gt: gt.txt, violations: v.json}]", "violations not found"),
+        ("sequences: [{video: v.mp4, scored_classes: [car, lorry]}]", "unknown classes \\['lorry'\\]"),
     ],
 )
 def test_dataset_yaml_errors(tmp_path, text, message):
@@ -238,3 +241,4 @@ def test_example_uavdt_dataset_file():
     example = Path(__file__).resolve().parents[2] / "eval" / "examples" / "uavdt_m1303.yaml"
     (seq,) = load_dataset(example).sequences
     assert seq.layout == "uavdt" and seq.road_polygon is not None and seq.ignore is not None
+    assert seq.scored_classes == ("car", "van", "truck", "bus")  # UAVDT annotates no two-wheelers
