@@ -78,6 +78,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--sprites", type=Path, help="folder of image + YOLO txt pairs to cut real vehicle crops from"
     )
+    s.add_argument(
+        "--real-sprite-fraction",
+        type=float,
+        help="share of vehicles drawn with real crops from --sprites (default 0.6; 1: real crops only, "
+        "classes without crops left out)",
+    )
     s.add_argument("--mask-every", type=int, help="write the road mask of every N-th frame (0: none)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_simulate)
@@ -106,6 +112,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         speed_limit_kmh=args.speed_limit,
         speeding_fraction=args.speeding_fraction,
         sprites_dir=str(args.sprites) if args.sprites else None,
+        real_sprite_fraction=args.real_sprite_fraction,
         mask_every=args.mask_every,
     )
     flight = simulate_flight(spec, args.out, progress=not args.quiet)

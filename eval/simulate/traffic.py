@@ -87,8 +87,15 @@ class _VehicleSampler:
         self.lanes: list[tuple[int, int, Polyline]] = [
             (ri, li, lane) for ri, road in enumerate(roads) for li, lane in enumerate(road.lanes())
         ]
-        self.classes = [c for c, _ in spec.class_mix]
-        weights = np.array([w for _, w in spec.class_mix], float)
+        mix = spec.class_mix
+        real_classes = {sp.class_name for sp in real}
+        if real_classes and spec.real_sprite_fraction >= 1.0:  # real crops only: no procedural vehicle
+            dropped = [c for c, _ in mix if c not in real_classes]
+            mix = tuple((c, w) for c, w in mix if c in real_classes)
+            if dropped:
+                log.info("real sprites only: no crops of %s, left out of the class mix", ", ".join(dropped))
+        self.classes = [c for c, _ in mix]
+        weights = np.array([w for _, w in mix], float)
         n = len(self.classes)
         self.weights = weights / weights.sum() if weights.sum() > 0 else np.ones(n) / n
         self.procedural = procedural

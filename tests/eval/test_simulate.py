@@ -191,7 +191,8 @@ def test_real_sprites_from_yolo_pairs(tmp_path):
     assert all(s.real and s.image.shape[2] == 4 and s.image.shape[1] >= s.image.shape[0] for s in sprites)
     spec = _tiny(duration_s=0.3, real_sprite_fraction=1.0)
     scene = Scene(spec, sprites)
-    assert any(v.sprite.real for v in scene.vehicles)
+    assert scene.vehicles and all(v.sprite.real for v in scene.vehicles)  # 1.0: no procedural vehicle
+    assert {v.class_name for v in scene.vehicles} <= {s.class_name for s in sprites}
     img, rows = scene.render(1)
     assert rows and img.shape == (spec.height, spec.width, 3)
     assert not any(tmp_path.iterdir())  # crops stay in memory

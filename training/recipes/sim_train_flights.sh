@@ -2,9 +2,10 @@
 # Simulated training flights for the detector (issue 9): exact boxes at every altitude from 30 to
 # 150 m and gimbal pitch from -90 to -35, 1080p, with vehicles cut from the aerial-cars TRAINING
 # videos only (DJI_0005, DJI_0013, DJI_0762; never the held-out DJI-00760, which the altitude-band
-# benchmark and the eval baselines draw their vehicles from) and no procedural sprites (the demo's).
-# The sprites are top-down decals: these frames teach vehicle size and the GSD range, not oblique
-# appearance (that comes from VisDrone).
+# benchmark and the eval baselines draw their vehicles from) and no procedural sprites
+# (`--real-sprite-fraction 1`: those are what `airpatrol demo` flies, which must not be trained on;
+# classes without real crops, motorcycles, are left out). The sprites are top-down decals: these
+# frames teach vehicle size and the GSD range, not oblique appearance (that comes from VisDrone).
 #
 #   bash training/recipes/sim_train_flights.sh [OUT]    # default OUT: runs/sim_train; ~3 min
 #
@@ -28,7 +29,7 @@ for alt in 30 50 80 110 150; do
     "$AP" simulate "$OUT/$name" --seed "$seed" --altitude "$alt" --pitch "$pitch" --duration 4 \
       --size 1920x1080 --drift 2,1 --yaw-rate 3 --yaw $((seed * 37 % 360)) \
       --layout "${layouts[$((seed % 3))]}" --lanes $((1 + seed % 3)) --vehicles $((12 + seed % 12)) \
-      --mask-every 0 --sprites "$OUT/.sprites" -q
+      --mask-every 0 --sprites "$OUT/.sprites" --real-sprite-fraction 1 -q
   done
 done
 echo "training flights in $OUT"
