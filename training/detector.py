@@ -359,7 +359,8 @@ SHIPPED_NAMES = {
 def install_detector(
     exports: dict[str, Path], weights_dir: str | Path, description: str | None = None
 ) -> dict[str, Path]:
-    """Copy exports under the fixed names the builder looks for (see ``SHIPPED_NAMES``)."""
+    """Copy exports under the fixed names the builder looks for (see ``SHIPPED_NAMES``); an OpenVINO
+    folder's IR becomes ``airpatrol_vehicles_n.xml``/``.bin`` whatever the checkpoint was called."""
     import yaml
 
     weights_dir = Path(weights_dir)
@@ -373,6 +374,8 @@ def install_detector(
             if dst.exists():
                 shutil.rmtree(dst)
             shutil.copytree(path, dst)
+            for ir in [*dst.glob("*.xml"), *dst.glob("*.bin")]:  # stable names: model cards hash them
+                ir.rename(ir.with_name("airpatrol_vehicles_n" + ir.suffix))
             meta = dst / "metadata.yaml"
             if description and meta.exists():
                 data = yaml.safe_load(meta.read_text())

@@ -71,6 +71,10 @@ def test_one_epoch_train_and_export(tmp_path):
         "airpatrol_vehicles_n_int8_openvino_model",  # the engine's first choice
         "airpatrol_vehicles_n.pt",
     }
+    ir = installed["openvino-int8"]
+    assert sorted(p.name for p in ir.iterdir()) == [
+        "airpatrol_vehicles_n.bin", "airpatrol_vehicles_n.xml", "metadata.yaml",
+    ]  # fmt: skip
     from pipelines.motion.detector import find_default_weights
 
     assert find_default_weights(tmp_path / "weights") == installed["openvino-int8"]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Recipe of the shipped vehicle detector airpatrol_vehicles_n (v2; see weights/airpatrol_vehicles_n.md):
+# Detector v2, an experiment that never shipped (v3 replaced it; see weights/airpatrol_vehicles_n.md):
 # the v1 detector (aerial-cars only) fine-tuned on aerial-cars + simulated flights, so that it also
 # finds vehicles at other altitudes, scales and gimbal pitches than the three training videos show.
+# Its --init, v1's int8 ONNX, is no longer in weights/: take it from git (commit 649ca09).
 #
 #   bash training/recipes/detector_v2.sh [OUT]      # default OUT: runs/detector_v2; ~1 h on 2 CPU cores
 #
@@ -42,7 +43,7 @@ sim val_01 301 100 -60 curved 960x540 no
 if [ ! -f "$OUT/v2a/weights/last.pt" ]; then
   "$AP" -v train detector \
     --dataset "aerial-cars=$FRAMES" --dataset "mot=$OUT/sims" --every 5 \
-    --val-groups DJI-00760,val_00,val_01 --init weights/airpatrol_vehicles_n.onnx \
+    --val-groups DJI-00760,val_00,val_01 --init "${INIT:?INIT=v1 int8 ONNX, e.g. from git show 649ca09:weights/airpatrol_vehicles_n.onnx}" \
     --time-h "${TIME_H1:-0.8}" --epochs 12 --imgsz 640 --batch 8 \
     --tile 640 --overlap 0.2 --scales 1.0,0.6,0.35 --copy-paste 4 --transpose 0.5 --empty-fraction 0.3 \
     --checkpoint last --export "" --out "$OUT" --name v2a

@@ -7,14 +7,14 @@
 #   RESUME=1 bash training/recipes/detector_v3.sh  # a run that was cut off goes on from its last epoch
 #
 # Training comes in time-capped chunks that each fine-tune the model the previous one installed
-# (INIT, default: the shipped fp16 checkpoint weights/airpatrol_vehicles_n.pt, else the shipped
-# int8 ONNX of v2, dequantised): the work tree is laid anew between sessions, so what carries a
-# run over is the committed model, not runs/. The model card lists each chunk's exact settings.
+# (INIT, default: the shipped fp16 checkpoint weights/airpatrol_vehicles_n.pt; an int8 ONNX such as
+# v1's is dequantised): the work tree is laid anew between sessions, so what carries a run over is
+# the committed model, not runs/. The model card lists each chunk's exact settings.
 #   INIT       start weights (.pt or .onnx)
 #   TIME_H     wall-clock hours of this chunk (the LR schedule fits it)
 #   LR0, LRF   AdamW start rate and its final fraction (default 5e-4, 0.1)
-#   SIM        a folder of simulated training flights (training/recipes/sim_train_flights.sh) to mix
-#              in, every 20th frame; unset: none
+#   SIM        a folder of simulated training flights (training/recipes/sim_train_flights.sh: real
+#              crops only) to mix in, every 20th frame; unset: none
 #   AC_TIMES   how many times the aerial-cars frames are used (default 2)
 #
 # Held out, never trained on: the committed VisDrone-DET clip rule (`@visdrone-det`: clip ids
@@ -28,7 +28,7 @@ AP=${AIRPATROL:-.venv/bin/airpatrol}
 for d in visdrone_det aerial_cars_dji_frames/dji_video_frames; do
   [ -d "$SHARED/$d" ] || { echo "detector_v3.sh: missing $SHARED/$d" >&2; exit 2; }
 done
-INIT=${INIT:-$([ -f weights/airpatrol_vehicles_n.pt ] && echo weights/airpatrol_vehicles_n.pt || echo weights/airpatrol_vehicles_n.onnx)}
+INIT=${INIT:-weights/airpatrol_vehicles_n.pt}
 extra=()
 [ "${RESUME:-0}" = 1 ] && extra=(--resume)
 [ -n "${SIM:-}" ] && extra+=(--dataset "mot=$SIM" --every 20)
