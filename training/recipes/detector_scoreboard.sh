@@ -7,13 +7,13 @@
 #   - the held-out nadir aerial-cars video DJI-00760;
 #   - AU-AIR (low oblique, 5-30 m; evaluation only).
 #
-#   bash training/recipes/detector_scoreboard.sh [WEIGHTS] [OUT]   # default: the shipped OpenVINO model
+#   bash training/recipes/detector_scoreboard.sh [WEIGHTS] [OUT]   # default: the engine default (NNCF int8 OpenVINO)
 #
 # IMGSZ=1280 scores at a fixed size instead. Writes OUT/*.json (default runs/scoreboard) and prints
 # one line per set and view. Needs ../shared/data.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-W=${1:-weights/airpatrol_vehicles_n_openvino_model}
+W=${1:-weights/airpatrol_vehicles_n_int8_openvino_model}  # the engine default
 OUT=${2:-runs/scoreboard}
 SHARED=${AIRPATROL_SHARED_DATA:-../shared/data}
 AP=${AIRPATROL:-.venv/bin/airpatrol}
