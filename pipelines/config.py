@@ -53,6 +53,9 @@ class DetectorConfig(_Section):
     auto_size: AutoSizeConfig = AutoSizeConfig()
     conf: float = Field(0.25, ge=0.0, le=1.0)
     iou: float = Field(0.5, ge=0.0, le=1.0)
+    # NMS across classes: one box per vehicle even when the model scores it as two classes (car and
+    # van); per-class NMS made duplicate tracks and false violations (weights/airpatrol_vehicles_n.md)
+    agnostic_nms: bool = True
     device: str = "cpu"  # "cpu", "cuda", "cuda:0", "intel:cpu" (OpenVINO)
     half: bool | None = None  # fp16; None: on CUDA devices, not on the CPU
     # Class mapping: name of a built-in table ("coco", "visdrone", "uavdt", "aerial", "auair")

@@ -318,13 +318,16 @@ class YoloDetector(ImageDetector):
         device: str = "cpu",
         half: bool | None = None,
         max_det: int = 300,
+        agnostic_nms: bool = True,
     ) -> None:
-        """``half`` None: fp16 on CUDA devices, fp32 elsewhere."""
+        """``half`` None: fp16 on CUDA devices, fp32 elsewhere. ``agnostic_nms``: one box per
+        object whatever its class (a vehicle scored both car and van must not become two tracks)."""
         self.weights = resolve_weights(weights)
         self.imgsz = int(imgsz)
         self.conf = float(conf)
         self.iou = float(iou)
         self.max_det = int(max_det)
+        self.agnostic_nms = bool(agnostic_nms)
         self.device = device
         self.half = _is_cuda(device) if half is None else bool(half)
         if _is_cuda(device):
@@ -389,6 +392,7 @@ class YoloDetector(ImageDetector):
             device=cfg.device,
             half=cfg.half,
             max_det=cfg.max_det,
+            agnostic_nms=cfg.agnostic_nms,
         )
 
     @property
@@ -405,6 +409,7 @@ class YoloDetector(ImageDetector):
             iou=self.iou,
             classes=self.kept_class_ids,
             max_det=self.max_det,
+            agnostic_nms=self.agnostic_nms,
             device=self.device,
             half=self.half,
             verbose=False,

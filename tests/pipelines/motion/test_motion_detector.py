@@ -209,3 +209,16 @@ def test_adapter_restricts_classes_and_ignores_half_on_cpu(tmp_path: Path, monke
     assert call["classes"] == [2, 3, 5, 7]
     assert call["half"] is False and call["conf"] == 0.3 and call["max_det"] == 50
     assert list(out.data["class_name"]) == ["car", "truck"]
+
+
+@pytest.mark.parametrize(("section", "expected"), [({}, True), ({"agnostic_nms": False}, False)])
+def test_nms_is_class_agnostic_by_default(tmp_path: Path, monkeypatch, section, expected) -> None:
+    """One box per vehicle: a model that scores one vehicle as car and as van must not give two
+    tracks (per-class NMS did; measured in weights/airpatrol_vehicles_n.md)."""
+    weights = tmp_path / "model.pt"
+    weights.write_bytes(b"x")
+    fake = FakeYOLO()
+    monkeypatch.setattr(det_mod.YoloDetector, "_load", lambda self, path: fake)
+    det = YoloDetector.from_config(DetectorConfig(weights=weights, imgsz=640, **section))
+    det(np.zeros((32, 32, 3), dtype=np.uint8))
+    assert fake.calls[-1]["agnostic_nms"] is expected
