@@ -4,7 +4,8 @@ One matcher for every model (ours and the COCO baseline): class-agnostic "vehicl
 matching in descending confidence at IoU >= 0.5, each ground-truth box matched at most once.
 Detections whose centre lies in an ignore region are dropped before matching. AP50 is the
 all-point interpolated area under the precision/recall curve of the detections above
-``ap_conf`` (0.001).
+``ap_conf`` (0.001). NMS is class-agnostic, as in the engine (``detector.agnostic_nms``): one box
+per object, so a vehicle a model scores as both car and van is not a false positive.
 
 The COCO baseline uses the classes named in ``shared/data/*/SOURCE.md`` (car, bus, truck).
 
@@ -178,7 +179,14 @@ def score_images(
         size = input_size_for(imgsz, img)
         t0 = time.perf_counter()
         r = model.predict(
-            img, imgsz=size, conf=ap_conf, iou=nms_iou, classes=classes, verbose=False, max_det=300
+            img,
+            imgsz=size,
+            conf=ap_conf,
+            iou=nms_iou,
+            classes=classes,
+            verbose=False,
+            max_det=300,
+            agnostic_nms=True,
         )[0]
         ms = (time.perf_counter() - t0) * 1000
         xyxy = r.boxes.xyxy.cpu().numpy().reshape(-1, 4)
