@@ -71,8 +71,10 @@ class PredTracks:
 
     def of_classes(self, names: Iterable[str] | None) -> PredTracks:
         """The rows whose class is one of ``names`` (all rows for ``None``)."""
-        if names is None or len(self.class_names) != len(self):
+        if names is None:
             return self
+        if len(self.class_names) != len(self):  # scoring by class needs every row's class
+            raise ValueError(f"{len(self)} tracked boxes but {len(self.class_names)} class names")
         keep = np.isin(self.class_names.astype(str), list(names))
         return PredTracks(
             self.frames[keep], self.ids[keep], self.xyxy[keep], self.speed_kmh[keep], self.class_names[keep]

@@ -299,3 +299,11 @@ def test_pred_tracks_of_classes(names, kept_ids):
     )
     out = tracks.of_classes(names)
     assert out.ids.tolist() == kept_ids and len(out.class_names) == len(out) == len(kept_ids)
+
+
+def test_pred_tracks_of_classes_needs_class_names():
+    """Scoring by class without each row's class is an error, not every row scored silently."""
+    tracks = PredTracks(np.array([1]), np.array([1]), np.zeros((1, 4)), np.full(1, np.nan))
+    assert tracks.of_classes(None) is tracks
+    with pytest.raises(ValueError, match="1 tracked boxes but 0 class names"):
+        tracks.of_classes(("car",))
