@@ -74,13 +74,13 @@ def format_label(track_id: int | None, class_name: str, speed_kmh: float, sigma_
 
 
 def format_hud(
-    index: int,
+    number: int,
     timestamp_s: float,
     gsd_m_per_px: float | None,
     fps: float | None,
     n_tracks: int,
 ) -> str:
-    parts = [f"frame {index}", f"t {timestamp_s:.2f} s"]
+    parts = [f"frame {number}", f"t {timestamp_s:.2f} s"]
     parts.append(f"GSD {gsd_m_per_px * 100:.1f} cm/px" if gsd_m_per_px else "GSD ?")
     if fps is not None and math.isfinite(fps):
         parts.append(f"{fps:.1f} fps")
@@ -197,7 +197,7 @@ def annotate(
     det = result.detections
     n_tracks = len(det) if det.tracker_id is not None else 0
     hud = [
-        (format_hud(result.frame.index, result.frame.timestamp_s, result.gsd_m_per_px, fps, n_tracks), WHITE)
+        (format_hud(result.frame.number, result.frame.timestamp_s, result.gsd_m_per_px, fps, n_tracks), WHITE)
     ]
     if speed_limit_kmh is not None:
         hud[0] = (hud[0][0] + f" | limit {speed_limit_kmh:.0f} km/h", WHITE)

@@ -260,10 +260,10 @@ class ViolationDetector:
                 if ep is None:
                     if (tid, zl[0]) in self._emitted:
                         continue  # one violation per track and zone
-                    ep = _Episode(tid, zl[0], zl[1], frame.index, now, frame.index, now)
+                    ep = _Episode(tid, zl[0], zl[1], frame.number, now, frame.number, now)
                     self._open[tid] = ep
                 extended.add(tid)
-                ep.end_frame, ep.end_t = frame.index, now
+                ep.end_frame, ep.end_t = frame.number, now
                 ep.times.append(now)
                 ep.speeds.append(est.speed_kmh)
                 if est.speed_kmh > ep.peak_kmh:

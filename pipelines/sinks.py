@@ -8,7 +8,8 @@
         writer.add_violations(pipeline.finish())
         paths = writer.close({"source": str(path)})
 
-Files in ``out_dir``:
+Files in ``out_dir`` (every frame number in them is 1-based, :attr:`Frame.number`, as in
+MOTChallenge files: the first frame of the video is frame 1):
 
 * ``annotated.mp4``: H.264 (libx264 ``superfast``/crf 23, else MPEG-4 Part 2), yuv420p, even
   dimensions (an odd last row/column is cropped). On the 2-core dev VM at 1024x540 ``superfast``
@@ -16,7 +17,7 @@ Files in ``out_dir``:
   run still leaves a playable file up to the last fragment. Frame pts follow the frames'
   ``timestamp_s`` (variable frame rate is kept).
 * ``tracks.txt``: MOTChallenge ``frame(1-based),id,x,y,w,h,conf,-1,-1,-1``.
-* ``speeds.csv``: one row per tracked box; NaN is an empty cell.
+* ``speeds.csv``: one row per tracked box (``frame`` 1-based, as ``tracks.txt``); NaN is an empty cell.
 * ``violations.json``: list of ``Violation.to_dict()`` plus ``snapshot`` (path relative to
   ``out_dir``, or null); rewritten atomically (temp file + ``os.replace``) on every violation.
 * ``snapshots/*.jpg``: the violation's snapshot, else a crop of the frame around the vehicle.
@@ -95,7 +96,7 @@ def mot_lines(result: FrameResult) -> list[str]:
     if det.tracker_id is None or len(det) == 0:
         return []
     conf = det.confidence if det.confidence is not None else np.ones(len(det))
-    frame_no = result.frame.index + 1
+    frame_no = result.frame.number
     lines = []
     for (x1, y1, x2, y2), tid, c in zip(det.xyxy, det.tracker_id, conf, strict=True):
         lines.append(
@@ -121,7 +122,7 @@ def speed_rows(result: FrameResult) -> list[list[str]]:
     speeds, sigmas = detection_speeds(result)
     names = class_names(result)
     ground = ground_positions(result)
-    frame, time_s = str(result.frame.index), f"{result.frame.timestamp_s:.4f}"
+    frame, time_s = str(result.frame.number), f"{result.frame.timestamp_s:.4f}"
     rows = []
     for i, (x1, y1, x2, y2) in enumerate(det.xyxy):
         rows.append(
@@ -328,7 +329,7 @@ class OutputWriter:
         self._speeds_file.flush()
         if result.detections.tracker_id is not None:
             self._track_ids.update(int(t) for t in result.detections.tracker_id)
-        self._count(result.frame.index, len(lines), len(rows))
+        self._count(result.frame.number, len(lines), len(rows))
         if result.violations:
             self.add_violations(result.violations, result)
         if self._video is not None:

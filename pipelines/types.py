@@ -36,12 +36,22 @@ class Telemetry:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Frame:
-    """One decoded video frame. ``timestamp_s`` comes from the container pts where it exists."""
+    """One decoded video frame. ``timestamp_s`` comes from the container pts where it exists.
+
+    ``index`` is 0-based (a position in the stream, for the engine's bookkeeping); every output
+    names a frame by its 1-based :attr:`number` instead (MOTChallenge's convention, and the one
+    ``tracks.txt``, ``speeds.csv``, violations and the database share).
+    """
 
     index: int
     timestamp_s: float
     image: np.ndarray  # H x W x 3, BGR, uint8
     telemetry: Telemetry | None = None
+
+    @property
+    def number(self) -> int:
+        """1-based frame number: the one every output file, event and table uses."""
+        return self.index + 1
 
     @property
     def height(self) -> int:
@@ -123,7 +133,7 @@ class Violation:
     peak_speed_kmh: float
     mean_speed_kmh: float
     sigma_kmh: float
-    start_frame: int
+    start_frame: int  # 1-based frame numbers (Frame.number)
     end_frame: int
     start_time_s: float
     end_time_s: float

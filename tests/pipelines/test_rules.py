@@ -172,7 +172,7 @@ def test_global_and_zone_limits(
     assert [i for i, _ in emitted] == [30]  # emitted when the speed drops back
     (v,) = emitted[0][1]
     assert (v.zone, v.speed_limit_kmh, v.track_id, v.class_name) == (zone, limit, 1, "car")
-    assert (v.start_frame, v.end_frame) == (0, 29)
+    assert (v.start_frame, v.end_frame) == (1, 30)  # 1-based frame numbers (frames 0..29)
     assert v.start_time_s == pytest.approx(5.0) and v.end_time_s == pytest.approx(5.0 + 29 / 30)
 
 
@@ -209,7 +209,7 @@ def test_peak_mean_sigma_bbox_snapshot_at_peak() -> None:
     # time-weighted (trapezoidal) mean over regular timestamps
     assert v.mean_speed_kmh == pytest.approx((sum(speeds) - (speeds[0] + speeds[-1]) / 2) / (len(speeds) - 1))
     assert v.bbox_xyxy == (40.0, 50.0, 80.0, 70.0) and v.ground_xy_m == (3.0, -2.0)
-    assert v.class_name == "truck" and (v.start_frame, v.end_frame) == (0, 4)
+    assert v.class_name == "truck" and (v.start_frame, v.end_frame) == (1, 5)
     assert v.snapshot.shape == (40, 60, 3) and np.all(v.snapshot == 2)  # taken from frame 2
     assert v.to_dict()["peak_speed_kmh"] == 72.0
 
@@ -229,7 +229,7 @@ def test_zone_change_gives_one_violation_per_zone() -> None:
         box = BOX_LEFT if i < 10 else BOX_RIGHT
         out += det.update(frame_at(i), dets([(3, box, "car")]), {3: est(3, 60.0)})
     out += det.finish()
-    assert [(v.zone, v.start_frame, v.end_frame) for v in out] == [("school", 0, 9), (GLOBAL_ZONE, 10, 19)]
+    assert [(v.zone, v.start_frame, v.end_frame) for v in out] == [("school", 1, 10), (GLOBAL_ZONE, 11, 20)]
 
 
 @pytest.mark.parametrize(
@@ -251,7 +251,7 @@ def test_emitted_when_lost_or_at_finish(lost_after_s: float, gap_frames: int, em
         assert [i for i, _ in emitted] == [emitted_at]
         (v,) = emitted[0][1]
         assert det.finish() == []
-    assert (v.start_frame, v.end_frame, v.peak_speed_kmh) == (0, 29, 75.0)
+    assert (v.start_frame, v.end_frame, v.peak_speed_kmh) == (1, 30, 75.0)
 
 
 def test_seen_without_speed_keeps_episode_open_until_lost() -> None:
@@ -261,7 +261,7 @@ def test_seen_without_speed_keeps_episode_open_until_lost() -> None:
         speeds = {9: est(9, 66.0)} if i < 10 or 20 <= i < 30 else {}  # estimator silent in between
         out += det.update(frame_at(i), dets([(9, BOX_RIGHT, "car")]), speeds)
     (v,) = out  # frames 0..29 are one episode; lost 1 s after frame 29
-    assert (v.start_frame, v.end_frame) == (0, 29)
+    assert (v.start_frame, v.end_frame) == (1, 30)  # 1-based frame numbers (frames 0..29)
 
 
 def test_short_episode_at_finish_is_dropped() -> None:

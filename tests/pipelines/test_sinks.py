@@ -107,8 +107,10 @@ def test_output_writer_end_to_end(tmp_path: Path, codec: str) -> None:
 
     rows = read_csv(Path(paths["speeds"]))
     assert tuple(rows[0]) == SPEED_COLUMNS and len(rows) == len(mot)
+    # one frame numbering in every output: speeds.csv joins tracks.txt row by row
+    assert [(int(r["frame"]), int(r["track_id"])) for r in rows] == [(int(f), int(i)) for f, i in mot[:, :2]]
     assert rows[0] == {
-        "frame": "0",
+        "frame": "1",
         "time_s": "0.0000",
         "track_id": "1",
         "class": "car",
@@ -122,7 +124,7 @@ def test_output_writer_end_to_end(tmp_path: Path, codec: str) -> None:
         "ground_y_m": "1.000",
     }
     truck = next(r for r in rows if r["track_id"] == "2")
-    assert (truck["frame"], truck["time_s"], truck["class"]) == ("3", "0.3000", "truck")
+    assert (truck["frame"], truck["time_s"], truck["class"]) == ("4", "0.3000", "truck")
     assert (float(truck["speed_kmh"]), float(truck["sigma_kmh"]), truck["ground_x_m"]) == (62.5, 3.25, "")
 
     records = json.loads(Path(paths["violations"]).read_text())
@@ -143,7 +145,7 @@ def test_output_writer_end_to_end(tmp_path: Path, codec: str) -> None:
         2,
         2,
     )
-    assert (counts["first_frame"], counts["last_frame"], counts["video_codec"]) == (0, 11, codec)
+    assert (counts["first_frame"], counts["last_frame"], counts["video_codec"]) == (1, 12, codec)
 
     video = open_source(paths["video"])
     frames = list(video)
