@@ -33,7 +33,13 @@ from edge_server.metrics import Metrics
 from edge_server.settings import ServerSettings
 from edge_server.store import Store
 from edge_server.stream_stats import StreamStats
-from edge_server.telemetry import ClockSync, TelemetryBuffer, install_sender_report_hook, parse_message
+from edge_server.telemetry import (
+    ClockSync,
+    ImplausibleTelemetry,
+    TelemetryBuffer,
+    install_sender_report_hook,
+    parse_message,
+)
 from edge_server.worker import IncomingFrame, PeerLink, StreamServices, StreamWorker, close_pipeline
 from pipelines.errors import AirPatrolError, TelemetryError
 from pipelines.types import Telemetry
@@ -418,6 +424,8 @@ class StreamManager:
                 max_clock_skew_s=self.settings.telemetry_max_clock_skew_s,
             )
         except (TelemetryError, ValueError) as exc:
+            if isinstance(exc, ImplausibleTelemetry):
+                sess.telemetry.add_hole(exc.timestamp_s)  # frames around it get no telemetry
             self._reject_telemetry(sess, str(exc))
             return
         except Exception as exc:  # noqa: BLE001 - a message must never end the stream

@@ -20,12 +20,20 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipelines.errors import TelemetryError
-from pipelines.telemetry import interpolate_telemetry, validate_telemetry
+from pipelines.telemetry import at_sample, between_samples, validate_telemetry
 from pipelines.types import Telemetry
 
 log = logging.getLogger(__name__)
 
 NTP_UNIX_OFFSET_S = 2208988800  # seconds from 1900-01-01 (NTP epoch) to 1970-01-01
+
+
+class ImplausibleTelemetry(TelemetryError):
+    """A well-formed message whose values no flight produces: the buffer gets a hole there."""
+
+    def __init__(self, message: str, timestamp_s: float) -> None:
+        super().__init__(message)
+        self.timestamp_s = timestamp_s
 
 
 class TelemetryMessage(BaseModel):
@@ -121,7 +129,10 @@ def parse_message(
         v = getattr(msg, name)
         if v is not None and not math.isfinite(v):
             raise TelemetryError(f"invalid telemetry: {name} is not finite")
-    telemetry = validate_telemetry(msg.to_telemetry())
+    try:
+        telemetry = validate_telemetry(msg.to_telemetry())
+    except TelemetryError as exc:
+        raise ImplausibleTelemetry(str(exc), msg.timestamp) from exc
     if arrival_s is not None and max_clock_skew_s > 0:
         check_timestamp(msg.timestamp, arrival_s, max_clock_skew_s)
     return telemetry
@@ -312,18 +323,24 @@ def install_sender_report_hook(receiver: Any, sync: ClockSync) -> bool:
 
 
 class TelemetryBuffer:
-    """Recent telemetry samples ordered by sender time; ``at(t)`` interpolates them as the offline
-    track does (:func:`pipelines.telemetry.interpolate_telemetry`).
+    """Recent telemetry samples ordered by sender time; ``at(t)`` interpolates them through the
+    offline track's function (:func:`pipelines.telemetry.between_samples`), so a flight gets the
+    same telemetry, and the same refusals (a jump in height, a field missing on one side, a
+    rejected sample in between), live and offline.
 
-    Before the first or after the last sample the nearest one is held for at most
-    ``max_age_s``; beyond that ``at`` returns None (the pipeline then uses the site config).
+    What is live-only is the hold/gap policy: before the first or after the last sample the
+    nearest one is held for at most ``max_age_s``; across a gap longer than ``2 * max_age_s`` the
+    nearer side is held if it is that fresh. Otherwise (and where the telemetry is refused) ``at``
+    returns None: the frame gets no telemetry, and the pipeline says so and measures no speed.
     """
 
     def __init__(self, max_age_s: float = 2.0, capacity: int = 4096) -> None:
         self.max_age_s = max_age_s
         self._times: deque[float] = deque(maxlen=capacity)
         self._samples: deque[Telemetry] = deque(maxlen=capacity)
+        self._holes: deque[float] = deque(maxlen=capacity)  # sorted times of rejected samples
         self._lock = threading.Lock()  # written on the event loop, read by the worker thread
+        self.refused = 0  # at() calls refused for a discontinuity or a rejected sample
 
     def __len__(self) -> int:
         return len(self._samples)
@@ -332,9 +349,26 @@ class TelemetryBuffer:
         with self._lock:
             self._add(t)
 
+    def add_hole(self, timestamp_s: float) -> None:
+        """A sample at ``timestamp_s`` was rejected (implausible): never interpolate across it."""
+        if not math.isfinite(timestamp_s):
+            return
+        with self._lock:
+            if not self._holes or timestamp_s >= self._holes[-1]:
+                self._holes.append(timestamp_s)
+                return
+            if len(self._holes) == self._holes.maxlen:
+                self._holes.popleft()  # deque.insert refuses a full deque
+            bisect.insort(self._holes, timestamp_s)
+
     def at(self, ts: float) -> Telemetry | None:
         with self._lock:
-            return self._at(ts)
+            try:
+                return self._at(ts)
+            except TelemetryError as exc:
+                self.refused += 1
+                log.debug("telemetry refused: %s", exc)
+                return None
 
     def _add(self, t: Telemetry) -> None:
         ts = t.timestamp_s
@@ -351,24 +385,29 @@ class TelemetryBuffer:
         if i < len(times) and times[i] == ts:
             self._samples[i] = t
             return
+        if len(self._times) == self._times.maxlen:  # deque.insert refuses a full deque
+            if i == 0:
+                return  # older than everything kept: the oldest would be dropped at once
+            self._times.popleft()
+            self._samples.popleft()
+            i -= 1
         self._times.insert(i, ts)
         self._samples.insert(i, t)
 
     def _at(self, ts: float) -> Telemetry | None:
         if not self._times:
             return None
-        times = self._times
+        times, samples = self._times, self._samples
         if ts <= times[0]:
-            return self._samples[0] if times[0] - ts <= self.max_age_s else None
+            return at_sample(samples, 0, ts) if times[0] - ts <= self.max_age_s else None
         if ts >= times[-1]:
-            return self._samples[-1] if ts - times[-1] <= self.max_age_s else None
+            return at_sample(samples, len(times) - 1, ts) if ts - times[-1] <= self.max_age_s else None
         i = bisect.bisect_right(times, ts)  # times[i-1] <= ts < times[i]
         t0, t1 = times[i - 1], times[i]
-        a, b = self._samples[i - 1], self._samples[i]
         if t1 - t0 > 2 * self.max_age_s:  # a hole in the telemetry: use the nearer side if fresh
             if ts - t0 <= self.max_age_s:
-                return a
+                return at_sample(samples, i - 1, ts)
             if t1 - ts <= self.max_age_s:
-                return b
+                return at_sample(samples, i, ts)
             return None
-        return interpolate_telemetry(a, b, ts)
+        return between_samples(samples, i, ts, holes=self._holes)

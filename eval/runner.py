@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from eval.datasets import Dataset, SequenceSpec
 from eval.groundtruth import GroundTruth
 from eval.metrics import (
@@ -35,6 +37,7 @@ from eval.results import EvalReport, SequenceResult, combine
 from eval.simulate import FlightSpec
 from eval.variants import OracleOptions, Variant
 from pipelines.config import ConfigError, PipelineConfig
+from pipelines.telemetry import TelemetryTrack
 from pipelines.types import Violation
 
 log = logging.getLogger(__name__)
@@ -101,7 +104,7 @@ def run_sequence(
     from pipelines.runner import load_frames, run_pipeline  # loads torch
 
     fixed = sequence_config(base, seq, variant, None).camera
-    source, frames, _track = load_frames(seq.video, seq.telemetry, max_frames, camera=seq.camera, fixed=fixed)
+    source, frames, track = load_frames(seq.video, seq.telemetry, max_frames, camera=seq.camera, fixed=fixed)
     cfg = sequence_config(base, seq, variant, source.fps)
     gt = seq.load_gt()
     notes: list[str] = []
@@ -127,7 +130,7 @@ def run_sequence(
     if seq.scored_classes:
         notes.append(f"scored classes: {', '.join(seq.scored_classes)} (tracks of other classes left out)")
     predicted: list[Violation] = list(summary["violation_list"])
-    altitude, pitch = _camera_height(cfg, seq)
+    altitude, pitch = _camera_height(cfg, seq, track)
     if gt is None:
         notes.append("no ground truth: only timings")
         scores = {
@@ -172,15 +175,26 @@ def _oracle_detector(seq: SequenceSpec, gt: GroundTruth | None, o: OracleOptions
     )
 
 
-def _camera_height(cfg: PipelineConfig, seq: SequenceSpec) -> tuple[float | None, float | None]:
-    """Altitude and pitch the sequence was run with (a simulated flight's spec fills in the gaps)."""
+def _camera_height(
+    cfg: PipelineConfig, seq: SequenceSpec, track: TelemetryTrack | None = None
+) -> tuple[float | None, float | None]:
+    """Altitude and pitch the sequence was run with: the configuration's, else a simulated
+    flight's spec, else the median of its telemetry (a real flight's SRT)."""
     altitude = cfg.camera.altitude_m
     pitch = cfg.camera.pitch_deg
     if seq.flight_dir is not None:
         spec = FlightSpec.from_yaml(seq.flight_dir / "flight.yaml")
         altitude = altitude if altitude is not None else spec.altitude_m
         pitch = pitch if pitch is not None else spec.pitch_deg
+    if track is not None:
+        altitude = altitude if altitude is not None else _median_of(track, "altitude_m")
+        pitch = pitch if pitch is not None else _median_of(track, "gimbal_pitch_deg")
     return altitude, pitch
+
+
+def _median_of(track: TelemetryTrack, name: str) -> float | None:
+    values = [v for v in (getattr(s, name) for s in track.samples) if v is not None]
+    return round(float(np.median(values)), 2) if values else None
 
 
 def _score(

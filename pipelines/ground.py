@@ -1,8 +1,12 @@
 """Per-frame ground model: which altitude, pitch and intrinsics hold for this frame.
 
 Resolution order for each quantity: command-line/config override > the frame's telemetry >
-an explicit, logged fallback. When the ground scale cannot be known (no altitude, no camera),
-speeds are disabled and the reason is reported; a speed is never computed from a guessed scale.
+an explicit, logged fallback. This is the one place an override is applied, live and offline
+(the offline loader keeps the log's values as recorded). When the ground scale cannot be known
+(no altitude, no camera), speeds are disabled and the reason is reported; a speed is never
+computed from a guessed scale. In particular a fallback (the default pitch, the profile's focal
+length) is never used for a frame whose telemetry lacks a value that the flight's telemetry has
+given before: such a frame (telemetry lost, or refused as a jump or a NaN) gets no speed.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 from pipelines.camera import UnknownCameraError, get_profile, intrinsics_for, real_focal_from_35mm
 from pipelines.config import CameraConfig, ConfigError
 from pipelines.geometry import GroundProjector
-from pipelines.types import CameraProfile, Frame
+from pipelines.types import CameraProfile, Frame, Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,7 @@ class GroundModel:
         self._warned: set[str] = set()
         self._cache_key: tuple | None = None
         self._cache: GroundProjector | None = None
+        self._from_telemetry: set[str] = set()  # quantities the flight's telemetry has given
         self.status = GroundStatus(False, "no frame seen yet")
         if cfg.name:
             try:
@@ -61,11 +66,25 @@ class GroundModel:
                 self._warn_once("camera-unknown", "telemetry names an unknown camera %r", tel.camera)
         return self._profile
 
+    def _note_telemetry(self, tel: Telemetry | None) -> None:
+        if tel is None:
+            return
+        if tel.altitude_m is not None:
+            self._from_telemetry.add("altitude")
+        if tel.gimbal_pitch_deg is not None:
+            self._from_telemetry.add("pitch")
+        if tel.focal_length_mm is not None or tel.focal_length_35mm is not None:
+            self._from_telemetry.add("focal")
+
     def projector(self, frame: Frame) -> GroundProjector | None:
         """The frame's image->ground mapping, or None (with :attr:`status` saying why)."""
         tel = frame.telemetry
         cfg = self.cfg
+        self._note_telemetry(tel)
         altitude = cfg.altitude_m if cfg.altitude_m is not None else (tel.altitude_m if tel else None)
+        if altitude is None and "altitude" in self._from_telemetry:
+            self.status = GroundStatus(False, "no altitude in this frame's telemetry (lost or refused)")
+            return None
         if altitude is None:
             self._warn_once(
                 "no-altitude",
@@ -85,6 +104,9 @@ class GroundModel:
             pitch = cfg.pitch_deg
         elif tel is not None and tel.gimbal_pitch_deg is not None:
             pitch = tel.gimbal_pitch_deg
+        elif "pitch" in self._from_telemetry:
+            self.status = GroundStatus(False, "no gimbal pitch in this frame's telemetry (lost or refused)")
+            return None
         else:
             pitch = cfg.default_pitch_deg
             assumption = f"pitch assumed: {pitch:.1f} deg (none in telemetry, no --pitch)"
@@ -105,6 +127,9 @@ class GroundModel:
             focal = tel.focal_length_mm
         elif tel is not None and tel.focal_length_35mm is not None:
             focal = real_focal_from_35mm(tel.focal_length_35mm, profile)
+        elif "focal" in self._from_telemetry:
+            self.status = GroundStatus(False, "no focal length in this frame's telemetry (lost or refused)")
+            return None
         else:
             focal = profile.focal_length_mm
         zoom = tel.digital_zoom if tel is not None else 1.0

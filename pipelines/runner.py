@@ -22,18 +22,23 @@ from pipelines.types import Frame, FrameResult
 log = logging.getLogger(__name__)
 
 
-def telemetry_overrides(camera: CameraConfig | None) -> dict[str, float | None]:
-    """The Telemetry fields a camera config fixes (``--altitude``, ``--pitch``, ``--focal-length``)."""
+def fixed_telemetry_fields(camera: CameraConfig | None) -> frozenset[str]:
+    """The Telemetry fields a camera config fixes (``--altitude``, ``--pitch``, ``--focal-length``).
+
+    The log keeps its own values of these (frames carry the telemetry as recorded); they are not
+    checked, and the ground model (:class:`pipelines.ground.GroundModel`) uses the configured ones:
+    one place applies an override, live and offline.
+    """
     if camera is None:
-        return {}
-    out: dict[str, float | None] = {}
+        return frozenset()
+    out: set[str] = set()
     if camera.altitude_m is not None:
-        out["altitude_m"] = camera.altitude_m
+        out.add("altitude_m")
     if camera.pitch_deg is not None:
-        out["gimbal_pitch_deg"] = camera.pitch_deg
+        out.add("gimbal_pitch_deg")
     if camera.focal_length_mm is not None:
-        out |= {"focal_length_mm": camera.focal_length_mm, "focal_length_35mm": None}
-    return out
+        out |= {"focal_length_mm", "focal_length_35mm"}
+    return frozenset(out)
 
 
 def load_frames(
@@ -46,7 +51,8 @@ def load_frames(
 ):
     """Open a video or frame folder and attach its telemetry; returns (source, frames, track).
 
-    ``fixed``: the run's camera config; the values it fixes replace the log's before validation.
+    ``fixed``: the run's camera config; the log's values of what it fixes are not checked (the
+    ground model applies the fixed ones).
     ``fps``: frame rate of a folder without ``seqinfo.ini`` (speeds scale with it).
     """
     from pipelines.sources import attach_telemetry, open_source
@@ -57,7 +63,7 @@ def load_frames(
     frames: Iterable[Frame] = source
     if srt is not None:
         try:
-            track = load_telemetry(srt, camera=camera, fps=source.fps, overrides=telemetry_overrides(fixed))
+            track = load_telemetry(srt, camera=camera, fps=source.fps, ignore=fixed_telemetry_fields(fixed))
         except Exception:
             source.close()
             raise

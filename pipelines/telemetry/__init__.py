@@ -6,12 +6,22 @@ one video frame. ``write_srt`` writes the modern DJI layout (used by the flight 
 
 from pipelines.telemetry.flightlog import parse_flightlog_csv
 from pipelines.telemetry.srt import format_srt, parse_srt, write_srt
-from pipelines.telemetry.track import DEFAULT_MAX_GAP_S, TelemetryTrack, interpolate_telemetry, load_telemetry
-from pipelines.telemetry.validate import telemetry_problems, validate_telemetry
+from pipelines.telemetry.track import (
+    DEFAULT_MAX_GAP_S,
+    TelemetryTrack,
+    at_sample,
+    between_samples,
+    interpolate_telemetry,
+    load_telemetry,
+)
+from pipelines.telemetry.validate import continuity_problem, telemetry_problems, validate_telemetry
 
 __all__ = [
     "DEFAULT_MAX_GAP_S",
     "TelemetryTrack",
+    "at_sample",
+    "between_samples",
+    "continuity_problem",
     "format_srt",
     "interpolate_telemetry",
     "load_telemetry",

@@ -53,8 +53,11 @@ _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _TIMING = re.compile(
     r"(\d+):(\d{1,2}):(\d{1,2})[,.](\d{1,3})\s*-->\s*\d+:\d{1,2}:\d{1,2}[,.]\d{1,3}",
 )
+# A value may also be written as NaN or inf (a firmware without a fix, a broken log): it is read
+# as such, so validation names it, instead of looking like a missing field.
+_VALUE = rf"(?:{_NUM}|[-+]?(?:[Nn][Aa][Nn]|[Ii][Nn][Ff](?:[Ii][Nn][Ii][Tt][Yy])?)\b)"
 # ``key: number``; the key may be two words (``gimbal pitch``, ``shift x``).
-_KEY_VALUE = re.compile(rf"(?<![\w.])([A-Za-z_]\w*(?: [A-Za-z_]\w*)?)\s*:\s*({_NUM})")
+_KEY_VALUE = re.compile(rf"(?<![\w.])([A-Za-z_]\w*(?: [A-Za-z_]\w*)?)\s*:\s*({_VALUE})")
 _GPS = re.compile(rf"GPS\s*\(\s*({_NUM})\s*,\s*({_NUM})")
 _BARO_PAREN = re.compile(rf"BAROMETER\s*\(\s*({_NUM})", re.IGNORECASE)
 _FPV_HEIGHT = re.compile(rf"(?<![\w.])H\s+({_NUM})\s*m\b")

@@ -5,15 +5,14 @@ from __future__ import annotations
 import logging
 import math
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from pipelines.errors import TelemetryError
 from pipelines.telemetry.flightlog import parse_flightlog_csv
 from pipelines.telemetry.srt import parse_srt
-from pipelines.telemetry.validate import telemetry_problems
+from pipelines.telemetry.validate import continuity_problem, telemetry_problems
 from pipelines.types import Telemetry
 
 log = logging.getLogger(__name__)
@@ -68,30 +67,85 @@ def interpolate_telemetry(a: Telemetry, b: Telemetry, t: float) -> Telemetry:
     return Telemetry(timestamp_s=t, camera=a.camera if f < 0.5 else b.camera, **values)
 
 
+def at_sample(samples: Sequence[Telemetry], k: int, t: float, ignore: Collection[str] = ()) -> Telemetry:
+    """Sample ``k`` itself, stamped ``t`` (at it, or holding it beyond an end / across a gap).
+
+    Refused (:class:`TelemetryError`) when the sample breaks continuity with every neighbour it
+    has (:func:`~pipelines.telemetry.validate.continuity_problem`): a spike (60, 600, 60 m) or a
+    lone sample without a field its neighbours have. Either side alone may be a real step.
+    """
+    s = samples[k]
+    sides = [continuity_problem(samples[j], s, ignore) for j in (k - 1, k + 1) if 0 <= j < len(samples)]
+    if sides and all(sides):
+        raise TelemetryError(f"no telemetry at t={t:.3f} s: {sides[-1]}")
+    return s if s.timestamp_s == t else replace(s, timestamp_s=t)
+
+
+def between_samples(
+    samples: Sequence[Telemetry],
+    i: int,
+    t: float,
+    ignore: Collection[str] = (),
+    holes: Sequence[float] = (),
+) -> Telemetry:
+    """The telemetry at ``t``, ``samples[i - 1].timestamp_s <= t < samples[i].timestamp_s``.
+
+    The one interpolation of the live buffer and the offline track. Refused
+    (:class:`TelemetryError`) when the two neighbours are discontinuous (a jump in height, a
+    field missing on one side) or a rejected sample lies between them (``holes``: sorted times of
+    samples dropped as implausible, e.g. a NaN altitude): nothing is guessed across those.
+    """
+    a, b = samples[i - 1], samples[i]
+    if t == a.timestamp_s:
+        return at_sample(samples, i - 1, t, ignore)
+    problem = continuity_problem(a, b, ignore)
+    if not problem and holes:
+        j = bisect_right(holes, a.timestamp_s)
+        if j < len(holes) and holes[j] < b.timestamp_s:
+            problem = f"a rejected sample at t={holes[j]:.3f} s"
+    if problem:
+        raise TelemetryError(f"no telemetry at t={t:.3f} s: {problem}")
+    return interpolate_telemetry(a, b, t)
+
+
 class TelemetryTrack:
     """Samples sorted by time, implausible ones dropped; :meth:`at` interpolates.
 
     ``at(t)`` interpolates numeric fields linearly between the two neighbouring samples
-    (longitude and gimbal yaw along the shorter arc, ``camera`` from the nearer sample; a field
-    missing in one neighbour takes the nearer sample's value), holds the first/last sample up to
-    ``max_gap_s`` beyond the ends, and raises :class:`TelemetryError` further out. The returned
+    (longitude and gimbal yaw along the shorter arc, ``camera`` from the nearer sample), holds
+    the first/last sample up to ``max_gap_s`` beyond the ends, and raises :class:`TelemetryError`
+    further out, and wherever the log cannot be trusted: across a sample dropped as implausible,
+    across a jump in height or a field missing on one side (:func:`between_samples`). The returned
     sample carries ``timestamp_s = t``. One call costs a bisection and a few multiplications.
+
+    ``ignore``: fields the run fixes by configuration (``--altitude`` ...): they are neither
+    checked nor a reason to drop a sample; the ground model uses the configured value instead.
     """
 
-    __slots__ = ("_samples", "_times", "max_gap_s")
+    __slots__ = ("_holes", "_samples", "_times", "ignore", "max_gap_s")
 
-    def __init__(self, samples: Iterable[Telemetry], max_gap_s: float = DEFAULT_MAX_GAP_S):
+    def __init__(
+        self,
+        samples: Iterable[Telemetry],
+        max_gap_s: float = DEFAULT_MAX_GAP_S,
+        ignore: Collection[str] = (),
+    ):
         if not max_gap_s >= 0:
             raise ValueError(f"max_gap_s must be >= 0, got {max_gap_s}")
         given = list(samples)
         if not given:
             raise TelemetryError("no telemetry samples")
+        self.ignore = frozenset(ignore)
         kept: list[Telemetry] = []
+        holes: list[float] = []
         first_problem = ""
         for sample in given:
-            problems = telemetry_problems(sample)
+            problems = telemetry_problems(sample, self.ignore)
             if problems:
                 first_problem = first_problem or f"t={sample.timestamp_s!r} s: {'; '.join(problems)}"
+                t = sample.timestamp_s
+                if isinstance(t, int | float) and math.isfinite(t):
+                    holes.append(float(t))
             else:
                 kept.append(sample)
         if not kept:
@@ -100,7 +154,8 @@ class TelemetryTrack:
             )
         if len(kept) < len(given):
             log.warning(
-                "dropped %d of %d implausible telemetry samples (first: %s)",
+                "dropped %d of %d implausible telemetry samples; frames around them get no telemetry, "
+                "so no speed (first: %s)",
                 len(given) - len(kept),
                 len(given),
                 first_problem,
@@ -114,7 +169,20 @@ class TelemetryTrack:
             log.info("ignored %d telemetry samples with a repeated timestamp", len(kept) - len(unique))
         self._samples: tuple[Telemetry, ...] = tuple(unique)
         self._times: list[float] = [s.timestamp_s for s in unique]
+        self._holes: list[float] = sorted(holes)
         self.max_gap_s = float(max_gap_s)
+        breaks = [
+            p
+            for p in (continuity_problem(a, b, self.ignore) for a, b in zip(unique, unique[1:], strict=False))
+            if p
+        ]
+        if breaks:
+            log.warning(
+                "telemetry breaks continuity %d time(s): frames there get no telemetry, so no speed "
+                "(first: %s)",
+                len(breaks),
+                breaks[0],
+            )
 
     def __len__(self) -> int:
         return len(self._samples)
@@ -140,7 +208,7 @@ class TelemetryTrack:
         i = bisect_right(times, t)
         if i == 0 or i == len(times) or not math.isfinite(t):
             return self._held(t, 0 if i == 0 else len(times) - 1)
-        return interpolate_telemetry(self._samples[i - 1], self._samples[i], t)
+        return between_samples(self._samples, i, t, self.ignore, self._holes)
 
     def _held(self, t: float, k: int) -> Telemetry:
         if not abs(t - self._times[k]) <= self.max_gap_s:  # also rejects NaN
@@ -148,7 +216,7 @@ class TelemetryTrack:
                 f"no telemetry at t={t:.3f} s: the track covers {self.start_s:.3f}-{self.end_s:.3f} s "
                 f"(samples are held for at most {self.max_gap_s:g} s beyond its ends)"
             )
-        return replace(self._samples[k], timestamp_s=t)
+        return at_sample(self._samples, k, t, self.ignore)
 
 
 def load_telemetry(
@@ -156,15 +224,16 @@ def load_telemetry(
     camera: str | None = None,
     fps: float | None = None,
     max_gap_s: float = DEFAULT_MAX_GAP_S,
-    overrides: Mapping[str, Any] | None = None,
+    ignore: Collection[str] = (),
 ) -> TelemetryTrack:
     """Load a DJI ``.srt`` sidecar or a ``.csv`` flight log into a :class:`TelemetryTrack`.
 
     ``camera`` names the camera profile (fills ``focal_length_mm``); ``fps`` lets a CSV without
-    a time column use ``frame / fps``. ``overrides`` (Telemetry field -> value, e.g. the command
-    line's ``--altitude``) replace the file's values before validation, so a fixed value rescues a
-    log whose own is absurd (a ``rel_alt`` of 0 from a take-off on a roof, say). Any problem raises
-    :class:`TelemetryError` naming the file.
+    a time column use ``frame / fps``. ``ignore``: Telemetry fields the run fixes by configuration
+    (the command line's ``--altitude`` ...): the file's values stay as logged but are not checked,
+    so a fixed value rescues a log whose own is absurd (a ``rel_alt`` of 0 from a take-off on a
+    roof, say); the ground model applies the fixed value, live and offline alike. Any problem
+    raises :class:`TelemetryError` naming the file.
     """
     path = Path(path)
     if not path.is_file():
@@ -182,9 +251,7 @@ def load_telemetry(
         raise TelemetryError(f"unsupported telemetry file {path}: expected a DJI .srt or a .csv flight log")
     if not samples:
         raise TelemetryError(f"no telemetry found in {path} (not a DJI SRT / flight-log CSV?)")
-    if overrides:
-        samples = [replace(sample, **overrides) for sample in samples]
     try:
-        return TelemetryTrack(samples, max_gap_s=max_gap_s)
+        return TelemetryTrack(samples, max_gap_s=max_gap_s, ignore=ignore)
     except TelemetryError as exc:
         raise TelemetryError(f"{path}: {exc}") from exc

@@ -12,6 +12,7 @@ from edge_server.settings import ServerSettings, SettingsError
 from edge_server.telemetry import (
     NTP_UNIX_OFFSET_S,
     ClockSync,
+    ImplausibleTelemetry,
     TelemetryBuffer,
     TelemetryMessage,
     ntp_to_unix,
@@ -19,6 +20,7 @@ from edge_server.telemetry import (
 )
 from edge_server.worker import IncomingFrame, LatestSlot
 from pipelines.errors import TelemetryError
+from pipelines.telemetry import TelemetryTrack
 from pipelines.types import Telemetry
 
 GOOD = {
@@ -139,10 +141,60 @@ def test_buffer_interpolates_holds_and_expires() -> None:
     assert buf.at(11.5).altitude_m == 110.0  # held
     assert buf.at(9.5).altitude_m == 100.0
     assert buf.at(12.5) is None and buf.at(8.5) is None  # too old / too early
-    buf.add(_t(10.5, altitude_m=200.0))  # out of order (unordered channel) lands in place
-    assert buf.at(10.5).altitude_m == 200.0
+    buf.add(_t(10.5, altitude_m=104.0))  # out of order (unordered channel) lands in place
+    assert buf.at(10.5).altitude_m == 104.0
     buf.add(_t(20.0, altitude_m=50.0))  # a 9 s hole: no interpolation across it
     assert buf.at(11.8).altitude_m == 110.0 and buf.at(15.0) is None and buf.at(19.5).altitude_m == 50.0
+
+
+def _live(ts: float, alt: float | None = 60.0, pitch: float | None = -60.0) -> Telemetry:
+    return Telemetry(timestamp_s=ts, altitude_m=alt, gimbal_pitch_deg=pitch, focal_length_35mm=24.0)
+
+
+@pytest.mark.parametrize(
+    ("samples", "holes", "refused"),
+    [
+        ([_live(0), _live(0.1), _live(0.2, 600.0), _live(0.3), _live(0.4)], [], {0.15, 0.2, 0.25}),
+        ([_live(0), _live(0.1), _live(0.2, pitch=None), _live(0.3), _live(0.4)], [], {0.15, 0.2, 0.25}),
+        ([_live(0), _live(0.1), _live(0.3), _live(0.4)], [0.2], {0.15, 0.2, 0.25}),  # a rejected NaN message
+        ([_live(0), _live(0.1), _live(0.2, 60.5), _live(0.3), _live(0.4)], [], set()),
+    ],
+)
+def test_buffer_refuses_what_the_offline_track_refuses(samples, holes, refused) -> None:
+    """Live and offline interpolate through one function: the same frames get no telemetry."""
+    buf = TelemetryBuffer(max_age_s=1.0)
+    for s in samples:
+        buf.add(s)
+    for h in holes:
+        buf.add_hole(h)
+    track = TelemetryTrack([*samples, *(_live(h, float("nan")) for h in holes)])
+    for t in (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35):
+        live = buf.at(t)
+        if t in refused:
+            assert live is None
+            with pytest.raises(TelemetryError):
+                track.at(t)
+        else:
+            assert live == track.at(t)
+    assert buf.refused == len(refused)
+
+
+def test_implausible_message_says_when_for_the_buffer_hole() -> None:
+    message = json.dumps({"timestamp": NOW, "altitude_m": 5000.0})
+    with pytest.raises(ImplausibleTelemetry, match="altitude") as err:
+        parse_message(message)
+    assert err.value.timestamp_s == NOW
+
+
+def test_full_buffer_takes_an_out_of_order_sample() -> None:
+    buf = TelemetryBuffer(max_age_s=1.0, capacity=4)
+    for k in (0, 2, 3, 4):
+        buf.add(_live(k / 10))
+    buf.add(_live(0.1))  # unordered channel, buffer full: the oldest goes, nothing raises
+    buf.add(_live(-1.0))  # older than everything kept: ignored
+    assert len(buf) == 4 and buf.at(0.1) == _live(0.1) and buf.at(0.0) is not None
+    for k in range(6):
+        buf.add_hole(1.0 - k / 10)
 
 
 def test_clock_sync_prefers_consistent_sender_reports() -> None:

@@ -104,3 +104,40 @@ def test_projector_is_cached_until_telemetry_changes():
     assert a is b
     assert c is not a
     assert c.nadir_gsd_m_per_px == pytest.approx(a.nadir_gsd_m_per_px * 1.01)
+
+
+OBLIQUE = Telemetry(0.0, altitude_m=80.0, gimbal_pitch_deg=-45.0, focal_length_35mm=24.0)
+
+
+@pytest.mark.parametrize(
+    ("cfg", "later", "ok", "reason"),
+    [
+        # the frame's telemetry was lost or refused (a jump, a NaN): no fallback, no speed
+        (CameraConfig(name="mavic 3"), None, False, "altitude"),
+        (CameraConfig(name="mavic 3", altitude_m=80.0), None, False, "gimbal pitch"),  # not the default -90
+        (CameraConfig(name="mavic 3", altitude_m=80.0, pitch_deg=-45.0), None, False, "focal length"),
+        (
+            CameraConfig(name="mavic 3"),
+            Telemetry(1.0, altitude_m=80.0, focal_length_35mm=24.0),
+            False,
+            "gimbal pitch",
+        ),
+        # everything the flight gave is fixed by configuration: the frame keeps its speed
+        (CameraConfig(name="mavic 3", altitude_m=80.0, pitch_deg=-45.0, focal_length_mm=12.29), None, True, ""),
+        (CameraConfig(name="mavic 3"), OBLIQUE, True, ""),
+    ],
+)
+def test_no_fallback_once_telemetry_gave_the_value(cfg, later, ok, reason):
+    model = GroundModel(cfg)
+    assert model.projector(frame(OBLIQUE)) is not None
+    proj = model.projector(Frame(index=1, timestamp_s=1.0, image=IMG, telemetry=later))
+    assert (proj is not None) == ok and model.status.ok == ok
+    assert reason in model.status.reason
+
+
+def test_a_flight_without_pitch_still_assumes_the_default():
+    model = GroundModel(CameraConfig(name="mavic 3"))
+    for k in range(2):
+        tel = Telemetry(float(k), altitude_m=80.0, focal_length_35mm=24.0)
+        assert model.projector(Frame(index=k, timestamp_s=float(k), image=IMG, telemetry=tel)) is not None
+        assert "pitch assumed" in model.status.assumption

@@ -380,3 +380,43 @@ def test_write_srt_rounds_timestamps_to_milliseconds(tmp_path: Path) -> None:
 def test_write_srt_rejects_bad_timestamps(tmp_path: Path, times: list[float]) -> None:
     with pytest.raises(TelemetryError):
         write_srt([Telemetry(t, altitude_m=50.0) for t in times], tmp_path / "c.srt")
+
+
+def _srt_with_altitudes(literals: list[str]) -> str:
+    return "".join(
+        f"{i + 1}\n00:00:00,{i * 33:03d} --> 00:00:00,{i * 33 + 33:03d}\n"
+        f"[focal_len: 24.00] [latitude: 47.3769] [longitude: 8.5417] [rel_alt: {alt} abs_alt: 460.1] "
+        "[gb_yaw: 10.0 gb_pitch: -60.0]\n\n"
+        for i, alt in enumerate(literals)
+    )
+
+
+@pytest.mark.parametrize(
+    ("literals", "dropped"),
+    [
+        (["52.3", "nan", "52.3", "52.3"], 1),
+        (["52.3", "NaN", "-inf", "52.4"], 2),
+        (["52.3", "inf", "Infinity", "52.3"], 2),
+    ],
+)
+def test_nan_altitude_is_named_not_mistaken_for_a_missing_rel_alt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, literals: list[str], dropped: int
+) -> None:
+    path = tmp_path / "nan.SRT"
+    path.write_text(_srt_with_altitudes(literals))
+    with caplog.at_level(logging.WARNING, logger="pipelines.telemetry"):
+        track = load_telemetry(path, camera="mavic 3")
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "only a barometric/absolute altitude" not in messages
+    assert f"dropped {dropped} of 4 implausible" in messages and "altitude_m=" in messages
+    assert len(track) == 4 - dropped
+    with pytest.raises(TelemetryError, match="rejected sample"):  # never interpolated across
+        track.at(0.05)
+
+
+def test_all_nan_altitudes_say_so(tmp_path: Path) -> None:
+    path = tmp_path / "nan.SRT"
+    path.write_text(_srt_with_altitudes(["nan"] * 3))
+    with pytest.raises(TelemetryError, match="altitude_m=nan is not a finite number"):
+        load_telemetry(path)
+    assert len(load_telemetry(path, ignore=("altitude_m",))) == 3  # --altitude rescues the flight

@@ -89,13 +89,69 @@ def test_exact_sample_times_return_the_samples() -> None:
     assert track.at(1.0) == B
 
 
-def test_missing_field_takes_the_nearer_sample() -> None:
-    a = Telemetry(0.0, altitude_m=50.0, gimbal_pitch_deg=None, camera="x")
-    b = Telemetry(1.0, altitude_m=60.0, gimbal_pitch_deg=-45.0, camera="y")
+def test_missing_position_takes_the_nearer_sample() -> None:
+    a = Telemetry(0.0, altitude_m=50.0, latitude=None, camera="x")
+    b = Telemetry(1.0, altitude_m=60.0, latitude=59.3, camera="y")
     track = TelemetryTrack([a, b])
     near_a, near_b = track.at(0.3), track.at(0.7)
-    assert (near_a.altitude_m, near_a.gimbal_pitch_deg, near_a.camera) == (pytest.approx(53.0), None, "x")
-    assert (near_b.altitude_m, near_b.gimbal_pitch_deg, near_b.camera) == (pytest.approx(57.0), -45.0, "y")
+    assert (near_a.altitude_m, near_a.latitude, near_a.camera) == (pytest.approx(53.0), None, "x")
+    assert (near_b.altitude_m, near_b.latitude, near_b.camera) == (pytest.approx(57.0), 59.3, "y")
+
+
+# Telemetry sanity: a jump in height, a ground field missing on one side, a NaN sample. Frames
+# there get no telemetry (the pipeline measures no speed), never an interpolated guess.
+def _flight(altitudes, pitch=-60.0, focal=24.0, dt=1 / 30):
+    return [
+        Telemetry(i * dt, altitude_m=a, gimbal_pitch_deg=pitch, focal_length_35mm=focal)
+        for i, a in enumerate(altitudes)
+    ]
+
+
+SPIKE = _flight([60, 60, 600, 60, 60])
+STEP = _flight([60, 60, 600, 600, 600])
+NAN = _flight([60, 60, float("nan"), 60, 60])
+NO_PITCH = [
+    *_flight([60] * 5)[:2],
+    Telemetry(2 / 30, altitude_m=60.0, focal_length_35mm=24.0),
+    *_flight([60] * 5)[3:],
+]
+NO_FOCAL = [
+    *_flight([60] * 5)[:2],
+    Telemetry(2 / 30, altitude_m=60.0, gimbal_pitch_deg=-60.0),
+    *_flight([60] * 5)[3:],
+]
+CLIMB = _flight([60, 60.2, 60.4, 60.6, 60.8])  # 6 m/s: a real climb
+
+
+@pytest.mark.parametrize(
+    ("samples", "refused"),
+    [
+        (SPIKE, {1.5, 2.0, 2.5}),  # the spike and both intervals beside it
+        (STEP, {1.5}),  # a step: only across the jump; the new level holds after it
+        (NAN, {1.5, 2.0, 2.5}),  # never interpolated across the dropped sample
+        (NO_PITCH, {1.5, 2.0, 2.5}),
+        (NO_FOCAL, {1.5, 2.0, 2.5}),
+        (CLIMB, set()),
+    ],
+)
+def test_telemetry_sanity_refuses_frames_not_guesses(samples, refused) -> None:
+    track = TelemetryTrack(samples)
+    for k in (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0):
+        t = k / 30
+        if k in refused:
+            with pytest.raises(TelemetryError, match="no telemetry"):
+                track.at(t)
+        else:
+            got = track.at(t)
+            assert got.altitude_m in (60.0, 600.0) or 60.0 <= got.altitude_m <= 60.8, k
+            assert got.gimbal_pitch_deg == -60.0 and got.focal_length_35mm == 24.0
+
+
+def test_telemetry_sanity_fixed_altitude_is_not_checked() -> None:
+    track = TelemetryTrack(SPIKE, ignore=("altitude_m",))
+    assert track.at(2.5 / 30).altitude_m == pytest.approx(
+        330.0
+    )  # as logged; the ground model uses --altitude
 
 
 @pytest.mark.parametrize(
@@ -162,7 +218,10 @@ def test_per_frame_lookup_is_cheap() -> None:
     # 10 minutes of 30 Hz telemetry queried at 30 fps: one call must cost microseconds.
     samples = [
         Telemetry(
-            k / 30.0, altitude_m=100.0 + k % 7, gimbal_pitch_deg=-60.0, gimbal_yaw_deg=(k % 360) - 180.0
+            k / 30.0,
+            altitude_m=100.0 + (k % 7) / 10,
+            gimbal_pitch_deg=-60.0,
+            gimbal_yaw_deg=(k % 360) - 180.0,
         )
         for k in range(18000)
     ]
@@ -217,13 +276,13 @@ def test_load_directory_is_an_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("overrides", "altitude"),
+    ("ignore", "loads"),
     [
-        (None, None),  # the log's own rel_alt (9e4 m): no plausible sample, an error
-        ({"altitude_m": 80.0}, 80.0),  # --altitude rescues it
+        ((), False),  # the log's own rel_alt (9e4 m): no plausible sample, an error
+        (("altitude_m",), True),  # --altitude fixes it: the log's value is not checked
     ],
 )
-def test_overrides_apply_before_validation(tmp_path: Path, overrides, altitude) -> None:
+def test_fixed_fields_are_not_checked(tmp_path: Path, ignore, loads) -> None:
     srt = tmp_path / "roof.SRT"
     srt.write_text(
         "".join(
@@ -233,9 +292,10 @@ def test_overrides_apply_before_validation(tmp_path: Path, overrides, altitude) 
             for i in range(3)
         )
     )
-    if altitude is None:
+    if not loads:
         with pytest.raises(TelemetryError, match="altitude"):
-            load_telemetry(srt, overrides=overrides)
+            load_telemetry(srt, ignore=ignore)
     else:
-        track = load_telemetry(srt, overrides=overrides)
-        assert len(track) == 3 and track.at(1.0).altitude_m == altitude
+        track = load_telemetry(srt, ignore=ignore)
+        # kept as logged: the ground model, not the loader, applies the fixed value (once)
+        assert len(track) == 3 and track.at(1.0).altitude_m == 90000.0
