@@ -123,7 +123,12 @@ OBLIQUE = Telemetry(0.0, altitude_m=80.0, gimbal_pitch_deg=-45.0, focal_length_3
             "gimbal pitch",
         ),
         # everything the flight gave is fixed by configuration: the frame keeps its speed
-        (CameraConfig(name="mavic 3", altitude_m=80.0, pitch_deg=-45.0, focal_length_mm=12.29), None, True, ""),
+        (
+            CameraConfig(name="mavic 3", altitude_m=80.0, pitch_deg=-45.0, focal_length_mm=12.29),
+            None,
+            True,
+            "",
+        ),
         (CameraConfig(name="mavic 3"), OBLIQUE, True, ""),
     ],
 )
