@@ -54,6 +54,13 @@ class PredTracks:
     xyxy: np.ndarray  # (N, 4)
     speed_kmh: np.ndarray  # (N,) float, NaN while unknown
     class_names: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    sigma_kmh: np.ndarray | None = None  # (N,) the engine's reported one-sigma; None: not collected
+
+    def sigmas(self) -> np.ndarray:
+        """(N,) reported sigmas (NaN where unknown or not collected)."""
+        if self.sigma_kmh is None or len(self.sigma_kmh) != len(self):
+            return np.full(len(self), np.nan)
+        return self.sigma_kmh
 
     @staticmethod
     def empty() -> PredTracks:
@@ -77,7 +84,12 @@ class PredTracks:
             raise ValueError(f"{len(self)} tracked boxes but {len(self.class_names)} class names")
         keep = np.isin(self.class_names.astype(str), list(names))
         return PredTracks(
-            self.frames[keep], self.ids[keep], self.xyxy[keep], self.speed_kmh[keep], self.class_names[keep]
+            self.frames[keep],
+            self.ids[keep],
+            self.xyxy[keep],
+            self.speed_kmh[keep],
+            self.class_names[keep],
+            self.sigmas()[keep],
         )
 
     def to_mot_lines(self) -> list[str]:
@@ -95,6 +107,7 @@ class TrackCollector:
         self._ids: list[np.ndarray] = []
         self._xyxy: list[np.ndarray] = []
         self._speed: list[np.ndarray] = []
+        self._sigma: list[np.ndarray] = []
         self._cls: list[np.ndarray] = []
 
     def add(self, frame_index: int, detections) -> None:
@@ -106,6 +119,8 @@ class TrackCollector:
         self._xyxy.append(np.asarray(detections.xyxy, float))
         sp = detections.data.get("speed_kmh")
         self._speed.append(np.asarray(sp, float) if sp is not None else np.full(n, np.nan))
+        sg = detections.data.get("speed_sigma_kmh")
+        self._sigma.append(np.asarray(sg, float) if sg is not None else np.full(n, np.nan))
         cl = detections.data.get("class_name")
         self._cls.append(
             np.asarray(cl, dtype=object) if cl is not None else np.full(n, "vehicle", dtype=object)
@@ -120,6 +135,7 @@ class TrackCollector:
             np.concatenate(self._xyxy),
             np.concatenate(self._speed),
             np.concatenate(self._cls),
+            np.concatenate(self._sigma),
         )
 
 
@@ -324,13 +340,14 @@ class SpeedSamples:
     pred_kmh: np.ndarray
     altitude_m: np.ndarray
     pitch_deg: np.ndarray
+    sigma_kmh: np.ndarray  # the engine's reported one-sigma of pred_kmh (NaN when unknown)
 
     @staticmethod
     def concat(items: Sequence[SpeedSamples]) -> SpeedSamples:
         if not items:
             z = np.zeros(0)
             return SpeedSamples(
-                np.zeros(0, dtype=object), z.astype(int), z.astype(int), z.astype(int), z, z, z, z
+                np.zeros(0, dtype=object), z.astype(int), z.astype(int), z.astype(int), z, z, z, z, z
             )
         return SpeedSamples(*(np.concatenate([getattr(s, f) for s in items]) for f in SpeedSamples.__slots__))
 
@@ -351,14 +368,15 @@ def speed_samples(
     pitch_deg: float | None = None,
 ) -> SpeedSamples:
     lookup = gt_speeds.lookup()
+    sigmas = pred.sigmas()
     rows = []
     for f, gid, prow, _ in matched.pairs:
         true = lookup.get((f, gid))
         if true is None:
             continue
-        rows.append((f, gid, int(pred.ids[prow]), true, float(pred.speed_kmh[prow])))
+        rows.append((f, gid, int(pred.ids[prow]), true, float(pred.speed_kmh[prow]), float(sigmas[prow])))
     n = len(rows)
-    a = np.array(rows, dtype=float).reshape(n, 5)
+    a = np.array(rows, dtype=float).reshape(n, 6)
     return SpeedSamples(
         np.full(n, sequence, dtype=object),
         a[:, 0].astype(int),
@@ -368,6 +386,7 @@ def speed_samples(
         a[:, 4],
         np.full(n, np.nan if altitude_m is None else altitude_m),
         np.full(n, np.nan if pitch_deg is None else pitch_deg),
+        a[:, 5],
     )
 
 
@@ -395,11 +414,28 @@ def _bin_label(lo: float, hi: float, unit: str) -> str:
     return f"{lo:g}+ {unit}" if not np.isfinite(hi) else f"{lo:g}-{hi:g} {unit}"
 
 
+def sigma_calibration(gt: np.ndarray, pred: np.ndarray, sigma: np.ndarray) -> dict[str, float | int]:
+    """How honest the reported sigmas are: the share of errors within 1 and 2 sigma (a Gaussian
+    gives 68 % and 95 %), over the estimates that carry a finite sigma, and their median sigma."""
+    ok = np.isfinite(gt) & np.isfinite(pred) & np.isfinite(sigma)
+    if not ok.any():
+        return {"n_with_sigma": 0}
+    z = np.abs(pred[ok] - gt[ok]) / np.maximum(sigma[ok], 1e-9)
+    return {
+        "n_with_sigma": int(ok.sum()),
+        "within_1sigma": float((z <= 1.0).mean()),
+        "within_2sigma": float((z <= 2.0).mean()),
+        "median_sigma_kmh": float(np.median(sigma[ok])),
+    }
+
+
 def summarize_speed(samples: SpeedSamples) -> dict:
-    """MAE / RMSE / p95 in km/h and %, coverage, and the same by true-speed and altitude bins."""
+    """MAE / RMSE / p95 in km/h and %, coverage, sigma calibration, and the errors by true-speed
+    and altitude bins."""
     out: dict = _error_stats(samples.gt_kmh, samples.pred_kmh)
     out["matched"] = int(len(samples))
     out["coverage"] = float(np.isfinite(samples.pred_kmh).mean()) if len(samples) else 0.0
+    out["sigma"] = sigma_calibration(samples.gt_kmh, samples.pred_kmh, samples.sigma_kmh)
     by_speed = {}
     for lo, hi in zip(SPEED_BINS_KMH[:-1], SPEED_BINS_KMH[1:], strict=True):
         sel = (samples.gt_kmh >= lo) & (samples.gt_kmh < hi)
