@@ -1,0 +1,181 @@
+"""The speed-accuracy grid (issue 10): one row per simulated flight and configuration, with the
+issue's targets checked, from the ``metrics.json`` of ``airpatrol eval``.
+
+``eval/examples/speed_grid.sh`` simulates the grid (altitude 30 / 60 / 100 / 150 m x gimbal -90 /
+-60 / -45 x drone hovering / drifting and yawing / flying forward at 10 m/s) and scores each
+flight with the shipped detector and the oracle (exact boxes); this module reads the flights'
+names (``alt100_pitch45_drift``) and prints speed MAE, p95, bias, coverage, the detector's
+recall, how honest the reported sigma is (share of errors within 1 sigma) and the ego-motion
+error, marking every figure that misses its target with ``!``.
+
+    python -m eval.speed_grid runs/speed_grid/eval/metrics.json [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# The issue's targets (default config, shipped detector, 2-core CPU).
+MAX_MAE_KMH = 1.0
+MAX_ORACLE_MAE_KMH = 0.5
+MAX_P95_KMH = 3.0
+MAX_ABS_BIAS_KMH = 0.5
+MIN_COVERAGE = 0.85
+SIGMA_SHARE = (0.60, 0.75)  # share of errors within 1 sigma
+MAX_EGO_PX = 0.05
+MIN_RECALL = 0.8  # below: the cell is reported as the detector's to close
+
+MOTIONS = {"hover": "hovering", "drift": "drifting + yawing", "forward": "forward 10 m/s"}
+_NAME = re.compile(r"alt(?P<alt>\d+)_pitch(?P<pitch>\d+)_(?P<motion>[a-z]+)")
+
+
+@dataclass(frozen=True)
+class GridRow:
+    sequence: str
+    variant: str
+    altitude_m: float | None
+    pitch_deg: float | None
+    motion: str
+    oracle: bool
+    recall: float | None
+    mae: float | None
+    p95: float | None
+    bias: float | None
+    coverage: float | None
+    within_1sigma: float | None
+    ego_px: float | None
+
+
+def _get(d: object, *keys: str) -> float | None:
+    for k in keys:
+        if not isinstance(d, Mapping) or d.get(k) is None:
+            return None
+        d = d[k]
+    return float(d)  # type: ignore[arg-type]
+
+
+def grid_rows(metrics: Mapping) -> list[GridRow]:
+    """One row per (sequence, configuration), sorted by altitude, pitch, motion, configuration."""
+    variants = {v["name"]: v for v in metrics.get("variants", [])}
+    order = {name: i for i, name in enumerate(variants)}
+    rows = []
+    for s in metrics.get("sequences", []):
+        m = _NAME.search(s["sequence"])
+        motion = MOTIONS.get(m["motion"], m["motion"]) if m else "?"
+        speed = s.get("speed")
+        rows.append(
+            GridRow(
+                sequence=s["sequence"],
+                variant=s["variant"],
+                altitude_m=s.get("altitude_m"),
+                pitch_deg=s.get("pitch_deg"),
+                motion=motion,
+                oracle=bool(variants.get(s["variant"], {}).get("oracle")),
+                recall=_get(s.get("tracking"), "recall"),
+                mae=_get(speed, "mae_kmh"),
+                p95=_get(speed, "p95_abs_kmh"),
+                bias=_get(speed, "bias_kmh"),
+                coverage=_get(speed, "coverage"),
+                within_1sigma=_get(speed, "sigma", "within_1sigma"),
+                ego_px=_get(s.get("egomotion"), "mean_px"),
+            )
+        )
+    return sorted(
+        rows,
+        key=lambda r: (
+            r.altitude_m or 0.0,
+            -(r.pitch_deg or 0.0),
+            r.motion,
+            order.get(r.variant, len(order)),
+        ),
+    )
+
+
+def misses(r: GridRow) -> set[str]:
+    """The columns of ``r`` that miss the issue's targets."""
+    out = set()
+    if r.mae is not None and r.mae > (MAX_ORACLE_MAE_KMH if r.oracle else MAX_MAE_KMH):
+        out.add("mae")
+    if r.p95 is not None and r.p95 > MAX_P95_KMH:
+        out.add("p95")
+    if r.bias is not None and abs(r.bias) > MAX_ABS_BIAS_KMH:
+        out.add("bias")
+    if r.coverage is not None and r.coverage < MIN_COVERAGE:
+        out.add("coverage")
+    if r.within_1sigma is not None and not SIGMA_SHARE[0] <= r.within_1sigma <= SIGMA_SHARE[1]:
+        out.add("within_1sigma")
+    if r.ego_px is not None and r.ego_px > MAX_EGO_PX:
+        out.add("ego_px")
+    if not r.oracle and r.recall is not None and r.recall < MIN_RECALL:
+        out.add("recall")
+    return out
+
+
+COLUMNS = (
+    "altitude", "pitch", "drone", "configuration", "recall", "MAE km/h", "p95", "bias", "coverage",
+    "in 1 sigma", "ego px/frame",
+)  # fmt: skip
+
+
+def _fmt(v: float | None, digits: int, miss: bool) -> str:
+    return "-" if v is None else f"{v:.{digits}f}" + ("!" if miss else "")
+
+
+def format_rows(rows: Iterable[GridRow], markdown: bool = False) -> str:
+    """The rows as a Markdown table, or aligned plain text; ``!`` marks a missed target."""
+    cells = []
+    for r in rows:
+        bad = misses(r)
+        cells.append(
+            [
+                "?" if r.altitude_m is None else f"{r.altitude_m:g} m",
+                "?" if r.pitch_deg is None else f"{r.pitch_deg:g}",
+                r.motion,
+                r.variant,
+                _fmt(r.recall, 3, "recall" in bad),
+                _fmt(r.mae, 2, "mae" in bad),
+                _fmt(r.p95, 2, "p95" in bad),
+                _fmt(r.bias, 2, "bias" in bad),
+                _fmt(r.coverage, 3, "coverage" in bad),
+                _fmt(r.within_1sigma, 3, "within_1sigma" in bad),
+                _fmt(r.ego_px, 3, "ego_px" in bad),
+            ]
+        )
+    if markdown:
+        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        lines += ["| " + " | ".join(c) + " |" for c in cells]
+        return "\n".join(lines)
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(COLUMNS)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(COLUMNS, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)) for c in cells]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m eval.speed_grid", description=__doc__.split("\n\n")[0])
+    p.add_argument("metrics", type=Path, help="metrics.json of `airpatrol eval`")
+    p.add_argument("--markdown", action="store_true", help="a Markdown table (for docs/BASELINES.md)")
+    args = p.parse_args(argv)
+    try:
+        metrics = json.loads(args.metrics.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"eval.speed_grid: cannot read {args.metrics}: {exc}", file=sys.stderr)  # noqa: T201
+        return 2
+    rows = grid_rows(metrics)
+    print(format_rows(rows, markdown=args.markdown))  # noqa: T201 - the table
+    missed = sum(1 for r in rows if misses(r))
+    print(f"{len(rows)} rows, {missed} miss a target (marked !)")  # noqa: T201
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""The speed-accuracy grid table: cells parsed from flight names, targets checked."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from eval.speed_grid import GridRow, format_rows, grid_rows, main, misses
+
+
+def _seq(name: str, variant: str, **speed) -> dict:
+    return {
+        "sequence": name,
+        "variant": variant,
+        "altitude_m": 100.0,
+        "pitch_deg": -45.0,
+        "tracking": {"recall": 0.7},
+        "speed": {"mae_kmh": 0.4, "p95_abs_kmh": 1.5, "bias_kmh": -0.1, "coverage": 0.9, **speed},
+        "egomotion": {"mean_px": 0.03},
+    }
+
+
+METRICS = {
+    "variants": [{"name": "base", "oracle": False}, {"name": "oracle", "oracle": True}],
+    "sequences": [
+        _seq("alt100_pitch45_forward", "oracle", mae_kmh=0.7, sigma={"within_1sigma": 0.9}),
+        _seq("alt100_pitch45_forward", "base", sigma={"within_1sigma": 0.66}),
+        _seq("alt100_pitch45_hover", "base"),
+    ],
+}
+
+
+def test_rows_are_cells_in_grid_order():
+    rows = grid_rows(METRICS)
+    assert [(r.motion, r.variant) for r in rows] == [
+        ("forward 10 m/s", "base"),
+        ("forward 10 m/s", "oracle"),
+        ("hovering", "base"),
+    ]
+    assert (
+        rows[1].oracle
+        and not rows[0].oracle
+        and rows[0].within_1sigma == 0.66
+        and rows[2].within_1sigma is None
+    )
+
+
+BASE = GridRow("s", "base", 100.0, -45.0, "hovering", False, 0.9, 0.5, 1.0, 0.1, 0.9, 0.68, 0.02)
+
+
+@pytest.mark.parametrize(
+    ("change", "missed"),
+    [
+        ({}, set()),
+        ({"mae": 1.2}, {"mae"}),
+        ({"mae": 0.7, "oracle": True}, {"mae"}),  # the oracle's target is 0.5 km/h
+        ({"mae": 0.7}, set()),
+        ({"p95": 3.5, "bias": -0.6}, {"p95", "bias"}),
+        ({"coverage": 0.8}, {"coverage"}),
+        ({"within_1sigma": 0.9}, {"within_1sigma"}),  # timid sigma
+        ({"within_1sigma": 0.4}, {"within_1sigma"}),  # over-confident sigma
+        ({"ego_px": 0.2}, {"ego_px"}),
+        ({"recall": 0.5}, {"recall"}),
+        ({"recall": 0.5, "oracle": True}, set()),
+        (
+            {"mae": None, "p95": None, "bias": None, "coverage": None, "within_1sigma": None, "ego_px": None},
+            set(),
+        ),
+    ],
+)
+def test_targets(change, missed):
+    assert misses(dataclasses.replace(BASE, **change)) == missed
+
+
+def test_table_marks_misses(tmp_path, capsys):
+    text = format_rows(grid_rows(METRICS), markdown=True)
+    assert "| 100 m | -45 | forward 10 m/s | oracle | 0.700 | 0.70! |" in text  # oracle: no recall target
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(METRICS))
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "3 rows, 3 miss a target" in out  # recall 0.7 in both base rows, oracle MAE and sigma
+    assert main([str(tmp_path / "missing.json")]) == 2
