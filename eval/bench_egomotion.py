@@ -39,7 +39,7 @@ from pipelines.sources import open_source
 
 log = logging.getLogger(__name__)
 
-BEFORE = {"corners": "global", "smooth_window": 0}  # the estimator before issue 10
+BEFORE = {"corners": "global", "smooth_window": 0, "max_features": 600}  # the estimator before issue 10
 MOTIONS: dict[str, dict] = {
     "hover": {"drift_mps": (0.0, 0.0), "yaw_rate_dps": 0.0},
     "drift_yaw": {"drift_mps": (1.0, 0.5), "yaw_rate_dps": 3.0},
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         metavar="KEY=VALUE",
         help="compare with this configuration (EgoMotionConfig fields; 'before' = the estimator before "
-        "issue 10: corners=global, smooth_window=0): both run on the same decoded frames, alternately",
+        "issue 10: corners=global, smooth_window=0, max_features=600): both run on the same decoded frames, alternately",
     )
     p.add_argument("--repeat", type=int, default=1, help="runs per configuration and cell (timings)")
     p.add_argument("--json", type=Path, help="write the per-cell results here")

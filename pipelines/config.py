@@ -109,7 +109,7 @@ class RoadConfig(_Section):
 
 class EgoMotionConfig(_Section):
     enabled: bool = True
-    max_features: int = Field(600, ge=16)
+    max_features: int = Field(400, ge=16)  # 600 before issue 10 (grid corners need fewer)
     scale: float = Field(0.5, gt=0, le=1.0)  # work on a downscaled grey frame
     ransac_reproj_px: float = Field(2.0, gt=0)
     min_inliers: int = Field(12, ge=4)
@@ -122,7 +122,7 @@ class EgoMotionConfig(_Section):
     # Causal trend fit over the last N frame-to-frame motions (a drone moves smoothly); a motion
     # further than smooth_gate_px (full-res px, any reference point) from the trend's prediction
     # restarts it, so a real pan is followed at once. 0 or 1: no smoothing.
-    smooth_window: int = Field(8, ge=0, le=64)
+    smooth_window: int = Field(6, ge=0, le=64)
     smooth_gate_px: float = Field(0.3, gt=0)
 
 

@@ -106,8 +106,9 @@ def grid_corners(
     The minimum eigenvalue of the gradient structure tensor (``cornerMinEigenVal``, as
     ``goodFeaturesToTrack`` uses) is computed once; its local maxima (``nms_radius`` apart) are
     grouped into ``cols`` x ``rows`` cells (rows from the aspect ratio) and each cell keeps its
-    strongest ``ceil(max_corners / cells)`` peaks at or above ``cell_quality`` times the cell's best.
-    ``min_quality`` times the frame's best is the floor (flat noise gives no corners).
+    strongest ``ceil(max_corners / cells)`` peaks at or above ``cell_quality`` times the cell's best,
+    ``max_corners`` in all (every cell's strongest first). ``min_quality`` times the frame's best is
+    the floor (flat noise gives no corners).
     """
     eig = cv2.cornerMinEigenVal(img, block, 3)
     if mask is not None:
@@ -129,9 +130,11 @@ def grid_corners(
     first = np.searchsorted(cell, cell, side="left")  # index of each cell's strongest peak
     rank = np.arange(len(cell)) - first
     per_cell = int(np.ceil(max_corners / (cols * rows)))
-    keep = (rank < per_cell) & (v >= cell_quality * v[first])
-    if not keep.any():
+    keep = np.nonzero((rank < per_cell) & (v >= cell_quality * v[first]))[0]
+    if len(keep) == 0:
         return None
+    if len(keep) > max_corners:  # at most max_corners: every cell's best first, then the seconds...
+        keep = keep[np.lexsort((-v[keep], rank[keep]))[:max_corners]]
     return np.column_stack([xs[keep], ys[keep]]).astype(np.float32).reshape(-1, 1, 2)
 
 
