@@ -138,6 +138,30 @@ def grid_corners(
     return np.column_stack([xs[keep], ys[keep]]).astype(np.float32).reshape(-1, 1, 2)
 
 
+def fill_empty_cells(
+    pts: np.ndarray | None, extra: np.ndarray | None, shape: tuple[int, int], cols: int
+) -> np.ndarray | None:
+    """``pts`` plus the ``extra`` corners that fall in grid cells (``cols`` wide, rows from the
+    aspect ratio) where ``pts`` has none: (N, 1, 2) float32, or None."""
+    if extra is None or len(extra) == 0:
+        return pts
+    if pts is None or len(pts) == 0:
+        return extra
+    h, w = shape
+    rows = max(1, round(cols * h / w))
+
+    def cells(p: np.ndarray) -> np.ndarray:
+        q = p.reshape(-1, 2)
+        cx = np.clip((q[:, 0] * cols // w).astype(int), 0, cols - 1)
+        cy = np.clip((q[:, 1] * rows // h).astype(int), 0, rows - 1)
+        return cy * cols + cx
+
+    taken = np.zeros(cols * rows, dtype=bool)
+    taken[cells(pts)] = True
+    add = extra[~taken[cells(extra)]]
+    return np.concatenate([pts, add.reshape(-1, 1, 2)]).astype(np.float32)
+
+
 def reference_points(width: int, height: int) -> np.ndarray:
     """(4, 2) full-resolution points whose displacements stand for a homography (quarter points)."""
     return np.array(
@@ -293,7 +317,11 @@ class EgoMotionEstimator:
             mask=mask,
             blockSize=5,
         )
-        return None if pts is None else pts.astype(np.float32)
+        pts = None if pts is None else pts.astype(np.float32)
+        if self.cfg.corners == "fill":
+            pts = fill_empty_cells(pts, grid_corners(small, mask, self.cfg.max_features, cols=self.cfg.grid_cols),
+                                   (h, w), self.cfg.grid_cols)  # fmt: skip
+        return pts
 
     # --------------------------------------------------------------------------------------
     def update(self, gray: np.ndarray, exclude_xyxy: np.ndarray | None = None) -> EgoMotion:

@@ -35,7 +35,7 @@ def test_bench_compares_with_a_baseline(tmp_path, capsys):
         data["configs"]["baseline"]["corners"] == "global"
         and data["configs"]["baseline"]["max_features"] == 100
     )
-    assert data["configs"]["config"]["corners"] == "grid"
+    assert data["configs"]["config"]["corners"] == "fill"
     (cell,) = data["cells"]
     assert cell["baseline"]["pairs"] == cell["config"]["pairs"] == 8
     assert "baseline: worst mean" in capsys.readouterr().out
