@@ -2,12 +2,14 @@
 
 Sparse pyramidal Lucas-Kanade on corners of the (static) background, on a downscaled grey frame:
 
-1. corners are detected with a mask that leaves out vehicle boxes and a thin image border: by
-   default (``corners="grid"``, :func:`grid_corners`) the strongest minimum-eigenvalue peaks of each
-   cell of a grid, with a quality threshold relative to the cell, so that plain ground (asphalt and
-   grass seen from low altitude) still gives points spread over the whole frame; ``"global"`` is
-   ``goodFeaturesToTrack`` over the frame (quality relative to its strongest corner, which on a road
-   is a lane marking: plain ground then gives almost nothing). They are re-detected every
+1. corners are detected with a mask that leaves out vehicle boxes and a thin image border:
+   ``"global"`` is ``goodFeaturesToTrack`` over the frame (quality relative to its strongest corner,
+   which on a road is a lane marking: plain ground then gives almost nothing); ``"grid"``
+   (:func:`grid_corners`) the strongest minimum-eigenvalue peaks of each cell of a grid, with a
+   quality threshold relative to the cell; ``"fill"`` (the default) the global corners plus grid
+   corners in the cells they leave empty (:func:`fill_empty_cells`), so that plain ground (asphalt
+   and grass seen from low altitude) still gives points over the whole frame while textured ground
+   keeps its strong corners on and along the road. They are re-detected every
    ``refresh_every`` frames or when too few survive, otherwise the surviving inliers are tracked on
    (cheap, and long-lived points are the stable ones);
 2. each corner is tracked previous -> current and back; points whose round trip misses by more than
