@@ -42,10 +42,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from eval.groundtruth import (
+    CameraTruth,
     DatasetError,
     GroundTruth,
     GtSpeeds,
     GtViolations,
+    load_camera_truth,
     load_gt_speeds,
     load_gt_violations,
     load_mot_gt,
@@ -79,6 +81,7 @@ class SequenceSpec:
     speeds: Path | None = None
     violations: Path | None = None
     flight_dir: Path | None = None  # simulator folder (oracle road masks)
+    camera_truth: Path | None = None  # simulator gt/camera.csv: exact homographies (ego-motion error)
     road_polygon: tuple[tuple[float, float], ...] | None = None
     class_names: tuple[tuple[int, str], ...] | None = None  # mot layout: class column -> name
     min_visibility: float = 0.0
@@ -106,6 +109,9 @@ class SequenceSpec:
 
     def load_violations(self) -> GtViolations | None:
         return load_gt_violations(self.violations) if self.violations is not None else None
+
+    def load_camera_truth(self) -> CameraTruth | None:
+        return load_camera_truth(self.camera_truth) if self.camera_truth is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,5 +325,6 @@ def sim_sequence(folder: Path) -> SequenceSpec:
         speeds=opt(gt_dir / "speeds.csv"),
         violations=opt(gt_dir / "violations.json"),
         flight_dir=folder,
+        camera_truth=opt(gt_dir / "camera.csv"),
         min_visibility=0.3,
     )

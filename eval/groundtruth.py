@@ -13,7 +13,8 @@ and the readers of each annotation format.
   4 car, 5 van, 6 truck, 9 bus (the benchmark scores these plus pedestrians). Category 0 (ignored
   region), 11 (others) and rows with score 0 are ignore regions; the other categories (people,
   bicycles, tricycles, motors) are distractors: predictions matching them are not counted.
-* The simulator's ``gt/speeds.csv`` (true speed per frame and vehicle) and ``gt/violations.json``.
+* The simulator's ``gt/speeds.csv`` (true speed per frame and vehicle), ``gt/violations.json`` and
+  ``gt/camera.csv`` (the exact world -> image homography of every frame).
 """
 
 from __future__ import annotations
@@ -296,6 +297,52 @@ def load_gt_speeds(path: str | Path) -> GtSpeeds:
             except (TypeError, ValueError) as exc:
                 raise DatasetError(f"{path}:{n}: cannot read this row ({exc})") from exc
     return GtSpeeds(np.array(frames, int), np.array(ids, int), np.array(speeds), np.array(times))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CameraTruth:
+    """Exact world -> image homographies (simulator ``gt/camera.csv``); frames 1-based, ascending."""
+
+    frames: np.ndarray  # (N,) int
+    world_to_image: np.ndarray  # (N, 3, 3), h33 = 1
+
+    def at(self, frame: int) -> np.ndarray | None:
+        """The homography of a 1-based ``frame``, or None when the file has no such frame."""
+        i = int(np.searchsorted(self.frames, frame))
+        if i < len(self.frames) and self.frames[i] == frame:
+            return self.world_to_image[i]
+        return None
+
+
+CAMERA_H_COLUMNS = tuple(f"h{i}{j}" for i in range(1, 4) for j in range(1, 4))
+
+
+def load_camera_truth(path: str | Path) -> CameraTruth:
+    """Read ``gt/camera.csv`` (columns ``frame``, ``h11`` .. ``h33``; others are ignored)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"camera ground truth not found: {path}")
+    frames, mats = [], []
+    with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = {"frame", *CAMERA_H_COLUMNS} - set(reader.fieldnames or ())
+        if missing:
+            raise DatasetError(
+                f"{path}: camera ground truth needs the columns frame, h11 .. h33; missing {sorted(missing)}"
+            )
+        for n, row in enumerate(reader, 2):
+            try:
+                frames.append(int(row["frame"]))
+                mats.append([float(row[c]) for c in CAMERA_H_COLUMNS])
+            except (TypeError, ValueError) as exc:
+                raise DatasetError(f"{path}:{n}: cannot read this row ({exc})") from exc
+    f = np.array(frames, dtype=int)
+    h = np.array(mats, dtype=np.float64).reshape(-1, 3, 3)
+    if len(f) and (np.any(np.diff(f) <= 0) or f[0] < 1):
+        raise DatasetError(f"{path}: frames must be 1-based and strictly increasing")
+    if not np.all(np.isfinite(h)) or np.any(np.abs(h[:, 2, 2]) < 1e-12):
+        raise DatasetError(f"{path}: a homography is not finite or has h33 = 0")
+    return CameraTruth(f, h / h[:, 2:3, 2:3])
 
 
 def load_gt_violations(path: str | Path) -> GtViolations:

@@ -125,6 +125,7 @@ def render_markdown(report: EvalReport, plots: list[Path], meta: dict) -> str:
                         f"{_fmt(b.get('rmse_kmh'), 2)} | {_fmt(b.get('p95_abs_kmh'), 2)} | "
                         f"{_fmt(b.get('bias_kmh'), 2)} | {_fmt(b.get('mape_pct'), 1)} |"
                     )
+    lines += _ego_lines(report)
     if plots:
         lines += ["", "## Plots", ""]
         lines += [f"![{p.stem}](plots/{p.name})" for p in plots]
@@ -136,6 +137,32 @@ def render_markdown(report: EvalReport, plots: list[Path], meta: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _ego_lines(report: EvalReport) -> list[str]:
+    """The ego-motion error table: sequences with exact camera truth (simulated flights)."""
+    rows = [r for r in report.results if r.egomotion]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## Ego-motion error (exact simulator camera)",
+        "",
+        "RMS distance, full-resolution px, between a grid of points moved by the estimated and by the "
+        "exact frame-to-frame homography, per frame pair; true motion: median camera motion px/frame.",
+        "",
+        "| configuration | sequence | alt m | pitch | pairs | mean px | p95 px | max px | true motion px | "
+        "flagged |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        e = r.egomotion
+        lines.append(
+            f"| {r.variant} | {r.sequence} | {_fmt(r.altitude_m, 0)} | {_fmt(r.pitch_deg, 0)} | {e['pairs']} | "
+            f"{_fmt(e['mean_px'])} | {_fmt(e['p95_px'])} | {_fmt(e['max_px'])} | {_fmt(e['true_median_px'])} | "
+            f"{e['invalid']} |"
+        )
+    return lines
 
 
 def write_plots(report: EvalReport, out: Path) -> list[Path]:

@@ -48,6 +48,7 @@ class SequenceResult:
     altitude_m: float | None = None
     pitch_deg: float | None = None
     pipeline: dict = field(default_factory=dict)  # build_pipeline's metadata: models really used
+    egomotion: dict | None = None  # ego-motion error (eval.egomotion.summarize_ego); simulated flights
 
 
 @dataclass(slots=True)
@@ -106,6 +107,7 @@ def results_json(report: EvalReport, **meta: Any) -> str:
                 "tracking": r.tracking,
                 "speed": r.speed,
                 "violations": r.violations,
+                "egomotion": r.egomotion,
                 "predicted_violations": [v.to_dict() for v in r.predicted_violations],
                 "notes": r.notes,
                 "timings_ms": r.timings,

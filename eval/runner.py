@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from eval.datasets import Dataset, SequenceSpec
+from eval.egomotion import ego_errors, summarize_ego
 from eval.groundtruth import GroundTruth
 from eval.metrics import (
     MatchedSequence,
@@ -116,15 +117,14 @@ def run_sequence(
         cfg = cfg.with_overrides(road={"enabled": False})
     pipeline = build_pipeline(cfg, detector=detector, segmenter=segmenter)
     collector = TrackCollector()
+    egos: dict[int, tuple] = {}  # frame index -> (estimated prev -> current homography, valid)
+
+    def on_result(r) -> None:
+        collector.add(r.frame.index, r.detections)
+        egos[r.frame.index] = (r.ego.homography, r.ego.valid)
 
     total = source.frame_count if max_frames is None else min(max_frames, source.frame_count or max_frames)
-    summary = run_pipeline(
-        pipeline,
-        frames,
-        on_result=lambda r: collector.add(r.frame.index, r.detections),
-        progress_total=total,
-        progress=progress,
-    )
+    summary = run_pipeline(pipeline, frames, on_result=on_result, progress_total=total, progress=progress)
     n_frames = int(summary["frames"])
     tracks = collector.result().of_classes(seq.scored_classes)
     if seq.scored_classes:
@@ -159,8 +159,19 @@ def run_sequence(
         pipeline=dict(pipeline.metadata),
         altitude_m=altitude,
         pitch_deg=pitch,
+        egomotion=_ego_score(seq, egos, source.size),
         **scores,
     )
+
+
+def _ego_score(seq: SequenceSpec, egos: dict[int, tuple], size: tuple[int, int]) -> dict | None:
+    """Ego-motion error against the exact camera homographies (simulated flights only)."""
+    truth = seq.load_camera_truth()
+    if truth is None:
+        return None
+    estimates = {k: h for k, (h, _) in egos.items()}
+    valid = {k: ok for k, (_, ok) in egos.items()}
+    return summarize_ego(ego_errors(estimates, truth, size[0], size[1], valid))
 
 
 def _oracle_detector(seq: SequenceSpec, gt: GroundTruth | None, o: OracleOptions) -> OracleDetector:

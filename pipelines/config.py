@@ -114,6 +114,18 @@ class EgoMotionConfig(_Section):
     ransac_reproj_px: float = Field(2.0, gt=0)
     min_inliers: int = Field(12, ge=4)
     refresh_every: int = Field(5, ge=1)  # re-detect corners every N frames
+    # "global": goodFeaturesToTrack over the frame (quality relative to its strongest corner; the
+    # estimator before issue 10); "grid": the strongest corners of each cell of a grid_cols-wide grid
+    # (quality relative to the cell); "fill": the global corners, plus grid corners in the cells the
+    # global ones leave empty, so plain ground (30 m nadir: asphalt, grass) still gives spread points
+    # while textured ground keeps the strong corners on and along the road.
+    corners: Literal["grid", "global", "fill"] = "fill"
+    grid_cols: int = Field(16, ge=1, le=64)  # rows follow the aspect ratio
+    # Causal trend fit over the last N frame-to-frame motions (a drone moves smoothly); a motion
+    # further than smooth_gate_px (full-res px, any reference point) from the trend's prediction
+    # restarts it, so a real pan is followed at once. 0 or 1: no smoothing.
+    smooth_window: int = Field(6, ge=0, le=64)
+    smooth_gate_px: float = Field(0.3, gt=0)
 
 
 class TrackerConfig(_Section):

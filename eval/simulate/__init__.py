@@ -16,6 +16,7 @@ Outputs of :func:`simulate_flight` (one folder per flight)::
     gt/speeds.csv        frame,time_s,id,speed_kmh,ground_x_m,ground_y_m
     gt/violations.json   ground-truth speeding events for the spec's limit and minimum duration
     gt/vehicles.json     per-vehicle truth (class, size, lane, initial speed, acceleration)
+    gt/camera.csv        frame(1-based),time_s,h11..h33: exact world (m) -> image (px) homography
     road_mask/NNNNNN.png exact road masks (255 = road) every ``mask_every`` frames (0-based index)
     seqinfo.ini          MOTChallenge sequence info (+ altitude, pitch, camera)
     flight.yaml          the spec; ``FlightSpec.from_yaml`` reads it back and reproduces the flight

@@ -19,6 +19,7 @@ from eval.simulate.sprites import Sprite, load_sprite_crops
 from eval.simulate.writers import (
     TruthLog,
     VideoWriter,
+    write_camera,
     write_seqinfo,
     write_spec,
     write_vehicles,
@@ -54,6 +55,7 @@ class SimulatedFlight:
     n_vehicles: int
     n_violations: int
     elapsed_s: float = 0.0
+    camera: Path | None = None  # gt/camera.csv: exact world -> image homography per frame
 
 
 def simulate_flight(
@@ -85,6 +87,7 @@ def simulate_flight(
     violations = scene.gt_violations(truth.visible)
     write_violations(gt_dir / "violations.json", spec, violations)
     write_vehicles(gt_dir / "vehicles.json", scene.vehicles)
+    write_camera(gt_dir / "camera.csv", scene.camera)
     write_srt(scene.telemetry(), out / "video.SRT", start_time=spec.start_datetime)
     write_spec(out / "flight.yaml", spec)
     write_seqinfo(out / "seqinfo.ini", spec, scene.camera)
@@ -118,6 +121,7 @@ def simulate_flight(
         n_vehicles=len(scene.vehicles),
         n_violations=len(violations),
         elapsed_s=elapsed,
+        camera=gt_dir / "camera.csv",
     )
 
 

@@ -102,6 +102,26 @@ def write_spec(path: Path, spec: FlightSpec) -> None:
     path.write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
 
 
+CAMERA_COLUMNS = ("frame", "time_s", *(f"h{i}{j}" for i in range(1, 4) for j in range(1, 4)))
+
+
+def write_camera(path: Path, camera: CameraPath) -> None:
+    """``gt/camera.csv``: the exact world -> image homography of every frame.
+
+    One row per frame: ``frame`` (1-based, as in the MOT files), ``time_s`` and ``h11 .. h33``, the
+    3x3 matrix row by row (scaled so that ``h33 = 1``), mapping ground metres (X east, Y north) to
+    full-resolution pixels of that frame. The camera motion from frame ``k - 1`` to ``k`` in pixels is
+    ``H(k) @ inv(H(k - 1))`` (:func:`eval.egomotion.true_interframe`).
+    """
+    with path.open("w", newline="") as fh:
+        wr = csv.writer(fh)
+        wr.writerow(CAMERA_COLUMNS)
+        for k, t in enumerate(camera.times):
+            h = camera.world_to_image(k)
+            h = h / h[2, 2]
+            wr.writerow([k + 1, f"{t:.6f}", *(repr(float(v)) for v in h.reshape(-1))])
+
+
 def write_seqinfo(path: Path, spec: FlightSpec, camera: CameraPath) -> None:
     """MOTChallenge sequence info, plus the camera, altitude and pitch of the flight."""
     path.write_text(

@@ -2,9 +2,16 @@
 
 Sparse pyramidal Lucas-Kanade on corners of the (static) background, on a downscaled grey frame:
 
-1. corners (``goodFeaturesToTrack``) are detected with a mask that leaves out vehicle boxes and a
-   thin image border; they are re-detected every ``refresh_every`` frames or when too few survive,
-   otherwise the surviving inliers are tracked on (cheap, and long-lived points are the stable ones);
+1. corners are detected with a mask that leaves out vehicle boxes and a thin image border:
+   ``"global"`` is ``goodFeaturesToTrack`` over the frame (quality relative to its strongest corner,
+   which on a road is a lane marking: plain ground then gives almost nothing); ``"grid"``
+   (:func:`grid_corners`) the strongest minimum-eigenvalue peaks of each cell of a grid, with a
+   quality threshold relative to the cell; ``"fill"`` (the default) the global corners plus grid
+   corners in the cells they leave empty (:func:`fill_empty_cells`), so that plain ground (asphalt
+   and grass seen from low altitude) still gives points over the whole frame while textured ground
+   keeps its strong corners on and along the road. They are re-detected every
+   ``refresh_every`` frames or when too few survive, otherwise the surviving inliers are tracked on
+   (cheap, and long-lived points are the stable ones);
 2. each corner is tracked previous -> current and back; points whose round trip misses by more than
    ``FB_MAX_PX`` or that land inside a current vehicle box are dropped. The previous frame's
    homography seeds both passes (drones pan smoothly), and the pyramid depth follows the working
@@ -12,6 +19,14 @@ Sparse pyramidal Lucas-Kanade on corners of the (static) background, on a downsc
 3. a RANSAC homography (``cv2.findHomography``) is fitted; with too few inliers the estimator falls
    back to a RANSAC similarity (``cv2.estimateAffinePartial2D``) and then to identity, both marked
    ``valid=False``.
+
+4. the frame-to-frame motion is smoothed (:class:`MotionSmoother`, ``smooth_window`` frames): a
+   drone moves smoothly, while each estimate carries the H.264 codec's quarter-pixel motion
+   quantisation and LK noise (a few hundredths of a pixel). The motion is followed as the
+   displacement of four reference points; a causal straight-line trend fitted over the last frames
+   gives the current motion (no lag under constant acceleration), and a measurement further than
+   ``smooth_gate_px`` from the trend's prediction (a pan starting or stopping) restarts the trend
+   from it. Fallback estimates are never smoothed and restart it too.
 
 The homography maps previous-frame pixels onto current-frame pixels of the full-resolution image:
 ``H_full = S^-1 H_small S`` where ``S`` is the exact pixel-centre-aligned resize map.
@@ -39,6 +54,9 @@ MAX_MOTION_PX = 100.0  # camera motion (full-res px/frame, beyond the previous f
 LK_CRITERIA = (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 20, 0.03)
 BOX_MARGIN_PX = 4.0  # grow exclusion boxes by this (full-resolution px)
 BORDER_PX = 6  # no corners this close to the image border (working px)
+GRID_NMS_RADIUS = 5  # grid corners: local maxima at least this far apart (working px)
+GRID_CELL_QUALITY = 0.05  # ... at least this share of their cell's strongest corner
+GRID_MIN_QUALITY = 1e-3  # ... and of the frame's strongest corner
 # A homography is accepted only if it stays close to a plausible frame-to-frame camera motion.
 MAX_SCALE_CHANGE = 1.5
 MAX_PERSPECTIVE = 2e-3  # |h31|, |h32| in full-res px^-1 after normalising h33 = 1
@@ -73,6 +91,152 @@ def plausible_homography(h: np.ndarray) -> bool:
         return False
     s = np.sqrt(det)
     return bool(1.0 / MAX_SCALE_CHANGE < s < MAX_SCALE_CHANGE and np.all(np.abs(h[2, :2]) < MAX_PERSPECTIVE))
+
+
+def grid_corners(
+    img: np.ndarray,
+    mask: np.ndarray | None,
+    max_corners: int,
+    cols: int = 16,
+    nms_radius: int = GRID_NMS_RADIUS,
+    cell_quality: float = GRID_CELL_QUALITY,
+    min_quality: float = GRID_MIN_QUALITY,
+    block: int = 5,
+) -> np.ndarray | None:
+    """Corners spread over a grid: (N, 1, 2) float32 working pixels, or None.
+
+    The minimum eigenvalue of the gradient structure tensor (``cornerMinEigenVal``, as
+    ``goodFeaturesToTrack`` uses) is computed once; its local maxima (``nms_radius`` apart) are
+    grouped into ``cols`` x ``rows`` cells (rows from the aspect ratio) and each cell keeps its
+    strongest ``ceil(max_corners / cells)`` peaks at or above ``cell_quality`` times the cell's best,
+    ``max_corners`` in all (every cell's strongest first). ``min_quality`` times the frame's best is
+    the floor (flat noise gives no corners).
+    """
+    eig = cv2.cornerMinEigenVal(img, block, 3)
+    if mask is not None:
+        eig[mask == 0] = 0
+    peak = float(eig.max())
+    if peak <= 0:
+        return None
+    h, w = img.shape
+    rows = max(1, round(cols * h / w))
+    k = 2 * nms_radius + 1
+    local_max = eig >= cv2.dilate(eig, cv2.getStructuringElement(cv2.MORPH_RECT, (k, k)))
+    ys, xs = np.nonzero(local_max & (eig > min_quality * peak))
+    if len(ys) == 0:
+        return None
+    v = eig[ys, xs]
+    cell = (ys * rows // h) * cols + (xs * cols // w)
+    order = np.lexsort((-v, cell))  # by cell, strongest first
+    cell, v, ys, xs = cell[order], v[order], ys[order], xs[order]
+    first = np.searchsorted(cell, cell, side="left")  # index of each cell's strongest peak
+    rank = np.arange(len(cell)) - first
+    per_cell = int(np.ceil(max_corners / (cols * rows)))
+    keep = np.nonzero((rank < per_cell) & (v >= cell_quality * v[first]))[0]
+    if len(keep) == 0:
+        return None
+    if len(keep) > max_corners:  # at most max_corners: every cell's best first, then the seconds...
+        keep = keep[np.lexsort((-v[keep], rank[keep]))[:max_corners]]
+    return np.column_stack([xs[keep], ys[keep]]).astype(np.float32).reshape(-1, 1, 2)
+
+
+def fill_empty_cells(
+    pts: np.ndarray | None, extra: np.ndarray | None, shape: tuple[int, int], cols: int
+) -> np.ndarray | None:
+    """``pts`` plus the ``extra`` corners that fall in grid cells (``cols`` wide, rows from the
+    aspect ratio) where ``pts`` has none: (N, 1, 2) float32, or None."""
+    if extra is None or len(extra) == 0:
+        return pts
+    if pts is None or len(pts) == 0:
+        return extra
+    h, w = shape
+    rows = max(1, round(cols * h / w))
+
+    def cells(p: np.ndarray) -> np.ndarray:
+        q = p.reshape(-1, 2)
+        cx = np.clip((q[:, 0] * cols // w).astype(int), 0, cols - 1)
+        cy = np.clip((q[:, 1] * rows // h).astype(int), 0, rows - 1)
+        return cy * cols + cx
+
+    taken = np.zeros(cols * rows, dtype=bool)
+    taken[cells(pts)] = True
+    add = extra[~taken[cells(extra)]]
+    return np.concatenate([pts, add.reshape(-1, 1, 2)]).astype(np.float32)
+
+
+def reference_points(width: int, height: int) -> np.ndarray:
+    """(4, 2) full-resolution points whose displacements stand for a homography (quarter points)."""
+    return np.array(
+        [[0.25 * width, 0.25 * height], [0.75 * width, 0.25 * height], [0.75 * width, 0.75 * height],
+         [0.25 * width, 0.75 * height]]
+    )  # fmt: skip
+
+
+def homography_from_displacements(ref: np.ndarray, disp: np.ndarray) -> np.ndarray:
+    """The homography (``h33 = 1``) moving the 4 ``ref`` points by ``disp`` (4, 2): the exact
+    4-point solve in float64 (``cv2.getPerspectiveTransform`` works in float32)."""
+    src = np.asarray(ref, dtype=np.float64)
+    dst = src + np.asarray(disp, dtype=np.float64).reshape(4, 2)
+    a = np.zeros((8, 8))
+    b = dst.reshape(-1)
+    for i, ((x, y), (u, v)) in enumerate(zip(src, dst, strict=True)):
+        a[2 * i] = [x, y, 1.0, 0.0, 0.0, 0.0, -u * x, -u * y]
+        a[2 * i + 1] = [0.0, 0.0, 0.0, x, y, 1.0, -v * x, -v * y]
+    return np.append(np.linalg.solve(a, b), 1.0).reshape(3, 3)
+
+
+def trend(history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Straight-line least-squares fit over the rows of ``history`` (T, D), oldest first:
+    (value fitted at the last row, value predicted one row later). T = 1: that row, twice; T = 2:
+    the last row and its extrapolation."""
+    n = len(history)
+    if n == 1:
+        return history[0], history[0]
+    t = np.arange(n, dtype=np.float64)
+    t_mean = t.mean()
+    y_mean = history.mean(axis=0)
+    slope = ((t - t_mean)[:, None] * (history - y_mean)).sum(axis=0) / ((t - t_mean) ** 2).sum()
+    last = y_mean + slope * (n - 1 - t_mean)
+    return last, last + slope
+
+
+class MotionSmoother:
+    """Causal, gated trend of the frame-to-frame motion (see the module docstring, step 4).
+
+    :meth:`smooth` takes each raw prev -> current homography (full-resolution pixels) and returns
+    the smoothed one; :meth:`reset` forgets the trend (a fallback, a new stream).
+    """
+
+    def __init__(self, window: int, gate_px: float) -> None:
+        self.window = window
+        self.gate_px = gate_px
+        self.reset()
+
+    def reset(self) -> None:
+        self._history: list[np.ndarray] = []  # (8,) reference-point displacements, oldest first
+        self._ref: np.ndarray | None = None
+
+    def smooth(self, h: np.ndarray, width: int, height: int) -> np.ndarray:
+        if self.window <= 1:
+            return h
+        ref = reference_points(width, height)
+        if self._ref is None or not np.array_equal(ref, self._ref):
+            self.reset()
+            self._ref = ref
+        disp = (apply_homography_points(h, ref) - ref).reshape(-1)
+        if not np.all(np.isfinite(disp)):
+            self.reset()
+            return h
+        if len(self._history) >= 2:
+            _, predicted = trend(np.array(self._history))
+            if np.max(np.abs(disp - predicted)) > self.gate_px:
+                log.debug("ego-motion: motion changed beyond the trend; smoothing restarts")
+                self._history = []
+        self._history = [*self._history[-(self.window - 1) :], disp]
+        if len(self._history) < 3:  # no trend yet: a line through two points is the raw motion
+            return h
+        fitted, _ = trend(np.array(self._history))
+        return homography_from_displacements(ref, fitted.reshape(4, 2))
 
 
 def exclusion_mask(
@@ -112,6 +276,7 @@ class EgoMotionEstimator:
 
     def __init__(self, cfg: EgoMotionConfig | None = None) -> None:
         self.cfg = cfg or EgoMotionConfig()
+        self._smoother = MotionSmoother(self.cfg.smooth_window, self.cfg.smooth_gate_px)
         self.reset()
 
     def reset(self) -> None:
@@ -121,6 +286,7 @@ class EgoMotionEstimator:
         self._full_shape: tuple[int, int] | None = None
         self._since_refresh = 0
         self._last_h: np.ndarray | None = None  # last valid estimate, working coords: motion prior
+        self._smoother.reset()
 
     # --------------------------------------------------------------------------------------
     def _to_working(self, gray: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -142,6 +308,8 @@ class EgoMotionEstimator:
     def _detect(self, small: np.ndarray, boxes: np.ndarray | None, sx: float, sy: float) -> np.ndarray | None:
         h, w = small.shape
         mask = exclusion_mask((h, w), boxes, (sx, sy))
+        if self.cfg.corners == "grid":
+            return grid_corners(small, mask, self.cfg.max_features, cols=self.cfg.grid_cols)
         min_dist = max(4.0, min(h, w) / 45.0)
         pts = cv2.goodFeaturesToTrack(
             small,
@@ -151,7 +319,11 @@ class EgoMotionEstimator:
             mask=mask,
             blockSize=5,
         )
-        return None if pts is None else pts.astype(np.float32)
+        pts = None if pts is None else pts.astype(np.float32)
+        if self.cfg.corners == "fill":
+            pts = fill_empty_cells(pts, grid_corners(small, mask, self.cfg.max_features, cols=self.cfg.grid_cols),
+                                   (h, w), self.cfg.grid_cols)  # fmt: skip
+        return pts
 
     # --------------------------------------------------------------------------------------
     def update(self, gray: np.ndarray, exclude_xyxy: np.ndarray | None = None) -> EgoMotion:
@@ -164,6 +336,7 @@ class EgoMotionEstimator:
         full_shape = gray.shape[:2]
         if self._prev is None or self._prev.shape != small.shape or self._full_shape != full_shape:
             self._last_h = None
+            self._smoother.reset()
             self._store(small, self._detect(small, exclude_xyxy, sx, sy), full_shape)
             return EgoMotion.identity()
 
@@ -173,6 +346,7 @@ class EgoMotionEstimator:
         if prev_pts is None or len(prev_pts) < 4:
             log.debug("ego-motion: no trackable corners in the previous frame; identity")
             self._last_h = None
+            self._smoother.reset()
             self._store(small, self._detect(small, exclude_xyxy, sx, sy), full_shape)
             return EgoMotion(np.eye(3), 0.0, 0, 0.0, False)
 
@@ -192,7 +366,11 @@ class EgoMotionEstimator:
             survivors = self._detect(small, exclude_xyxy, sx, sy)
             self._since_refresh = 0
         self._store(small, survivors, full_shape, keep_counter=True)
-        return ego
+        if not ego.valid:
+            self._smoother.reset()
+            return ego
+        smoothed = self._smoother.smooth(ego.homography, full_shape[1], full_shape[0])
+        return EgoMotion(smoothed, ego.inlier_ratio, ego.n_points, ego.magnitude_px, ego.valid)
 
     def _store(
         self,

@@ -254,8 +254,9 @@ def test_eval_command_end_to_end(small_flight_dir, tmp_path):
     assert seqs["base"]["frames"] == 60
     assert seqs["base"]["tracking"]["MOTA"] > 0.9
     assert data["combined"]["base"]["speed"]["n"] > 0
+    assert seqs["base"]["egomotion"]["pairs"] == 59  # the flight's exact camera: every frame pair
     report = (out / "report.md").read_text()
-    assert "| base |" in report and "HOTA" in report
+    assert "| base |" in report and "HOTA" in report and "## Ego-motion error" in report
     assert {p.name for p in (out / "plots").iterdir()} >= {
         "metrics_by_configuration.png",
         "speed_error_hist.png",

@@ -10,6 +10,7 @@ from eval.datasets import load_dataset
 from eval.groundtruth import (
     DatasetError,
     GtFrame,
+    load_camera_truth,
     load_gt_speeds,
     load_gt_violations,
     load_mot_gt,
@@ -145,6 +146,8 @@ def test_sim_folder_and_speed_files(small_flight_dir):
     assert set(gt.class_names[~gt.distractor]) <= {"car", "van", "truck", "bus", "motorcycle"}
     speeds = load_gt_speeds(seq.speeds)
     assert len(speeds.frames) == len(gt)
+    cam = seq.load_camera_truth()
+    assert cam is not None and list(cam.frames) == list(range(1, seq.load_gt().frames.max() + 1))
     truth = load_gt_violations(seq.violations)
     assert truth.speed_limit_kmh == 50.0
     assert all(v.peak_speed_kmh > 50.0 for v in truth.violations)
@@ -227,6 +230,37 @@ def test_malformed_speed_and_violation_truth_is_a_dataset_error(tmp_path, loader
     load = load_gt_speeds if loader == "speeds" else load_gt_violations
     with pytest.raises(DatasetError, match=message):
         load(path)
+
+
+_H = ",".join(["1", "0", "5", "0", "1", "7", "0", "0", "1"])
+_HEAD = "frame,time_s,h11,h12,h13,h21,h22,h23,h31,h32,h33\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("frame,h11\n1,1\n", "missing \\['h12'"),
+        (_HEAD + "1,0.0,1,0,5,0,1,7,0,0,one\n", "camera.csv:2: cannot read"),
+        (_HEAD + f"2,0.0,{_H}\n1,0.1,{_H}\n", "strictly increasing"),
+        (_HEAD + f"0,0.0,{_H}\n", "1-based"),
+        (_HEAD + "1,0.0,1,0,5,0,1,7,0,0,0\n", "h33 = 0"),
+    ],
+)
+def test_malformed_camera_truth_is_a_dataset_error(tmp_path, text, message):
+    path = tmp_path / "camera.csv"
+    path.write_text(text)
+    with pytest.raises(DatasetError, match=message):
+        load_camera_truth(path)
+
+
+def test_camera_truth_lookup_and_scale(tmp_path):
+    path = tmp_path / "camera.csv"
+    path.write_text(_HEAD + "1,0.0,2,0,10,0,2,14,0,0,2\n3,0.1,1,0,0,0,1,0,0,0,1\n")
+    cam = load_camera_truth(path)
+    assert np.allclose(cam.at(1), [[1, 0, 5], [0, 1, 7], [0, 0, 1]])  # scaled to h33 = 1
+    assert cam.at(2) is None and cam.at(4) is None and np.allclose(cam.at(3), np.eye(3))
+    with pytest.raises(DatasetError, match="not found"):
+        load_camera_truth(tmp_path / "missing.csv")
 
 
 def test_empty_folder_is_a_user_error(tmp_path):

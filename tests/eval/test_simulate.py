@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from shared_material import shared_path
 
+from eval.groundtruth import load_camera_truth
 from eval.simulate import (
     SIM_CLASS_IDS,
     FlightSpec,
@@ -100,6 +101,33 @@ def test_ground_truth_is_exact(small_flight):
             )
             dt = float(c["time_s"]) - float(a["time_s"])
             assert d / dt * 3.6 == pytest.approx(float(b["speed_kmh"]), abs=0.3)  # curvature / clamp knee
+
+
+def test_camera_truth_file_is_exact(small_flight):
+    """gt/camera.csv holds each frame's world -> image homography: it projects the true vehicle
+    positions onto their box centres and moves the image centre's ground point with the drone."""
+    f = small_flight
+    cam = load_camera_truth(f.camera)
+    assert f.camera == f.out_dir / "gt" / "camera.csv"
+    assert list(cam.frames) == list(range(1, f.n_frames + 1))  # 1-based, as the MOT files
+    scene = Scene(f.spec)
+    for k in (0, f.n_frames // 2, f.n_frames - 1):
+        h = scene.world_to_image(k)
+        assert np.allclose(cam.at(k + 1), h / h[2, 2], rtol=1e-12, atol=1e-12)
+    gt = _read_gt(f.gt)
+    with f.speeds.open() as fh:
+        rows = {(int(r["frame"]), int(r["id"])): r for r in csv.DictReader(fh)}
+    for frame, vid, x, y, w, h, *_ in gt[gt[:, 8] >= 0.999][::7]:
+        r = rows[(int(frame), int(vid))]
+        uv = apply_homography(
+            cam.at(int(frame)), np.array([[float(r["ground_x_m"]), float(r["ground_y_m"])]])
+        )
+        assert uv[0] == pytest.approx([x + w / 2, y + h / 2], abs=0.02)
+    # the ground point under the image centre moves with the drone's drift
+    centre = np.array([[f.width / 2, f.height / 2]])
+    g0 = apply_homography(np.linalg.inv(cam.at(1)), centre)[0]
+    g1 = apply_homography(np.linalg.inv(cam.at(f.n_frames)), centre)[0]
+    assert g1 - g0 == pytest.approx(np.array(f.spec.drift_mps) * (f.n_frames - 1) / f.fps, abs=1e-6)
 
 
 def test_ground_truth_violations(small_flight):
