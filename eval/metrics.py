@@ -55,6 +55,13 @@ class PredTracks:
     speed_kmh: np.ndarray  # (N,) float, NaN while unknown
     class_names: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     sigma_kmh: np.ndarray | None = None  # (N,) the engine's reported one-sigma; None: not collected
+    trusted: np.ndarray | None = None  # (N,) bool, the speed stage's trust flag; None: not collected
+
+    def trust(self) -> np.ndarray:
+        """(N,) trust flags (True where not collected)."""
+        if self.trusted is None or len(self.trusted) != len(self):
+            return np.ones(len(self), dtype=bool)
+        return self.trusted
 
     def sigmas(self) -> np.ndarray:
         """(N,) reported sigmas (NaN where unknown or not collected)."""
@@ -90,6 +97,7 @@ class PredTracks:
             self.speed_kmh[keep],
             self.class_names[keep],
             self.sigmas()[keep],
+            self.trust()[keep],
         )
 
     def to_mot_lines(self) -> list[str]:
@@ -108,6 +116,7 @@ class TrackCollector:
         self._xyxy: list[np.ndarray] = []
         self._speed: list[np.ndarray] = []
         self._sigma: list[np.ndarray] = []
+        self._trusted: list[np.ndarray] = []
         self._cls: list[np.ndarray] = []
 
     def add(self, frame_index: int, detections) -> None:
@@ -121,6 +130,8 @@ class TrackCollector:
         self._speed.append(np.asarray(sp, float) if sp is not None else np.full(n, np.nan))
         sg = detections.data.get("speed_sigma_kmh")
         self._sigma.append(np.asarray(sg, float) if sg is not None else np.full(n, np.nan))
+        tr = detections.data.get("speed_trusted")
+        self._trusted.append(np.asarray(tr, bool) if tr is not None else np.ones(n, bool))
         cl = detections.data.get("class_name")
         self._cls.append(
             np.asarray(cl, dtype=object) if cl is not None else np.full(n, "vehicle", dtype=object)
@@ -136,6 +147,7 @@ class TrackCollector:
             np.concatenate(self._speed),
             np.concatenate(self._cls),
             np.concatenate(self._sigma),
+            np.concatenate(self._trusted),
         )
 
 
@@ -341,13 +353,23 @@ class SpeedSamples:
     altitude_m: np.ndarray
     pitch_deg: np.ndarray
     sigma_kmh: np.ndarray  # the engine's reported one-sigma of pred_kmh (NaN when unknown)
+    trusted: np.ndarray  # bool: the speed stage stood behind pred_kmh
 
     @staticmethod
     def concat(items: Sequence[SpeedSamples]) -> SpeedSamples:
         if not items:
             z = np.zeros(0)
             return SpeedSamples(
-                np.zeros(0, dtype=object), z.astype(int), z.astype(int), z.astype(int), z, z, z, z, z
+                np.zeros(0, dtype=object),
+                z.astype(int),
+                z.astype(int),
+                z.astype(int),
+                z,
+                z,
+                z,
+                z,
+                z,
+                z.astype(bool),
             )
         return SpeedSamples(*(np.concatenate([getattr(s, f) for s in items]) for f in SpeedSamples.__slots__))
 
@@ -368,15 +390,25 @@ def speed_samples(
     pitch_deg: float | None = None,
 ) -> SpeedSamples:
     lookup = gt_speeds.lookup()
-    sigmas = pred.sigmas()
+    sigmas, trust = pred.sigmas(), pred.trust()
     rows = []
     for f, gid, prow, _ in matched.pairs:
         true = lookup.get((f, gid))
         if true is None:
             continue
-        rows.append((f, gid, int(pred.ids[prow]), true, float(pred.speed_kmh[prow]), float(sigmas[prow])))
+        rows.append(
+            (
+                f,
+                gid,
+                int(pred.ids[prow]),
+                true,
+                float(pred.speed_kmh[prow]),
+                float(sigmas[prow]),
+                float(trust[prow]),
+            )
+        )
     n = len(rows)
-    a = np.array(rows, dtype=float).reshape(n, 6)
+    a = np.array(rows, dtype=float).reshape(n, 7)
     return SpeedSamples(
         np.full(n, sequence, dtype=object),
         a[:, 0].astype(int),
@@ -387,6 +419,7 @@ def speed_samples(
         np.full(n, np.nan if altitude_m is None else altitude_m),
         np.full(n, np.nan if pitch_deg is None else pitch_deg),
         a[:, 5],
+        a[:, 6].astype(bool),
     )
 
 
@@ -436,6 +469,10 @@ def summarize_speed(samples: SpeedSamples) -> dict:
     out["matched"] = int(len(samples))
     out["coverage"] = float(np.isfinite(samples.pred_kmh).mean()) if len(samples) else 0.0
     out["sigma"] = sigma_calibration(samples.gt_kmh, samples.pred_kmh, samples.sigma_kmh)
+    reported = np.isfinite(samples.pred_kmh)
+    untrusted = reported & ~samples.trusted
+    out["untrusted_share"] = float(untrusted.sum() / reported.sum()) if reported.any() else 0.0
+    out["trusted"] = _error_stats(samples.gt_kmh, np.where(untrusted, np.nan, samples.pred_kmh))
     by_speed = {}
     for lo, hi in zip(SPEED_BINS_KMH[:-1], SPEED_BINS_KMH[1:], strict=True):
         sel = (samples.gt_kmh >= lo) & (samples.gt_kmh < hi)

@@ -30,6 +30,13 @@ class OracleDetector:
     ``gt_by_frame`` maps 1-based GT frame numbers to :class:`GtFrame`. ``jitter_px`` is the standard
     deviation of independent noise on each box edge; ``drop_rate`` the chance that a box is missed;
     ``min_visibility`` hides boxes that are mostly out of view or occluded (a detector would too).
+
+    Bad boxes, as a real detector gives them (to test the speed stage's robustness and its trust
+    flag): time is cut into blocks of ``bad_box_frames`` frames, and in each block each vehicle
+    has a ``partial_rate`` chance of a *partial* box (cut to ``partial_keep`` of its length along
+    its longer side, front or back: an occlusion, a truncated truck) and a ``jump_rate`` chance of
+    a box that *jumps* ``jump_lengths`` of its length along that side (onto the vehicle in front or
+    behind; from about 0.7 lengths on, the tracker breaks the track instead) for the whole block. Deterministic per (seed, vehicle, block).
     """
 
     def __init__(
@@ -40,9 +47,23 @@ class OracleDetector:
         seed: int = 0,
         min_visibility: float = 0.0,
         confidence: float = 0.9,
+        partial_rate: float = 0.0,
+        jump_rate: float = 0.0,
+        bad_box_frames: int = 10,
+        partial_keep: float = 0.55,
+        jump_lengths: float = 1.2,
     ):
         if jitter_px < 0 or not 0 <= drop_rate < 1:
             raise ValueError("jitter_px must be >= 0 and drop_rate in [0, 1)")
+        if not (0 <= partial_rate <= 1 and 0 <= jump_rate <= 1 and partial_rate + jump_rate <= 1):
+            raise ValueError("partial_rate and jump_rate must be in [0, 1] and sum to at most 1")
+        if bad_box_frames < 1:
+            raise ValueError("bad_box_frames must be >= 1")
+        self.partial_rate = float(partial_rate)
+        self.jump_rate = float(jump_rate)
+        self.bad_box_frames = int(bad_box_frames)
+        self.partial_keep = float(partial_keep)
+        self.jump_lengths = float(jump_lengths)
         self.gt_by_frame = gt_by_frame
         self.jitter_px = float(jitter_px)
         self.drop_rate = float(drop_rate)
@@ -70,6 +91,8 @@ class OracleDetector:
         if self.drop_rate > 0:
             keep &= rng.random(len(gt)) >= self.drop_rate
         xyxy = gt.xyxy[keep].astype(np.float32).copy()
+        if (self.partial_rate > 0 or self.jump_rate > 0) and len(xyxy):
+            xyxy = self._bad_boxes(gt.ids[keep], xyxy, gt_frame)
         if self.jitter_px > 0 and len(xyxy):
             xyxy += rng.normal(0.0, self.jitter_px, xyxy.shape).astype(np.float32)
         if len(xyxy):
@@ -86,6 +109,25 @@ class OracleDetector:
         )
         det.data["class_name"] = np.array(names, dtype=object)
         return det
+
+    def _bad_boxes(self, ids: np.ndarray, xyxy: np.ndarray, gt_frame: int) -> np.ndarray:
+        block = (gt_frame - 1) // self.bad_box_frames
+        out = xyxy.copy()
+        for row, gid in enumerate(ids.tolist()):
+            u, side = np.random.default_rng([self.seed, 7919, int(gid), block]).random(2)
+            x1, y1, x2, y2 = (float(v) for v in xyxy[row])
+            axis = 0 if x2 - x1 >= y2 - y1 else 1  # along the vehicle's longer side
+            length = (x2 - x1, y2 - y1)[axis]
+            sign = 1.0 if side < 0.5 else -1.0
+            if u < self.partial_rate:  # keep the front or the back part
+                cut = (1.0 - self.partial_keep) * length
+                if sign > 0:
+                    out[row, axis] += cut
+                else:
+                    out[row, axis + 2] -= cut
+            elif u < self.partial_rate + self.jump_rate:
+                out[row, [axis, axis + 2]] += sign * self.jump_lengths * length
+        return out
 
 
 # Class ids of the canonical names (the pipeline reads data["class_name"]; ids only need to be stable).

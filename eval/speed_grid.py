@@ -6,7 +6,7 @@ issue's targets checked, from the ``metrics.json`` of ``airpatrol eval``.
 flight with the shipped detector and the oracle (exact boxes); this module reads the flights'
 names (``alt100_pitch45_drift``) and prints speed MAE, p95, bias, coverage, the detector's
 recall, how honest the reported sigma is (share of errors within 1 sigma) and the ego-motion
-error, marking every figure that misses its target with ``!``.
+error (and the share of speeds the speed stage flagged as untrusted), marking every figure that misses its target with ``!``.
 
     python -m eval.speed_grid runs/speed_grid/eval/metrics.json [--markdown]
 """
@@ -53,6 +53,7 @@ class GridRow:
     coverage: float | None
     within_1sigma: float | None
     ego_px: float | None
+    untrusted: float | None = None  # share of reported speeds the speed stage flagged
 
 
 def _get(d: object, *keys: str) -> float | None:
@@ -87,6 +88,7 @@ def grid_rows(metrics: Mapping) -> list[GridRow]:
                 coverage=_get(speed, "coverage"),
                 within_1sigma=_get(speed, "sigma", "within_1sigma"),
                 ego_px=_get(s.get("egomotion"), "mean_px"),
+                untrusted=_get(speed, "untrusted_share"),
             )
         )
     return sorted(
@@ -122,7 +124,7 @@ def misses(r: GridRow) -> set[str]:
 
 COLUMNS = (
     "altitude", "pitch", "drone", "configuration", "recall", "MAE km/h", "p95", "bias", "coverage",
-    "in 1 sigma", "ego px/frame",
+    "in 1 sigma", "ego px/frame", "untrusted",
 )  # fmt: skip
 
 
@@ -148,6 +150,7 @@ def format_rows(rows: Iterable[GridRow], markdown: bool = False) -> str:
                 _fmt(r.coverage, 3, "coverage" in bad),
                 _fmt(r.within_1sigma, 3, "within_1sigma" in bad),
                 _fmt(r.ego_px, 3, "ego_px" in bad),
+                _fmt(r.untrusted, 3, False),
             ]
         )
     if markdown:

@@ -61,13 +61,15 @@ def speed_colour(speed_kmh: float, limit_kmh: float | None, track_id: int | None
     return AMBER if speed_kmh >= WARN_FRACTION * limit_kmh else GREEN
 
 
-def format_label(track_id: int | None, class_name: str, speed_kmh: float, sigma_kmh: float) -> str:
-    """``#12 car 57 km/h ±3`` (speed and sigma only when known)."""
+def format_label(
+    track_id: int | None, class_name: str, speed_kmh: float, sigma_kmh: float, trusted: bool = True
+) -> str:
+    """``#12 car 57 km/h ±3`` (speed and sigma only when known; ``57? km/h`` when untrusted)."""
     parts = [f"#{track_id}" if track_id is not None else "#?"]
     if class_name:
         parts.append(class_name)
     if math.isfinite(speed_kmh):
-        parts.append(f"{speed_kmh:.0f} km/h")
+        parts.append(f"{speed_kmh:.0f}{'' if trusted else '?'} km/h")
         if math.isfinite(sigma_kmh):
             parts.append(f"{PLUS_MINUS}{sigma_kmh:.0f}")
     return " ".join(parts)
@@ -172,6 +174,23 @@ def detection_speeds(result: FrameResult) -> tuple[np.ndarray, np.ndarray]:
     return speed, sigma
 
 
+def detection_trust(result: FrameResult) -> np.ndarray:
+    """(N,) bool: whether the speed stage stands behind each detection's speed (``speed_trusted``
+    column, else ``result.speeds``; True where neither says, and where there is no speed)."""
+    det = result.detections
+    n = len(det)
+    column = det.data.get("speed_trusted")
+    if column is not None and len(column) == n:
+        return np.asarray(column, dtype=bool) | ~np.isfinite(_column(det.data, "speed_kmh", n))
+    out = np.ones(n, dtype=bool)
+    if det.tracker_id is not None and result.speeds:
+        for i, tid in enumerate(det.tracker_id):
+            est = result.speeds.get(int(tid))
+            if est is not None:
+                out[i] = est.trusted
+    return out
+
+
 def class_names(result: FrameResult) -> list[str]:
     det = result.detections
     names = det.data.get("class_name")
@@ -212,16 +231,18 @@ def _draw_detections(image: np.ndarray, result: FrameResult, limit: float | None
     if len(det) == 0:
         return
     speeds, sigmas = detection_speeds(result)
+    trust = detection_trust(result)
     names = class_names(result)
     ids = det.tracker_id if det.tracker_id is not None else [None] * len(det)
     violators = {v.track_id: v for v in result.violations}
     boxes = np.round(det.xyxy).astype(np.int32)
-    for (x1, y1, x2, y2), tid, name, speed, sigma in zip(boxes, ids, names, speeds, sigmas, strict=True):
+    rows = zip(boxes, ids, names, speeds, sigmas, trust, strict=True)
+    for (x1, y1, x2, y2), tid, name, speed, sigma, trusted in rows:
         track_id = None if tid is None else int(tid)
         violation = violators.get(track_id) if track_id is not None else None
         colour = RED if violation is not None else speed_colour(speed, limit, track_id)
         cv2.rectangle(image, (x1, y1), (x2, y2), colour, 3 if violation is not None else 2)
-        label = format_label(track_id, name, speed, sigma)
+        label = format_label(track_id, name, speed, sigma, bool(trusted))
         if violation is not None:
             label = f"VIOLATION {violation.peak_speed_kmh:.0f}>{violation.speed_limit_kmh:.0f} {label}"
         draw_label(image, label, (int(x1), int(y1)), colour)

@@ -144,6 +144,14 @@ class SpeedConfig(_Section):
     max_plausible_kmh: float = Field(250.0, gt=0)
     altitude_sigma_frac: float = Field(0.02, ge=0)  # relative altitude uncertainty -> speed sigma
     anchor: Literal["center", "bottom"] = "center"  # nadir: center; oblique: bottom (ground contact)
+    # A step that lands farther than this (metres) from where the track's fitted velocity puts the
+    # vehicle is a box that jumped (to a neighbouring vehicle, or to part of one): the track's
+    # speed is untrusted while the jump is in its window. Lanes are ~3.5 m
+    # apart, cars ~4.5 m long; box jitter moves an anchor by centimetres to a few decimetres.
+    max_step_jump_m: float = Field(1.5, gt=0)
+    # Box size (sqrt of the area) varying more than this share within the window: a partial or
+    # merged box, whose anchor slides along the vehicle; the speed is untrusted.
+    max_box_size_change: float = Field(0.3, gt=0)
 
 
 class ZoneConfig(_Section):
@@ -158,6 +166,9 @@ class RulesConfig(_Section):
     min_duration_s: float = Field(0.5, ge=0)
     tolerance_kmh: float = Field(0.0, ge=0)  # allowance above the limit before it counts
     use_lower_bound: bool = False  # compare speed - 1 sigma to the limit (conservative)
+    # Only trusted speeds count towards a violation (an untrusted one neither opens, extends nor
+    # ends an episode: SpeedEstimate.trusted, set by the speed stage when a box jumped or changed size).
+    require_trusted: bool = True
     snapshot_margin_px: int = 24
 
 

@@ -88,7 +88,10 @@ class Pipeline:
             m_ids, m_xyxy = ids[measurable], tracked.xyxy[measurable]
             positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj)
             if proj is not None:
-                speeds = self.speed.update(frame.timestamp_s, m_ids, disp)
+                sizes = np.sqrt(
+                    np.clip((m_xyxy[:, 2] - m_xyxy[:, 0]) * (m_xyxy[:, 3] - m_xyxy[:, 1]), 0, None)
+                )
+                speeds = self.speed.update(frame.timestamp_s, m_ids, disp, sizes)
             self._prev_time = frame.timestamp_s
             self.displacement.remember(frame.index, m_ids, positions, m_xyxy)
         horizon = self.config.tracker.lost_track_buffer + 1
@@ -132,6 +135,9 @@ class Pipeline:
         )
         tracked.data["speed_sigma_kmh"] = np.array(
             [speeds[t].sigma_kmh if t in speeds else np.nan for t in ids], dtype=float
+        )
+        tracked.data["speed_trusted"] = np.array(
+            [speeds[t].trusted if t in speeds else False for t in ids], bool
         )
         anchors = self.displacement.anchors(tracked.xyxy)  # the same anchor the speeds were measured at
         ground_xy = proj.to_ground(anchors) if (proj is not None and n) else np.full((n, 2), np.nan)

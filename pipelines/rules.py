@@ -244,8 +244,8 @@ class ViolationDetector:
             for i in range(n):
                 tid = int(ids[i])
                 est = speeds.get(tid)
-                if est is None:
-                    continue  # unknown speed: neither extends nor breaks an episode
+                if est is None or (self.cfg.require_trusted and not est.trusted):
+                    continue  # unknown or untrusted speed: neither extends nor breaks an episode
                 zl = limit_for_point(self.cfg, points[i])
                 ep = self._open.get(tid)
                 above = zl is not None and is_speeding(

@@ -17,7 +17,9 @@ MOTChallenge files: the first frame of the video is frame 1):
   run still leaves a playable file up to the last fragment. Frame pts follow the frames'
   ``timestamp_s`` (variable frame rate is kept).
 * ``tracks.txt``: MOTChallenge ``frame(1-based),id,x,y,w,h,conf,-1,-1,-1``.
-* ``speeds.csv``: one row per tracked box (``frame`` 1-based, as ``tracks.txt``); NaN is an empty cell.
+* ``speeds.csv``: one row per tracked box (``frame`` 1-based, as ``tracks.txt``); NaN is an empty cell;
+  ``trusted`` is 0 where the speed stage doubts the figure (a box that jumped or changed size), which
+  then counts towards no violation.
 * ``violations.json``: list of ``Violation.to_dict()`` plus ``snapshot`` (path relative to
   ``out_dir``, or null); rewritten atomically (temp file + ``os.replace``) on every violation.
 * ``snapshots/*.jpg``: the violation's snapshot, else a crop of the frame around the vehicle.
@@ -45,7 +47,7 @@ import av
 import cv2
 import numpy as np
 
-from pipelines.annotate import annotate, class_names, detection_speeds
+from pipelines.annotate import annotate, class_names, detection_speeds, detection_trust
 from pipelines.rules import crop_with_margin
 from pipelines.serialize import to_jsonable
 from pipelines.types import FrameResult, Violation
@@ -73,6 +75,7 @@ SPEED_COLUMNS = (
     "sigma_kmh",
     "ground_x_m",
     "ground_y_m",
+    "trusted",
 )
 PTS_TIME_BASE = Fraction(1, 1000)  # video pts in milliseconds
 KEYFRAME_INTERVAL_S = 2.0
@@ -120,6 +123,7 @@ def speed_rows(result: FrameResult) -> list[list[str]]:
     if det.tracker_id is None or len(det) == 0:
         return []
     speeds, sigmas = detection_speeds(result)
+    trust = detection_trust(result)
     names = class_names(result)
     ground = ground_positions(result)
     frame, time_s = str(result.frame.number), f"{result.frame.timestamp_s:.4f}"
@@ -139,6 +143,7 @@ def speed_rows(result: FrameResult) -> list[list[str]]:
                 fmt(sigmas[i], 2),
                 fmt(ground[i, 0], 3),
                 fmt(ground[i, 1], 3),
+                ("1" if trust[i] else "0") if math.isfinite(speeds[i]) else "",
             ]
         )
     return rows

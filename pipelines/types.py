@@ -121,6 +121,10 @@ class SpeedEstimate:
     sigma_kmh: float  # one standard deviation
     n_samples: int
     window_s: float
+    # False when the speed stage cannot stand behind the figure (``doubt`` says why: a box that
+    # jumped, e.g. to a neighbouring vehicle, or whose size changed, e.g. a partial box)
+    trusted: bool = True
+    doubt: str = ""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -178,7 +182,7 @@ class FrameResult:
 
     ``detections`` are the tracked vehicles of this frame (``tracker_id`` set) with
     ``data`` keys: ``class_name`` (str), ``speed_kmh`` and ``speed_sigma_kmh`` (float, NaN while
-    unknown), ``ground_xy_m`` (N x 2, ground position in metres from the point below the drone in
+    unknown), ``speed_trusted`` (bool, :attr:`SpeedEstimate.trusted`), ``ground_xy_m`` (N x 2, ground position in metres from the point below the drone in
     this frame, NaN when unknown).
     """
 

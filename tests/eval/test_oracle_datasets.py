@@ -50,6 +50,36 @@ def test_oracle_detector_counts(kwargs, index, expected):
     assert len(det.data["class_name"]) == expected
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "check"),
+    [
+        # a partial box keeps 55 % of the vehicle's length along its longer side (x here), one end
+        ({"partial_rate": 1.0}, lambda b, e: np.allclose(b[:2, 2] - b[:2, 0], 0.55 * (e[:2, 2] - e[:2, 0]))),
+        # a jump moves the whole box by 1.2 lengths along it (clipped to the image)
+        ({"jump_rate": 1.0}, lambda b, e: np.allclose(np.abs(b[:1, 0] - e[:1, 0]), 36.0)),
+        (
+            {"jump_rate": 1.0, "jump_lengths": 0.5},
+            lambda b, e: np.allclose(np.abs(b[:2, 0] - e[:2, 0]), [15, 20]),
+        ),
+        ({"partial_rate": 0.0, "jump_rate": 0.0}, lambda b, e: np.array_equal(b, e)),
+    ],
+)
+def test_oracle_bad_boxes(kwargs, check):
+    exact = OracleDetector(GT).detect(_frame(0)).xyxy
+    bad = OracleDetector(GT, seed=3, **kwargs).detect(_frame(0)).xyxy
+    assert check(bad, exact)
+    assert np.array_equal(bad, OracleDetector(GT, seed=3, **kwargs).detect(_frame(0)).xyxy)  # deterministic
+    assert np.allclose(bad[:, 2] - bad[:, 0] > 0, True)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"partial_rate": 0.7, "jump_rate": 0.7}, {"jump_rate": -0.1}, {"bad_box_frames": 0}]
+)
+def test_oracle_bad_box_options_are_checked(kwargs):
+    with pytest.raises(ValueError):
+        OracleDetector(GT, **kwargs)
+
+
 def test_oracle_jitter_is_deterministic_and_bounded():
     a = OracleDetector(GT, jitter_px=2.0, seed=5).detect(_frame(0))
     b = OracleDetector(GT, jitter_px=2.0, seed=5).detect(_frame(0))

@@ -156,6 +156,8 @@ def test_uint8_mask_and_no_detections() -> None:
         ((12, "truck", math.nan, math.nan), "#12 truck"),
         ((3, "car", 88.0, math.nan), "#3 car 88 km/h"),
         ((None, "", 10.0, 1.0), "#? 10 km/h \u00b11"),
+        ((12, "car", 57.4, 2.6, False), "#12 car 57? km/h \u00b13"),  # the speed stage doubts it
+        ((12, "car", math.nan, math.nan, False), "#12 car"),
     ],
 )
 def test_format_label(args: tuple, label: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -306,3 +307,24 @@ def test_detections_without_tracker_ids_are_ignored() -> None:
     d = sv.Detections(xyxy=np.array([[0.0, 0.0, 10.0, 10.0]]))
     assert det.update(frame_at(0), d, {0: est(0, 90.0)}) == []
     assert det.finish() == []
+
+
+@pytest.mark.parametrize(
+    ("require_trusted", "untrusted_frames", "violation"),
+    [
+        (True, range(0, 30), None),  # the speed stage doubts every figure: no ticket
+        (False, range(0, 30), (1, 30)),  # the operator opted out of the trust check
+        (True, range(10, 20), (1, 30)),  # a doubted stretch neither ends nor extends the episode
+        (True, (), (1, 30)),
+    ],
+)
+def test_only_trusted_speeds_make_a_violation(require_trusted, untrusted_frames, violation) -> None:
+    det = ViolationDetector(RulesConfig(speed_limit_kmh=50.0, require_trusted=require_trusted))
+    out = []
+    for i in range(31):
+        e = est(1, 70.0 if i < 30 else 10.0)
+        if i in untrusted_frames:
+            e = dataclasses.replace(e, trusted=False, doubt="box jumped")
+        out += det.update(frame_at(i), dets([(1, BOX_RIGHT, "car")]), {1: e})
+    out += det.finish()
+    assert [(v.start_frame, v.end_frame) for v in out] == ([] if violation is None else [violation])

@@ -122,10 +122,12 @@ def test_output_writer_end_to_end(tmp_path: Path, codec: str) -> None:
         "sigma_kmh": "",
         "ground_x_m": "0.000",
         "ground_y_m": "1.000",
+        "trusted": "",  # no speed, nothing to trust
     }
     truck = next(r for r in rows if r["track_id"] == "2")
     assert (truck["frame"], truck["time_s"], truck["class"]) == ("4", "0.3000", "truck")
     assert (float(truck["speed_kmh"]), float(truck["sigma_kmh"]), truck["ground_x_m"]) == (62.5, 3.25, "")
+    assert truck["trusted"] == "1"
 
     records = json.loads(Path(paths["violations"]).read_text())
     assert [r["track_id"] for r in records] == [2, 1]
