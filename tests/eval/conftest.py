@@ -32,6 +32,24 @@ REGRESSION_SPEC = FlightSpec(
 OBLIQUE_SPEC = REGRESSION_SPEC.replace(seed=11, altitude_m=50.0, pitch_deg=-55.0, layout="curved")
 
 
+# A slice of the speed-accuracy grid (eval/examples/speed_grid.sh) in CI: 100 m, gimbal -45, the
+# drone flying forward at 10 m/s along the road (the cell where ego-motion matters most).
+HIGH_FORWARD_SPEC = REGRESSION_SPEC.replace(
+    seed=13,
+    altitude_m=100.0,
+    pitch_deg=-45.0,
+    drift_mps=(0.0, 10.0),
+    yaw_deg=0.0,
+    yaw_rate_dps=0.0,
+    road_heading_deg=0.0,
+)
+
+
+@pytest.fixture(scope="session")
+def high_forward_flight_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return simulate_flight(HIGH_FORWARD_SPEC, tmp_path_factory.mktemp("sim") / "high_forward").out_dir
+
+
 @pytest.fixture(scope="session")
 def oblique_flight_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return simulate_flight(OBLIQUE_SPEC, tmp_path_factory.mktemp("sim") / "oblique").out_dir

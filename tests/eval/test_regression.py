@@ -1,6 +1,7 @@
 """Regression: a small simulated flight, oracle detector, the real pipeline (build_pipeline).
 
-Two small flights (nadir and oblique, both drifting and yawing). Fails when MOTA, HOTA, IDF1 or the
+Three small flights (nadir and oblique, both drifting and yawing; and a slice of the speed grid:
+100 m oblique, flying forward at 10 m/s, whose ego-motion error is held too). Fails when MOTA, HOTA, IDF1 or the
 share of matched boxes with a speed drop, or the identity switches or the speed MAE rise, beyond the
 committed baselines in eval/baselines/sim_oracle.json, or when a ground-truth violation is missed
 or a false one reported. Those numbers were measured, not chosen: update them only on purpose
@@ -23,7 +24,11 @@ BASELINES = json.loads(
     (Path(__file__).resolve().parents[2] / "eval" / "baselines" / "sim_oracle.json").read_text()
 )
 MARGINS = BASELINES["margins"]
-FLIGHT_FIXTURES = {"nadir": "small_flight_dir", "oblique": "oblique_flight_dir"}
+FLIGHT_FIXTURES = {
+    "nadir": "small_flight_dir",
+    "oblique": "oblique_flight_dir",
+    "high_forward": "high_forward_flight_dir",
+}
 CASES = [(flight, name) for flight, configs in BASELINES["flights"].items() for name in sorted(configs)]
 
 
@@ -52,5 +57,7 @@ def test_sim_oracle_regression(request, flight, name):
     assert measured["speed_mae_kmh"] <= allowed, report
     # a pipeline that stops estimating speeds must not pass on a good MAE of the few it keeps
     assert measured["speed_coverage"] >= base["speed_coverage"] - MARGINS["speed_coverage"], report
+    if "ego_mean_px" in base:  # the camera's own motion, against the simulator's exact camera
+        assert result.egomotion["mean_px"] <= base["ego_mean_px"] + MARGINS["ego_mean_px_abs"], report
     # every ground-truth violation of these flights is found, and nothing else
     assert result.violations["fn"] == 0 and result.violations["fp"] == 0, result.violations
