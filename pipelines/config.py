@@ -149,8 +149,8 @@ class SpeedConfig(_Section):
     # speed is untrusted while the jump is in its window. Lanes are ~3.5 m
     # apart, cars ~4.5 m long; box jitter moves an anchor by centimetres to a few decimetres.
     max_step_jump_m: float = Field(1.5, gt=0)
-    # Box size (sqrt of the area) varying more than this share within the window: a partial or
-    # merged box, whose anchor slides along the vehicle; the speed is untrusted.
+    # Box size on the ground (sqrt of the area x local GSD) varying more than this share within the
+    # window: a partial or merged box, whose anchor slides along the vehicle; the speed is untrusted.
     max_box_size_change: float = Field(0.3, gt=0)
 
 

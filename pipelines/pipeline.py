@@ -88,9 +88,11 @@ class Pipeline:
             m_ids, m_xyxy = ids[measurable], tracked.xyxy[measurable]
             positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj)
             if proj is not None:
-                sizes = np.sqrt(
-                    np.clip((m_xyxy[:, 2] - m_xyxy[:, 0]) * (m_xyxy[:, 3] - m_xyxy[:, 1]), 0, None)
-                )
+                # box size on the ground (px x local GSD): a vehicle nearing an oblique camera
+                # grows in pixels, not in metres, so only a partial or merged box changes it
+                w, h = m_xyxy[:, 2] - m_xyxy[:, 0], m_xyxy[:, 3] - m_xyxy[:, 1]
+                centres = np.column_stack([m_xyxy[:, 0] + w / 2, m_xyxy[:, 1] + h / 2])
+                sizes = np.sqrt(np.clip(w * h, 0, None)) * (proj.gsd_at(centres) if len(m_ids) else 1.0)
                 speeds = self.speed.update(frame.timestamp_s, m_ids, disp, sizes)
             self._prev_time = frame.timestamp_s
             self.displacement.remember(frame.index, m_ids, positions, m_xyxy)

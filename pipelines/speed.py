@@ -142,7 +142,7 @@ class _TrackState:
     pos: np.ndarray  # integrated ground position (m) at last_t
     t: deque[float] = field(default_factory=deque)
     xy: deque[tuple[float, float]] = field(default_factory=deque)
-    size: deque[float] = field(default_factory=deque)  # box size (px) per sample; NaN when not given
+    size: deque[float] = field(default_factory=deque)  # box size per sample; NaN when not given
     velocity: np.ndarray | None = None  # last accepted fit (m/s), bridges rejected steps
     jump_t: float | None = None  # when the box last jumped (a step far off the fitted velocity)
 
@@ -160,7 +160,7 @@ class SpeedEstimator:
 
     Trust: an estimate is ``trusted=False`` (with ``doubt`` saying why) while a jump lies within
     its window - a step landing more than ``max_step_jump_m`` from where the track's fitted
-    velocity puts it (a box that jumped to a neighbouring vehicle or to part of its own) - or when the track's box size (``sizes_px`` of :meth:`update`) varies by more than
+    velocity puts it (a box that jumped to a neighbouring vehicle or to part of its own) - or when the track's box size (``sizes`` of :meth:`update`) varies by more than
     ``max_box_size_change`` within it (a partial or merged box slides its anchor along the
     vehicle). The figure is still reported, computed as always; the rules count only trusted ones.
     (Leaving jumps out of the fit instead was measured on perturbed oracle boxes and not kept: it
@@ -296,19 +296,18 @@ class SpeedEstimator:
         timestamp_s: float,
         track_ids: np.ndarray,
         displacements_m: np.ndarray,
-        sizes_px: np.ndarray | None = None,
+        sizes: np.ndarray | None = None,
     ) -> dict[int, SpeedEstimate]:
         """Add one frame's displacements; return the estimates of the tracks updated now.
 
-        ``sizes_px``: each track's box size now (sqrt of its area, pixels) for the trust check.
+        ``sizes``: each track's box size now for the trust check (the pipeline gives sqrt of the
+        box area times the local GSD: metres, so that perspective does not count as a change).
         """
         ids = np.asarray(track_ids).reshape(-1)
         disp = np.asarray(displacements_m, dtype=np.float64).reshape(-1, 2)
         if len(ids) != len(disp):
             raise ValueError(f"{len(ids)} track ids but {len(disp)} displacements")
-        sizes = (
-            np.full(len(ids), np.nan) if sizes_px is None else np.asarray(sizes_px, np.float64).reshape(-1)
-        )
+        sizes = np.full(len(ids), np.nan) if sizes is None else np.asarray(sizes, np.float64).reshape(-1)
         if len(sizes) != len(ids):
             raise ValueError(f"{len(ids)} track ids but {len(sizes)} box sizes")
         now = float(timestamp_s)
