@@ -15,7 +15,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,12 +73,13 @@ class BandRow:
     fps: float | None
 
 
-def _get(d: Mapping | None, *keys: str) -> float | None:
+def metric_value(d: Mapping | None, *keys: str) -> float | None:
+    """``d[k1][k2]...`` of a ``metrics.json`` entry as a float, or None where any level is missing."""
     for k in keys:
-        if not isinstance(d, Mapping) or k not in d:
+        if not isinstance(d, Mapping) or d.get(k) is None:
             return None
         d = d[k]
-    return None if d is None else float(d)  # type: ignore[arg-type]
+    return float(d)  # type: ignore[arg-type]
 
 
 def band_rows(metrics: Mapping) -> list[BandRow]:
@@ -97,14 +98,14 @@ def band_rows(metrics: Mapping) -> list[BandRow]:
                 altitude_m=alt,
                 pitch_deg=pitch,
                 imgsz=describe_sizes((s.get("pipeline") or {}).get("detector_imgsz", "?")),
-                mota=_get(s.get("tracking"), "MOTA"),
-                hota=_get(s.get("tracking"), "HOTA"),
-                recall=_get(s.get("tracking"), "recall"),
-                precision=_get(s.get("tracking"), "precision"),
-                speed_mae_kmh=_get(s.get("speed"), "mae_kmh"),
-                detect_ms=_get(s.get("timings_ms"), "detect", "mean_ms"),
-                total_ms=_get(s.get("timings_ms"), "total", "mean_ms"),
-                fps=_get(s, "fps"),
+                mota=metric_value(s.get("tracking"), "MOTA"),
+                hota=metric_value(s.get("tracking"), "HOTA"),
+                recall=metric_value(s.get("tracking"), "recall"),
+                precision=metric_value(s.get("tracking"), "precision"),
+                speed_mae_kmh=metric_value(s.get("speed"), "mae_kmh"),
+                detect_ms=metric_value(s.get("timings_ms"), "detect", "mean_ms"),
+                total_ms=metric_value(s.get("timings_ms"), "total", "mean_ms"),
+                fps=metric_value(s, "fps"),
             )
         )
     return sorted(
@@ -142,28 +143,45 @@ def format_rows(rows: Iterable[BandRow], markdown: bool = False) -> str:
         ]
         for r in rows
     ]
+    return format_table(COLUMNS, cells, markdown)
+
+
+def format_table(columns: Sequence[str], cells: Sequence[Sequence[str]], markdown: bool = False) -> str:
+    """Rows of text cells under ``columns``: a Markdown table, or aligned plain text."""
     if markdown:
-        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         lines += ["| " + " | ".join(c) + " |" for c in cells]
         return "\n".join(lines)
-    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(COLUMNS)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(COLUMNS, widths, strict=True))]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(columns)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(columns, widths, strict=True))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)) for c in cells]
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m eval.bands", description=__doc__.split("\n\n")[0])
+def table_main(
+    argv: list[str] | None, prog: str, description: str, render: Callable[[Mapping, bool], str]
+) -> int:
+    """The command line of a table module: read a ``metrics.json``, print ``render(metrics, markdown)``."""
+    p = argparse.ArgumentParser(prog=f"python -m {prog}", description=description)
     p.add_argument("metrics", type=Path, help="metrics.json of `airpatrol eval`")
     p.add_argument("--markdown", action="store_true", help="a Markdown table (for docs/BASELINES.md)")
     args = p.parse_args(argv)
     try:
         metrics = json.loads(args.metrics.read_text())
     except (OSError, ValueError) as exc:
-        print(f"eval.bands: cannot read {args.metrics}: {exc}", file=sys.stderr)  # noqa: T201
+        print(f"{prog}: cannot read {args.metrics}: {exc}", file=sys.stderr)  # noqa: T201
         return 2
-    print(format_rows(band_rows(metrics), markdown=args.markdown))  # noqa: T201 - the table
+    print(render(metrics, args.markdown))  # noqa: T201 - the table
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return table_main(
+        argv,
+        "eval.bands",
+        __doc__.split("\n\n")[0],
+        lambda metrics, markdown: format_rows(band_rows(metrics), markdown=markdown),
+    )
 
 
 if __name__ == "__main__":

@@ -13,14 +13,13 @@ error (and the share of speeds the speed stage flagged as untrusted), marking ev
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+
+from eval.bands import format_table, metric_value, table_main
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +55,6 @@ class GridRow:
     untrusted: float | None = None  # share of reported speeds the speed stage flagged
 
 
-def _get(d: object, *keys: str) -> float | None:
-    for k in keys:
-        if not isinstance(d, Mapping) or d.get(k) is None:
-            return None
-        d = d[k]
-    return float(d)  # type: ignore[arg-type]
-
-
 def grid_rows(metrics: Mapping) -> list[GridRow]:
     """One row per (sequence, configuration), sorted by altitude, pitch, motion, configuration."""
     variants = {v["name"]: v for v in metrics.get("variants", [])}
@@ -81,14 +72,14 @@ def grid_rows(metrics: Mapping) -> list[GridRow]:
                 pitch_deg=s.get("pitch_deg"),
                 motion=motion,
                 oracle=bool(variants.get(s["variant"], {}).get("oracle")),
-                recall=_get(s.get("tracking"), "recall"),
-                mae=_get(speed, "mae_kmh"),
-                p95=_get(speed, "p95_abs_kmh"),
-                bias=_get(speed, "bias_kmh"),
-                coverage=_get(speed, "coverage"),
-                within_1sigma=_get(speed, "sigma", "within_1sigma"),
-                ego_px=_get(s.get("egomotion"), "mean_px"),
-                untrusted=_get(speed, "untrusted_share"),
+                recall=metric_value(s.get("tracking"), "recall"),
+                mae=metric_value(speed, "mae_kmh"),
+                p95=metric_value(speed, "p95_abs_kmh"),
+                bias=metric_value(speed, "bias_kmh"),
+                coverage=metric_value(speed, "coverage"),
+                within_1sigma=metric_value(speed, "sigma", "within_1sigma"),
+                ego_px=metric_value(s.get("egomotion"), "mean_px"),
+                untrusted=metric_value(speed, "untrusted_share"),
             )
         )
     return sorted(
@@ -153,31 +144,18 @@ def format_rows(rows: Iterable[GridRow], markdown: bool = False) -> str:
                 _fmt(r.untrusted, 3, False),
             ]
         )
-    if markdown:
-        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        lines += ["| " + " | ".join(c) + " |" for c in cells]
-        return "\n".join(lines)
-    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(COLUMNS)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(COLUMNS, widths, strict=True))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)) for c in cells]
-    return "\n".join(lines)
+    return format_table(COLUMNS, cells, markdown)
+
+
+def render(metrics: Mapping, markdown: bool = False) -> str:
+    """The table of a ``metrics.json``, and a line counting the rows that miss a target."""
+    rows = grid_rows(metrics)
+    missed = sum(1 for r in rows if misses(r))
+    return f"{format_rows(rows, markdown=markdown)}\n{len(rows)} rows, {missed} miss a target (marked !)"
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m eval.speed_grid", description=__doc__.split("\n\n")[0])
-    p.add_argument("metrics", type=Path, help="metrics.json of `airpatrol eval`")
-    p.add_argument("--markdown", action="store_true", help="a Markdown table (for docs/BASELINES.md)")
-    args = p.parse_args(argv)
-    try:
-        metrics = json.loads(args.metrics.read_text())
-    except (OSError, ValueError) as exc:
-        print(f"eval.speed_grid: cannot read {args.metrics}: {exc}", file=sys.stderr)  # noqa: T201
-        return 2
-    rows = grid_rows(metrics)
-    print(format_rows(rows, markdown=args.markdown))  # noqa: T201 - the table
-    missed = sum(1 for r in rows if misses(r))
-    print(f"{len(rows)} rows, {missed} miss a target (marked !)")  # noqa: T201
-    return 0
+    return table_main(argv, "eval.speed_grid", __doc__.split("\n\n")[0], render)
 
 
 if __name__ == "__main__":
