@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from pipelines.errors import AirPatrolError
+
+T = TypeVar("T")
 
 UAVDT_CLASSES: dict[int, str] = {1: "car", 2: "truck", 3: "bus"}
 VISDRONE_VEHICLES: dict[int, str] = {4: "car", 5: "van", 6: "truck", 9: "bus"}
@@ -276,26 +279,42 @@ def load_visdrone_gt(path: str | Path) -> GroundTruth:
     )
 
 
-def load_gt_speeds(path: str | Path) -> GtSpeeds:
-    path = Path(path)
+def _read_csv_rows(
+    path: Path, what: str, required: Sequence[str], columns_text: str, parse: Callable[[dict], T]
+) -> list[T]:
+    """``parse(row)`` of every row of a CSV file with a header; :class:`DatasetError` naming the file
+    when it is missing, lacks a ``required`` column (``columns_text`` names them), or a row fails."""
     if not path.is_file():
-        raise DatasetError(f"speed ground truth not found: {path}")
-    frames, ids, speeds, times = [], [], [], []
+        raise DatasetError(f"{what} not found: {path}")
+    out: list[T] = []
     with path.open(newline="") as fh:
         reader = csv.DictReader(fh)
-        missing = {"frame", "id", "speed_kmh"} - set(reader.fieldnames or ())
+        missing = set(required) - set(reader.fieldnames or ())
         if missing:
-            raise DatasetError(
-                f"{path}: speed ground truth needs the columns frame, id, speed_kmh; missing {sorted(missing)}"
-            )
+            raise DatasetError(f"{path}: {what} needs the columns {columns_text}; missing {sorted(missing)}")
         for n, row in enumerate(reader, 2):
             try:
-                frames.append(int(row["frame"]))
-                ids.append(int(row["id"]))
-                speeds.append(float(row["speed_kmh"]))
-                times.append(float(row.get("time_s") or "nan"))
+                out.append(parse(row))
             except (TypeError, ValueError) as exc:
                 raise DatasetError(f"{path}:{n}: cannot read this row ({exc})") from exc
+    return out
+
+
+def load_gt_speeds(path: str | Path) -> GtSpeeds:
+    path = Path(path)
+    rows = _read_csv_rows(
+        path,
+        "speed ground truth",
+        ("frame", "id", "speed_kmh"),
+        "frame, id, speed_kmh",
+        lambda row: (
+            int(row["frame"]),
+            int(row["id"]),
+            float(row["speed_kmh"]),
+            float(row.get("time_s") or "nan"),
+        ),
+    )
+    frames, ids, speeds, times = zip(*rows, strict=True) if rows else ((), (), (), ())
     return GtSpeeds(np.array(frames, int), np.array(ids, int), np.array(speeds), np.array(times))
 
 
@@ -320,22 +339,15 @@ CAMERA_H_COLUMNS = tuple(f"h{i}{j}" for i in range(1, 4) for j in range(1, 4))
 def load_camera_truth(path: str | Path) -> CameraTruth:
     """Read ``gt/camera.csv`` (columns ``frame``, ``h11`` .. ``h33``; others are ignored)."""
     path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"camera ground truth not found: {path}")
-    frames, mats = [], []
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = {"frame", *CAMERA_H_COLUMNS} - set(reader.fieldnames or ())
-        if missing:
-            raise DatasetError(
-                f"{path}: camera ground truth needs the columns frame, h11 .. h33; missing {sorted(missing)}"
-            )
-        for n, row in enumerate(reader, 2):
-            try:
-                frames.append(int(row["frame"]))
-                mats.append([float(row[c]) for c in CAMERA_H_COLUMNS])
-            except (TypeError, ValueError) as exc:
-                raise DatasetError(f"{path}:{n}: cannot read this row ({exc})") from exc
+    rows = _read_csv_rows(
+        path,
+        "camera ground truth",
+        ("frame", *CAMERA_H_COLUMNS),
+        "frame, h11 .. h33",
+        lambda row: (int(row["frame"]), [float(row[c]) for c in CAMERA_H_COLUMNS]),
+    )
+    frames = [f for f, _ in rows]
+    mats = [m for _, m in rows]
     f = np.array(frames, dtype=int)
     h = np.array(mats, dtype=np.float64).reshape(-1, 3, 3)
     if len(f) and (np.any(np.diff(f) <= 0) or f[0] < 1):
