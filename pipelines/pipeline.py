@@ -21,7 +21,7 @@ import supervision as sv
 
 from pipelines.base_layer import RoadMaskLayer, filter_by_mask
 from pipelines.config import PipelineConfig
-from pipelines.displacement import GroundDisplacement, touches_border
+from pipelines.displacement import GroundDisplacement, box_anchors, touches_border
 from pipelines.geometry import GroundProjector
 from pipelines.ground import GroundModel
 from pipelines.motion.detector import Detector
@@ -91,8 +91,8 @@ class Pipeline:
                 # box size on the ground (px x local GSD): a vehicle nearing an oblique camera
                 # grows in pixels, not in metres, so only a partial or merged box changes it
                 w, h = m_xyxy[:, 2] - m_xyxy[:, 0], m_xyxy[:, 3] - m_xyxy[:, 1]
-                centres = np.column_stack([m_xyxy[:, 0] + w / 2, m_xyxy[:, 1] + h / 2])
-                sizes = np.sqrt(np.clip(w * h, 0, None)) * (proj.gsd_at(centres) if len(m_ids) else 1.0)
+                gsd = proj.gsd_at(box_anchors(m_xyxy)) if len(m_ids) else 1.0  # at the box centres
+                sizes = np.sqrt(np.clip(w * h, 0, None)) * gsd
                 speeds = self.speed.update(frame.timestamp_s, m_ids, disp, sizes)
             self._prev_time = frame.timestamp_s
             self.displacement.remember(frame.index, m_ids, positions, m_xyxy)

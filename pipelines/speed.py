@@ -144,7 +144,7 @@ class _TrackState:
     xy: deque[tuple[float, float]] = field(default_factory=deque)
     size: deque[float] = field(default_factory=deque)  # box size per sample; NaN when not given
     velocity: np.ndarray | None = None  # last accepted fit (m/s), bridges rejected steps
-    jump_t: float | None = None  # when the box last jumped (a step far off the fitted velocity)
+    jump_t: float | None = None  # when the box last jumped (a step far off the fitted path)
 
 
 class SpeedEstimator:
@@ -160,7 +160,8 @@ class SpeedEstimator:
 
     Trust: an estimate is ``trusted=False`` (with ``doubt`` saying why) while a jump lies within
     its window - a step landing more than ``max_step_jump_m`` from where the track's fitted
-    velocity puts it (a box that jumped to a neighbouring vehicle or to part of its own) - or when the track's box size (``sizes`` of :meth:`update`) varies by more than
+    velocity puts it (a box that jumped to a neighbouring vehicle or to part of its own) - or
+    when the track's box size (``sizes`` of :meth:`update`) varies by more than
     ``max_box_size_change`` within it (a partial or merged box slides its anchor along the
     vehicle). The figure is still reported, computed as always; the rules count only trusted ones.
     (Leaving jumps out of the fit instead was measured on perturbed oracle boxes and not kept: it
