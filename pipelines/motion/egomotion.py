@@ -93,6 +93,16 @@ def plausible_homography(h: np.ndarray) -> bool:
     return bool(1.0 / MAX_SCALE_CHANGE < s < MAX_SCALE_CHANGE and np.all(np.abs(h[2, :2]) < MAX_PERSPECTIVE))
 
 
+def grid_cells(xs: np.ndarray, ys: np.ndarray, shape: tuple[int, int], cols: int) -> tuple[np.ndarray, int]:
+    """(cell index of each point, number of cells) of a grid ``cols`` wide over an image of
+    ``shape`` (rows from the aspect ratio); points on or past an edge go to the edge cell."""
+    h, w = shape
+    rows = max(1, round(cols * h / w))
+    cx = np.clip((np.asarray(xs) * cols // w).astype(int), 0, cols - 1)
+    cy = np.clip((np.asarray(ys) * rows // h).astype(int), 0, rows - 1)
+    return cy * cols + cx, cols * rows
+
+
 def grid_corners(
     img: np.ndarray,
     mask: np.ndarray | None,
@@ -118,20 +128,18 @@ def grid_corners(
     peak = float(eig.max())
     if peak <= 0:
         return None
-    h, w = img.shape
-    rows = max(1, round(cols * h / w))
     k = 2 * nms_radius + 1
     local_max = eig >= cv2.dilate(eig, cv2.getStructuringElement(cv2.MORPH_RECT, (k, k)))
     ys, xs = np.nonzero(local_max & (eig > min_quality * peak))
     if len(ys) == 0:
         return None
     v = eig[ys, xs]
-    cell = (ys * rows // h) * cols + (xs * cols // w)
+    cell, n_cells = grid_cells(xs, ys, img.shape, cols)
     order = np.lexsort((-v, cell))  # by cell, strongest first
     cell, v, ys, xs = cell[order], v[order], ys[order], xs[order]
     first = np.searchsorted(cell, cell, side="left")  # index of each cell's strongest peak
     rank = np.arange(len(cell)) - first
-    per_cell = int(np.ceil(max_corners / (cols * rows)))
+    per_cell = int(np.ceil(max_corners / n_cells))
     keep = np.nonzero((rank < per_cell) & (v >= cell_quality * v[first]))[0]
     if len(keep) == 0:
         return None
@@ -149,18 +157,13 @@ def fill_empty_cells(
         return pts
     if pts is None or len(pts) == 0:
         return extra
-    h, w = shape
-    rows = max(1, round(cols * h / w))
 
-    def cells(p: np.ndarray) -> np.ndarray:
-        q = p.reshape(-1, 2)
-        cx = np.clip((q[:, 0] * cols // w).astype(int), 0, cols - 1)
-        cy = np.clip((q[:, 1] * rows // h).astype(int), 0, rows - 1)
-        return cy * cols + cx
-
-    taken = np.zeros(cols * rows, dtype=bool)
-    taken[cells(pts)] = True
-    add = extra[~taken[cells(extra)]]
+    p, e = pts.reshape(-1, 2), extra.reshape(-1, 2)
+    taken_cells, n_cells = grid_cells(p[:, 0], p[:, 1], shape, cols)
+    extra_cells, _ = grid_cells(e[:, 0], e[:, 1], shape, cols)
+    taken = np.zeros(n_cells, dtype=bool)
+    taken[taken_cells] = True
+    add = extra[~taken[extra_cells]]
     return np.concatenate([pts, add.reshape(-1, 1, 2)]).astype(np.float32)
 
 
