@@ -25,7 +25,12 @@ from edge_server.ice import restrict_ice_host_addresses
 from edge_server.media import remove_partial_clips
 from edge_server.media_loop import MediaLoop
 from edge_server.metrics import Metrics
-from edge_server.middleware import InternalErrorMiddleware, RequestGuardMiddleware
+from edge_server.middleware import (
+    UNPACED_PATHS,
+    InternalErrorMiddleware,
+    LiveReadPacingMiddleware,
+    RequestGuardMiddleware,
+)
 from edge_server.rtc import StreamManager
 from edge_server.settings import ServerSettings, SettingsError
 from edge_server.store import Store
@@ -186,9 +191,23 @@ def create_app(
     app.state.metrics = metrics
     app.state.bus = bus
 
-    # The last middleware added is the outermost: CORS -> InternalError -> RequestGuard -> routes, so
-    # a 401, 413 or 500 still carries the CORS headers, and a body over the limit is refused by the
-    # guard (not turned into a 500).
+    # The last middleware added is the outermost: CORS -> InternalError -> RequestGuard ->
+    # LiveReadPacing -> routes, so a 401, 413, 503 or 500 still carries the CORS headers, and a body
+    # over the limit is refused by the guard (not turned into a 500).
+    def live() -> bool:
+        manager = getattr(app.state, "manager", None)
+        return manager is not None and manager.active_count > 0
+
+    app.add_middleware(
+        LiveReadPacingMiddleware,
+        api_token=api_token,
+        live=live,
+        share=settings.live_read_share,
+        burst_s=settings.live_read_burst_s,
+        queue_max=settings.live_read_queue,
+        on_paced=metrics.api_read_wait.observe,
+        on_refused=metrics.api_reads_refused.inc,
+    )
     app.add_middleware(
         RequestGuardMiddleware, api_token=api_token, max_body_bytes=settings.max_request_body_bytes
     )
@@ -246,11 +265,20 @@ def _lifespan(
 def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
     """Make the OpenAPI document say what the server sends on errors: every error is an
     ``ErrorOut`` (FastAPI documents its own ``HTTPValidationError`` for 422, which this server
-    never sends), and a request with a body may get 413 from the request guard."""
+    never sends), a request with a body may get 413 from the request guard, and a read 503 from
+    the read pacing while streams run."""
     error_ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
-    for operations in schema.get("paths", {}).values():
+    for path, operations in schema.get("paths", {}).items():
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
+            if method in ("get", "head") and path not in UNPACED_PATHS:
+                responses.setdefault(
+                    "503",
+                    {
+                        "description": "busy: too many API reads waiting while streams run (Retry-After)",
+                        "content": error_ref,
+                    },
+                )
             if "422" in responses:
                 responses["422"] = {
                     "description": "invalid request: the fields at fault in detail",

@@ -56,6 +56,17 @@ class Metrics:
             registry=r,
         )
         self.violations = Counter("airpatrol_violations_total", "Violations detected", registry=r)
+        self.api_read_wait = Histogram(
+            "airpatrol_api_read_wait_seconds",
+            "Time each API read paced while a stream was live waited for its turn",
+            buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=r,
+        )
+        self.api_reads_refused = Counter(
+            "airpatrol_api_reads_refused_total",
+            "API reads answered 503 busy: too many were waiting while a stream was live",
+            registry=r,
+        )
         self.event_subscribers = Gauge(
             "airpatrol_event_subscribers", "Open /api/v1/events WebSockets", registry=r
         )

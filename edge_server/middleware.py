@@ -8,11 +8,19 @@ FastAPI reads a route's body before it runs the route's dependencies, so the tok
 
 :class:`InternalErrorMiddleware` turns an unhandled error into a logged JSON 500 that keeps the
 connection usable.
+
+:class:`LiveReadPacingMiddleware` keeps API reads from taking the CPU a live stream needs: while a
+stream runs, authenticated reads are handled one at a time and paced by a :class:`ReadPacer` so
+that handling them takes at most a set share of the time (requests wait; none is dropped until
+too many are waiting).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -132,4 +140,136 @@ class InternalErrorMiddleware:
             await response(scope, receive, send)
 
 
-__all__ = ["InternalErrorMiddleware", "RequestGuardMiddleware"]
+class ReadPacer:
+    """A token bucket counted in seconds of handling time.
+
+    It refills at ``share`` seconds per second of wall time and holds at most ``burst_s``; a read
+    may start when the bucket is not in debt, and is charged the time it took. Over any window the
+    reads are then busy at most ``share`` of it (plus ``burst_s``), whatever each one costs: cheap
+    reads go quickly one after the other, a heavy one makes the next wait longer.
+    """
+
+    def __init__(self, share: float, burst_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        if not 0 < share <= 1:
+            raise ValueError(f"share must be in (0, 1], got {share}")
+        self.share = share
+        self.burst_s = max(0.0, burst_s)
+        self._clock = clock
+        self._level = self.burst_s
+        self._stamp = clock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._level = min(self.burst_s, self._level + (now - self._stamp) * self.share)
+        self._stamp = now
+
+    def wait_s(self) -> float:
+        """Seconds until the next read may start (0: now)."""
+        self._refill()
+        return 0.0 if self._level >= 0 else -self._level / self.share
+
+    def charge(self, busy_s: float) -> None:
+        """Charge a read that took ``busy_s`` (just ended); the refill while it ran counts in full."""
+        now = self._clock()
+        level = self._level + (now - self._stamp) * self.share - max(0.0, busy_s)
+        self._level, self._stamp = min(self.burst_s, level), now
+
+
+UNPACED_PATHS = frozenset({"/healthz"})  # liveness checks (publish's watchdog) never queue
+READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+class LiveReadPacingMiddleware:
+    """While ``live()`` (a stream is running), authenticated reads are paced (see the module doc).
+
+    One read is handled at a time; it counts as busy from when it starts until its response starts
+    (the route's database work and serialisation; a file's bytes are then sent without holding
+    the others up). Reads wait in line for their turn; beyond ``queue_max`` waiting, a read gets 503
+    ``busy`` with Retry-After. /healthz, writes, WebSockets and requests without a valid token
+    (answered 401 at once by the routes) are never paced.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        api_token: str,
+        live: Callable[[], bool],
+        share: float,
+        burst_s: float,
+        queue_max: int,
+        on_paced: Callable[[float], None] | None = None,
+        on_refused: Callable[[], None] | None = None,
+    ) -> None:
+        self.app = app
+        self.api_token = api_token
+        self.live = live
+        self.pacer = ReadPacer(share, burst_s) if share < 1 else None
+        self.queue_max = queue_max
+        self.on_paced = on_paced
+        self.on_refused = on_refused
+        self.waiting = 0
+        self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+
+    def _turn(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock_loop is not loop:  # an app served by a new loop (tests)
+            self._lock, self._lock_loop = asyncio.Lock(), loop
+        return self._lock
+
+    def _paced(self, scope: Scope) -> bool:
+        return (
+            self.pacer is not None
+            and scope["type"] == "http"
+            and scope.get("method") in READ_METHODS
+            and scope.get("path") not in UNPACED_PATHS
+            and self.live()
+            and token_ok(_bearer_token(scope), self.api_token)
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._paced(scope):
+            await self.app(scope, receive, send)
+            return
+        assert self.pacer is not None
+        pacer = self.pacer
+        if self.waiting >= self.queue_max:
+            if self.on_refused:
+                self.on_refused()
+            detail = f"the server is busy: {self.waiting} API reads are waiting while streams run; retry"
+            await json_error(503, "busy", detail, {"Retry-After": "1"})(scope, receive, send)
+            return
+        queued = time.monotonic()
+        turn = self._turn()
+        self.waiting += 1
+        try:
+            await turn.acquire()
+        finally:
+            self.waiting -= 1
+        started = time.monotonic()
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                pacer.charge(time.monotonic() - started)
+                turn.release()
+
+        async def paced_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                release()
+            await send(message)
+
+        try:
+            while (wait := pacer.wait_s()) > 0 and self.live():
+                await asyncio.sleep(min(wait, 0.25))
+            started = time.monotonic()
+            if self.on_paced:
+                self.on_paced(started - queued)
+            await self.app(scope, receive, paced_send)
+        finally:
+            release()
+
+
+__all__ = ["InternalErrorMiddleware", "LiveReadPacingMiddleware", "ReadPacer", "RequestGuardMiddleware"]

@@ -92,6 +92,13 @@ class ServerSettings(BaseSettings):
     # Larger request bodies are refused (413) before they are read; SDP offers are ~5-20 kB.
     max_request_body_bytes: int = Field(1_048_576, ge=4096)
     shutdown_timeout_s: float = Field(20.0, gt=0)
+    # While a stream is live, authenticated API reads (GET/HEAD but /healthz) are handled one at
+    # a time and paced so that handling them takes at most this share of the time: a burst of
+    # dashboard or script reads cannot take the CPU the stream needs (reads wait, none fails).
+    # 1 turns pacing off. See docs/api.md.
+    live_read_share: float = Field(0.1, gt=0, le=1)
+    live_read_burst_s: float = Field(0.5, ge=0)  # handling time reads may take at once first
+    live_read_queue: int = Field(256, ge=1)  # reads waiting beyond this get 503 busy (Retry-After)
 
     @field_validator("database_url")
     @classmethod
