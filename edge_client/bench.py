@@ -83,8 +83,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--api-load",
         type=int,
         default=0,
-        help="during one live stream, send this many GET /api/v1/violations and compare the stream's "
-        "processed fps with the same time before (API isolation)",
+        help="during one live stream, send this many GET /api/v1/violations from a client process and compare "
+        "the stream's processed fps with a window before (API isolation)",
+    )
+    p.add_argument(
+        "--api-warmup", type=float, default=10.0, help="--api-load: seconds of stream left out at its start"
+    )
+    p.add_argument(
+        "--api-baseline",
+        type=float,
+        default=20.0,
+        help="--api-load: seconds of stream without load measured just before the load",
     )
     p.add_argument("--api-concurrency", type=int, default=50, help="concurrent requests of --api-load")
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -316,13 +325,63 @@ async def _long_run(url: str, token: str, args: argparse.Namespace, server: Serv
     return {"seconds": args.long_run, "session_id": result.session_id, "rss_mb": samples, "session": stats}
 
 
-async def _api_load(url: str, token: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One live stream; after a 5 s warm-up, ``args.api_load`` GETs at ``args.api_concurrency``.
-    The stream's processed fps (from its ``stats`` events, which come over WebRTC, not HTTP) during
-    the load (at least 3 s from its start) against an equal window just before it."""
+API_LOAD_PATH = "/api/v1/violations"
+
+
+def _get_load(url: str, token: str, requests: int, concurrency: int) -> dict[str, Any]:
+    """The load client, in a process of its own: ``requests`` GETs at ``concurrency`` with one
+    ``httpx.AsyncClient``. Its times are ``time.monotonic`` (one clock for every process)."""
     import asyncio
+    import resource
 
     import httpx
+
+    async def run() -> dict[str, Any]:
+        statuses: dict[str, int] = {}
+        latencies: list[float] = []
+        gate = asyncio.Semaphore(concurrency)
+        headers = {"Authorization": f"Bearer {token}"}
+        limits = httpx.Limits(max_connections=concurrency)
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=300, limits=limits) as client:
+
+            async def one() -> None:
+                async with gate:
+                    t = time.monotonic()
+                    try:
+                        key = str((await client.get(API_LOAD_PATH, params={"limit": 50})).status_code)
+                    except httpx.HTTPError as exc:
+                        key = type(exc).__name__
+                    latencies.append(time.monotonic() - t)
+                    statuses[key] = statuses.get(key, 0) + 1
+
+            t0 = time.monotonic()
+            await asyncio.gather(*(one() for _ in range(requests)))
+            t1 = time.monotonic()
+        latencies.sort()
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return {
+            "t0": t0,
+            "t1": t1,
+            "statuses": statuses,
+            "latency_ms": {
+                "p50": round(1000 * latencies[len(latencies) // 2], 1),
+                "p95": round(1000 * latencies[int(0.95 * (len(latencies) - 1))], 1),
+                "max": round(1000 * latencies[-1], 1),
+            },
+            "client_cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        }
+
+    return asyncio.run(run())
+
+
+async def _api_load(url: str, token: str, args: argparse.Namespace, server: ServerProcess) -> dict[str, Any]:
+    """One live stream; after a warm-up and a baseline window, ``args.api_load`` GETs at
+    ``args.api_concurrency`` from a client process of its own. The stream's processed fps (from its
+    ``stats`` events, which come over WebRTC, not HTTP) during the load against the baseline
+    window just before it, and the server's CPU in both."""
+    import asyncio
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     from edge_client.publish import publish
 
@@ -334,29 +393,22 @@ async def _api_load(url: str, token: str, args: argparse.Namespace) -> dict[str,
 
     stop = asyncio.Event()
     stream = asyncio.create_task(
-        publish(args.source, url, token, loop_playback=True, max_seconds=600.0, on_event=on_event,
+        publish(args.source, url, token, loop_playback=True, max_seconds=36000.0, on_event=on_event,
                 return_video=False, telemetry=_telemetry(args), passthrough=not args.encode, stop=stop)
     )  # fmt: skip
-    await asyncio.sleep(5.0)
-    statuses: dict[str, int] = {}
-    gate = asyncio.Semaphore(args.api_concurrency)
-    headers = {"Authorization": f"Bearer {token}"}
-    limits = httpx.Limits(max_connections=args.api_concurrency)
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60, limits=limits) as client:
-
-        async def one() -> None:
-            async with gate:
-                try:
-                    key = str((await client.get("/api/v1/violations", params={"limit": 50})).status_code)
-                except httpx.HTTPError as exc:
-                    key = type(exc).__name__
-                statuses[key] = statuses.get(key, 0) + 1
-
-        t0 = time.monotonic()
-        await asyncio.gather(*(one() for _ in range(args.api_load)))
-        t1 = time.monotonic()
-    window = max(t1 - t0, 3.0)  # at least a few stats events (every 0.5 s) in each window
-    await asyncio.sleep(max(0.0, t0 + window - time.monotonic()) + 0.6)
+    await asyncio.sleep(args.api_warmup)
+    cpu_base = server.cpu_s()
+    base0 = time.monotonic()
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        await asyncio.get_running_loop().run_in_executor(pool, time.sleep, 0)  # the client process starts
+        await asyncio.sleep(max(0.0, base0 + args.api_baseline - time.monotonic()))
+        cpu_t0 = server.cpu_s()
+        load = await asyncio.get_running_loop().run_in_executor(
+            pool, _get_load, url, token, args.api_load, args.api_concurrency
+        )
+    cpu_t1 = server.cpu_s()
+    t0, t1 = load["t0"], load["t1"]
+    await asyncio.sleep(0.6)  # the last stats event of the window
     stop.set()
     await stream
 
@@ -366,15 +418,23 @@ async def _api_load(url: str, token: str, args: argparse.Namespace) -> dict[str,
             return None
         return round((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]), 2)
 
-    before, during = fps(t0 - window, t0), fps(t0, t0 + window)
+    before, during = fps(t0 - args.api_baseline, t0), fps(t0, max(t1, t0 + 3.0))
+    statuses = load["statuses"]
     return {
         "requests": args.api_load,
         "concurrency": args.api_concurrency,
-        "client": "httpx.AsyncClient in the bench process (shares the cores with the server)",
+        "path": f"GET {API_LOAD_PATH}?limit=50",
+        "client": "httpx.AsyncClient in a process of its own on the same machine (shares the cores)",
+        "window": f"fps before: the {args.api_baseline:g} s before the first request (after a "
+        f"{args.api_warmup:g} s warm-up); during: first request sent -> last answer received",
         "seconds": round(t1 - t0, 2),
         "requests_per_s": round(args.api_load / max(t1 - t0, 1e-6), 1),
         "statuses": statuses,
         "errors": sum(v for k, v in statuses.items() if k != "200"),
+        "latency_ms": load["latency_ms"],
+        "client_cpu_s": load["client_cpu_s"],
+        "server_cpu_cores_before": round((cpu_t0 - cpu_base) / max(t0 - base0, 1e-6), 2),
+        "server_cpu_cores_during": round((cpu_t1 - cpu_t0) / max(t1 - t0, 1e-6), 2),
         "stream_fps_before": before,
         "stream_fps_during": during,
         "fps_drop": None if not before or during is None else round(1 - during / before, 3),
@@ -468,7 +528,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             report["long_run"] = asyncio.run(_long_run(server.url, token, args, server))
         if args.api_load > 0:
             log.info("bench: %d API reads during a live stream", args.api_load)
-            report["api_load"] = asyncio.run(_api_load(server.url, token, args))
+            report["api_load"] = asyncio.run(_api_load(server.url, token, args, server))
         if args.churn > 0:
             log.info("bench: %d short streams in a row", args.churn)
             report["churn"] = asyncio.run(_churn(server.url, token, args, server))
@@ -508,10 +568,12 @@ def _print_report(report: dict[str, Any], args: argparse.Namespace, out: Any) ->
     if "api_load" in report:
         al = report["api_load"]
         out.write(
-            f"API load: {al['requests']} GETs at concurrency {al['concurrency']} in {al['seconds']} s "
-            f"({al['requests_per_s']}/s), statuses {al['statuses']}; the stream processed "
+            f"API load: {al['requests']} x {al['path']} at concurrency {al['concurrency']} in {al['seconds']} s "
+            f"({al['requests_per_s']}/s), statuses {al['statuses']}, latency ms {al['latency_ms']}; "
+            f"client: {al['client']}, {al['client_cpu_s']} CPU s; the stream processed "
             f"{al['stream_fps_before']} fps before and {al['stream_fps_during']} fps during "
-            f"(drop {al['fps_drop']})\n"
+            f"(drop {al['fps_drop']}); server CPU cores {al['server_cpu_cores_before']} before, "
+            f"{al['server_cpu_cores_during']} during; windows: {al['window']}\n"
         )
     if "churn" in report:
         ch = report["churn"]

@@ -15,7 +15,7 @@ def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
     out = tmp_path / "bench.json"
     rc = main(["serve-bench", "--streams", "1", "--duration", "4", "--video", "synthetic:640x360",
                "--churn", "3", "--churn-seconds", "1.5", "--api-load", "60", "--api-concurrency", "10",
-               "--json", str(out)])  # fmt: skip
+               "--api-warmup", "1", "--api-baseline", "3", "--json", str(out)])  # fmt: skip
     assert rc == 0
     report = json.loads(out.read_text())
     (run,) = report["runs"]
@@ -38,4 +38,6 @@ def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
     load = report["api_load"]
     assert load["statuses"] == {"200": 60} and load["errors"] == 0
     assert load["stream_fps_before"] and load["stream_fps_during"] is not None
-    assert "API load: 60 GETs" in table
+    assert load["server_cpu_cores_before"] > 0 and load["client_cpu_s"] > 0
+    assert load["latency_ms"]["p50"] <= load["latency_ms"]["p95"] <= load["latency_ms"]["max"]
+    assert "API load: 60 x GET /api/v1/violations" in table
