@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.resources
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -16,7 +17,6 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from swagger_ui_bundle import swagger_ui_path
 
 from edge_server import __version__
 from edge_server.api import ApiError, json_error, protected, public, require_token
@@ -64,11 +64,13 @@ _STATUS_CODES = {
 # browser, removed from the address bar and history, sent as "Authorization: Bearer" to fetch
 # /openapi.json, and put into Swagger UI's own Authorize dialog (the spec's "bearer" scheme) for
 # "Try it out". The server never writes it into HTML.
-# Its assets come from the swagger-ui-bundle package and are served by the server itself, so the
-# docs work on an edge box without internet and no third party sees who reads them.
+# Its assets (Swagger UI 5, which renders the OpenAPI 3.1 documents FastAPI writes) come from the
+# fastapi-offline package and are served by the server itself, so the docs work on an edge box
+# without internet and no third party sees who reads them.
 SWAGGER_UI_ASSETS = "/docs/assets"
 SWAGGER_UI_JS = f"{SWAGGER_UI_ASSETS}/swagger-ui-bundle.js"
 SWAGGER_UI_CSS = f"{SWAGGER_UI_ASSETS}/swagger-ui.css"
+SWAGGER_UI_ICON = f"{SWAGGER_UI_ASSETS}/favicon.png"
 DOCS_HTML = f"""<!DOCTYPE html>
 <html>
 <head>
@@ -76,6 +78,7 @@ DOCS_HTML = f"""<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
 <meta name="referrer" content="no-referrer">
 <link type="text/css" rel="stylesheet" href="{SWAGGER_UI_CSS}">
+<link rel="icon" type="image/png" href="{SWAGGER_UI_ICON}">
 <title>AirPatrol edge server API</title>
 </head>
 <body>
@@ -297,8 +300,9 @@ def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _install_docs(app: FastAPI) -> None:
     """The OpenAPI schema and its docs page, behind the token like the API itself; the page's
-    Swagger UI assets (public, no secret in them) from the installed swagger-ui-bundle."""
-    app.mount(SWAGGER_UI_ASSETS, StaticFiles(directory=swagger_ui_path), name="swagger-ui")
+    Swagger UI assets (public, no secret in them) from the installed fastapi-offline."""
+    assets = importlib.resources.files("fastapi_offline") / "static"
+    app.mount(SWAGGER_UI_ASSETS, StaticFiles(directory=str(assets)), name="swagger-ui")
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:

@@ -15,4 +15,17 @@ if [ -z "${AIRPATROL_TEST_POSTGRES_URL:-}" ] && [ -f .ci/postgres.sh ]; then
     echo "PostgreSQL could not be started: its store tests will be skipped" >&2
   fi
 fi
+# The browser tests (web pages in a real headless browser) use Debian's chromium and chromedriver;
+# .ci/chromium.sh installs them with apt and prints their paths. Without them (no root, no apt)
+# those tests skip, except in CI.
+if [ -z "${AIRPATROL_TEST_CHROMIUM:-}" ] && [ -f .ci/chromium.sh ]; then
+  if chromium_env=$(bash .ci/chromium.sh); then
+    eval "$chromium_env"
+  elif [ "${CI:-}" = "true" ]; then
+    echo "chromium could not be installed for the browser tests" >&2
+    exit 1
+  else
+    echo "chromium could not be installed: the browser tests will be skipped" >&2
+  fi
+fi
 exec .venv/bin/python -m pytest -q "$@"

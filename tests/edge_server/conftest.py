@@ -1,5 +1,5 @@
 """Fixtures for the edge server tests (helpers, and the fixtures shared with tests/edge_client, live in
-tests/edge_helpers.py)."""
+tests/edge_helpers.py; the headless browser in tests/browser_helpers.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browser_helpers import chromium  # noqa: F401 - a fixture
 from edge_helpers import (  # noqa: F401 - loopback_ice and server are fixtures
     PG_MISSING,
     PG_URL,

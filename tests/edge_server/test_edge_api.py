@@ -115,7 +115,7 @@ def test_auth_everywhere_but_healthz(server: RunningServer) -> None:
             # everything the page loads comes from this server: docs work on an offline edge box
             assets = re.findall(r'(?:src|href)="([^"]+)"', docs.text)
             assert assets and all(a.startswith("/docs/assets/") for a in assets), assets
-            for asset in assets:  # public files of the swagger-ui-bundle package, no token needed
+            for asset in assets:  # public files of the fastapi-offline package, no token needed
                 r = anon.get(asset)
                 assert r.status_code == 200 and len(r.content) > 1000, asset
         assert anon.get("/docs", params={"token": "wrong"}).status_code == 401
