@@ -157,6 +157,9 @@ BAD_REQUESTS = [
      "invalid_request", "before"),
     ("GET", V, {"since": "9999-12-31T23:59:59-12:00"}, None, 422, "invalid_request", "since"),
     ("GET", V, {"until": "0001-01-01T00:00:00+01:00"}, None, 422, "invalid_request", "until"),
+    # a number is not read as Unix seconds (since=2025 would mean 1970): the document says date-time text
+    ("GET", V, {"since": "2025"}, None, 422, "invalid_request", "query.since: Value error, expected an ISO 8601"),
+    ("GET", V, {"until": "0.5"}, None, 422, "invalid_request", "query.until: Value error, expected an ISO 8601"),
     ("GET", V, {"session_id": "a\x00b"}, None, 422, "invalid_request", "session_id"),
     ("GET", V, {"zone": "school\x00"}, None, 422, "invalid_request", "zone"),
     # unknown parameters: a typo never drops a filter silently
