@@ -6,7 +6,7 @@ import datetime as dt
 import difflib
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
 from pydantic_core import PydanticCustomError
 
 from edge_server.store import SORTS, SessionRow, TrackRow, ViolationRow
@@ -108,7 +108,8 @@ class ViolationPage(BaseModel):
 
 class FalsePositiveIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    false_positive: bool
+    # JSON true or false, as documented: not 0, 1 or "true", which pydantic would otherwise take
+    false_positive: StrictBool
 
 
 class TrackOut(BaseModel):

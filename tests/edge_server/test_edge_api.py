@@ -206,6 +206,11 @@ BAD_REQUESTS = [
      None, 400, "invalid_cursor", "cursor"),
     ("PUT", f"{V}/1/false_positive", None, {"false_positive": "perhaps"}, 422, "invalid_request",
      "false_positive"),
+    # a JSON boolean, as documented: 0, 1 or "true" are refused, not read as booleans
+    ("PUT", f"{V}/1/false_positive", None, {"false_positive": 0}, 422, "invalid_request",
+     "body.false_positive: Input should be a valid boolean"),
+    ("PUT", f"{V}/1/false_positive", None, {"false_positive": "true"}, 422, "invalid_request",
+     "body.false_positive: Input should be a valid boolean"),
 ]  # fmt: skip
 
 
