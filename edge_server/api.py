@@ -270,7 +270,9 @@ async def whip_delete(request: Request, session_id: str) -> JSONResponse:
     "/whip/{session_id}",
     tags=["ingest"],
     summary="Trickle ICE / ICE restart: not supported (405)",
-    responses={405: {"model": ErrorOut}},
+    status_code=405,  # its only answer: the document lists no 200 it never sends
+    response_class=Response,
+    responses={405: {"model": ErrorOut, "description": "not supported; Allow names DELETE"}},
 )
 async def whip_patch(session_id: str) -> Response:
     raise ApiError(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
 from pydantic_core import PydanticCustomError
 
 from edge_server.store import SORTS, SessionRow, TrackRow, ViolationRow
@@ -108,7 +108,8 @@ class ViolationPage(BaseModel):
 
 class FalsePositiveIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    false_positive: bool
+    # JSON true or false, as documented: not 0, 1 or "true", which pydantic would otherwise take
+    false_positive: StrictBool
 
 
 class TrackOut(BaseModel):
@@ -180,6 +181,22 @@ class HealthOut(BaseModel):
 # ------------------------------------------------------------------------------------------------
 # query parameters of the list endpoints
 
+
+def _not_a_number(value: Any) -> Any:
+    """A date-time parameter is ISO 8601 text, as documented (``format: date-time``): pydantic would
+    also read a number as Unix seconds, so ``since=2025`` would silently mean 1970-01-01T00:33:45Z."""
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return value
+    elif not isinstance(value, int | float):
+        return value
+    raise ValueError("expected an ISO 8601 date-time such as 2025-06-01T12:00:00Z, not a number")
+
+
+IsoDateTime = Annotated[dt.datetime, BeforeValidator(_not_a_number)]
+
 SortName = Literal["-occurred_at", "occurred_at", "-peak_speed_kmh", "peak_speed_kmh", "-id", "id"]
 assert set(SortName.__args__) == set(SORTS)  # type: ignore[attr-defined]
 
@@ -220,8 +237,8 @@ class SessionQuery(StrictQuery):
 
 class ViolationQuery(StrictQuery):
     session_id: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT)
-    since: dt.datetime | None = Field(None, description="occurred_at >= since (ISO 8601, naive = UTC)")
-    until: dt.datetime | None = Field(None, description="occurred_at < until (ISO 8601, naive = UTC)")
+    since: IsoDateTime | None = Field(None, description="occurred_at >= since (ISO 8601, naive = UTC)")
+    until: IsoDateTime | None = Field(None, description="occurred_at < until (ISO 8601, naive = UTC)")
     min_speed_kmh: float | None = Field(None, ge=0, le=1000, description="peak speed at least")
     zone: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT)
     false_positive: bool | None = Field(None, description="only (un)marked ones")

@@ -134,7 +134,8 @@ def test_auth_everywhere_but_healthz(server: RunningServer) -> None:
                 if method in ("post", "put", "patch"):
                     assert {"400", "413"} <= set(op["responses"]), (method, path)
         assert "400" in spec["paths"]["/api/v1/sessions"]["get"]["responses"]
-        assert "405" in spec["paths"]["/whip/{session_id}"]["patch"]["responses"]
+        patch = spec["paths"]["/whip/{session_id}"]["patch"]["responses"]
+        assert "405" in patch and "200" not in patch  # its only answer; no success it never sends
         assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     with server.client() as c:
         assert c.get("/metrics").status_code == 200
@@ -157,6 +158,9 @@ BAD_REQUESTS = [
      "invalid_request", "before"),
     ("GET", V, {"since": "9999-12-31T23:59:59-12:00"}, None, 422, "invalid_request", "since"),
     ("GET", V, {"until": "0001-01-01T00:00:00+01:00"}, None, 422, "invalid_request", "until"),
+    # a number is not read as Unix seconds (since=2025 would mean 1970): the document says date-time text
+    ("GET", V, {"since": "2025"}, None, 422, "invalid_request", "query.since: Value error, expected an ISO 8601"),
+    ("GET", V, {"until": "0.5"}, None, 422, "invalid_request", "query.until: Value error, expected an ISO 8601"),
     ("GET", V, {"session_id": "a\x00b"}, None, 422, "invalid_request", "session_id"),
     ("GET", V, {"zone": "school\x00"}, None, 422, "invalid_request", "zone"),
     # unknown parameters: a typo never drops a filter silently
@@ -203,6 +207,11 @@ BAD_REQUESTS = [
      None, 400, "invalid_cursor", "cursor"),
     ("PUT", f"{V}/1/false_positive", None, {"false_positive": "perhaps"}, 422, "invalid_request",
      "false_positive"),
+    # a JSON boolean, as documented: 0, 1 or "true" are refused, not read as booleans
+    ("PUT", f"{V}/1/false_positive", None, {"false_positive": 0}, 422, "invalid_request",
+     "body.false_positive: Input should be a valid boolean"),
+    ("PUT", f"{V}/1/false_positive", None, {"false_positive": "true"}, 422, "invalid_request",
+     "body.false_positive: Input should be a valid boolean"),
 ]  # fmt: skip
 
 
