@@ -41,6 +41,7 @@ from edge_server.schemas import (
     SessionOut,
     SessionPage,
     SessionQuery,
+    StopOut,
     ViolationOut,
     ViolationPage,
     ViolationQuery,
@@ -171,8 +172,10 @@ async def webrtc_offer(request: Request, body: SdpIn) -> SdpOut:
     f"{API_PREFIX}/webrtc/{{session_id}}",
     tags=["ingest"],
     summary="End a phone-app stream (closing the peer connection does the same)",
+    response_model=StopOut,
     responses={
-        202: {"description": "stopped; still being stored (session.ended follows)"},
+        200: {"description": "stopped, flushed and stored"},
+        202: {"model": StopOut, "description": "stopped; still being stored (session.ended follows)"},
         404: {"model": ErrorOut},
     },
 )
@@ -187,15 +190,10 @@ async def _stop(request: Request, session_id: str, reason: str, what: str) -> JS
     if outcome is None:
         raise ApiError(404, "not_found", f"no active {what} {session_id}")
     if outcome == "ended":
-        return JSONResponse({"session_id": session_id, "status": "ended"})
-    return JSONResponse(
-        {
-            "session_id": session_id,
-            "status": "closing",
-            "detail": "the stream is stopped and still being stored; session.ended follows when it is done",
-        },
-        status_code=202,
-    )
+        return JSONResponse(StopOut(session_id=session_id, status="ended").model_dump(exclude_none=True))
+    detail = "the stream is stopped and still being stored; session.ended follows when it is done"
+    body = StopOut(session_id=session_id, status="closing", detail=detail)
+    return JSONResponse(body.model_dump(), status_code=202)
 
 
 WHIP_REQUEST_BODY = {
@@ -257,8 +255,10 @@ async def whip_options() -> Response:
     "/whip/{session_id}",
     tags=["ingest"],
     summary="End a WHIP session",
+    response_model=StopOut,
     responses={
-        202: {"description": "stopped; still being stored (session.ended follows)"},
+        200: {"description": "stopped, flushed and stored"},
+        202: {"model": StopOut, "description": "stopped; still being stored (session.ended follows)"},
         404: {"model": ErrorOut},
     },
 )

@@ -40,6 +40,14 @@ class SdpOut(BaseModel):
     session_url: str
 
 
+class StopOut(BaseModel):
+    session_id: str
+    status: Literal["ended", "closing"] = Field(
+        description="ended: flushed and stored; closing: stopped, still being stored (session.ended follows)"
+    )
+    detail: str | None = Field(None, description="closing only: what happens next")
+
+
 class ViolationOut(BaseModel):
     id: int
     session_id: str

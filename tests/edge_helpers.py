@@ -148,6 +148,24 @@ async def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
     raise AssertionError("condition not met in time")
 
 
+def assert_documented(server: RunningServer, response: httpx.Response, method: str, path: str) -> None:
+    """``response`` is what the server's own OpenAPI document says for ``method path``: its status
+    is listed, a JSON body has a schema there (not FastAPI's untyped ``{}``), and the body, content
+    type and headers conform to it (checked by schemathesis); raises otherwise."""
+    import schemathesis
+
+    with server.client() as c:
+        doc = c.get("/openapi.json").json()
+    documented = doc["paths"][path][method.lower()]["responses"].get(str(response.status_code))
+    assert documented is not None, f"{method} {path} answered {response.status_code}, not in its document"
+    if response.headers.get("content-type", "").startswith("application/json"):
+        schema = documented.get("content", {}).get("application/json", {}).get("schema")
+        assert schema, (
+            f"{method} {path} {response.status_code}: the document gives no schema for its JSON body"
+        )
+    schemathesis.openapi.from_dict(doc)[path][method.upper()].validate_response(response)
+
+
 def speeding_in_view(server: RunningServer, session_id: str | None = None) -> bool:
     """True once a stream has a fast car (~73 km/h) measured long enough to be a violation."""
     sessions = server.manager.sessions

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from aiortc import RTCConfiguration, RTCPeerConnection
 from aiortc.mediastreams import AudioStreamTrack
-from edge_helpers import TOKEN, speeding_in_view, wait_for
+from edge_helpers import TOKEN, assert_documented, speeding_in_view, wait_for
 
 from edge_client.publish import publish
 from edge_client.synthetic import BrightBlobDetector
@@ -240,6 +240,7 @@ async def test_a_stop_that_cannot_flush_in_time_says_so_and_the_session_ends_lat
         await wait_for(lambda: (s := srv.manager.get(session_id)) is not None and s.stats.processed > 5)
         r = await c.delete(f"/whip/{session_id}")
         assert r.status_code == 202 and r.json()["status"] == "closing", r.text
+        assert_documented(srv, r, "DELETE", "/whip/{session_id}")
         assert (await c.delete(f"/whip/{session_id}")).status_code == 404  # no longer a live stream
         row = await wait_for(
             lambda: (s := srv.store.get_session(session_id)).status == "ended" and s, timeout=15

@@ -14,7 +14,7 @@ import pytest
 import websockets
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
-from edge_helpers import TOKEN, speeding_in_view, wait_for
+from edge_helpers import TOKEN, assert_documented, speeding_in_view, wait_for
 
 from edge_client.publish import publish
 from edge_client.synthetic import BrightBlobDetector, SyntheticScene
@@ -125,7 +125,9 @@ async def test_whip_session_lifecycle(server) -> None:
                 location, content="a=candidate", headers={"Content-Type": "application/trickle-ice-sdpfrag"}
             )
         ).status_code == 405
-        assert (await c.delete(location)).status_code == 200
+        stopped = await c.delete(location)
+        assert stopped.status_code == 200 and stopped.json()["status"] == "ended"
+        assert_documented(server, stopped, "DELETE", "/whip/{session_id}")
         assert (await c.delete(location)).status_code == 404
         session = (await c.get(f"/api/v1/sessions/{session_id}")).json()
         assert session["kind"] == "whip" and session["status"] == "ended"
