@@ -37,7 +37,7 @@ def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
     # API reads during a live stream: all answered, the stream measured before and during them
     load = report["api_load"]
     assert load["statuses"] == {"200": 60} and load["errors"] == 0
-    assert load["stream_fps_before"] and load["stream_fps_during"] is not None
+    assert load["stream_fps_before"] and load["stream_fps_during"] is not None and load["stream_fps_after"]
     assert load["server_cpu_cores_before"] > 0 and load["client_cpu_s"] > 0
     assert load["latency_ms"]["p50"] <= load["latency_ms"]["p95"] <= load["latency_ms"]["max"]
     assert "API load: 60 x GET /api/v1/violations" in table
