@@ -96,7 +96,7 @@ class ServerSettings(BaseSettings):
     # a time and paced so that handling them takes at most this share of the time: a burst of
     # dashboard or script reads cannot take the CPU the stream needs (reads wait, none fails).
     # 1 turns pacing off. See docs/api.md.
-    live_read_share: float = Field(0.1, gt=0, le=1)
+    live_read_share: float = Field(0.05, gt=0, le=1)
     live_read_burst_s: float = Field(0.5, ge=0)  # handling time reads may take at once first
     live_read_queue: int = Field(256, ge=1)  # reads waiting beyond this get 503 busy (Retry-After)
 
