@@ -83,7 +83,7 @@ def require_token(
     request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)] = None
 ) -> None:
     token = creds.credentials if creds is not None else None
-    if token is None and request.url.path in ("/docs", "/openapi.json", "/redoc"):
+    if token is None and request.url.path in ("/docs", "/openapi.json"):
         token = request.query_params.get("token")  # browsers cannot send headers to the docs page
     if not token_ok(token, request.app.state.api_token):
         raise ApiError(401, "unauthorized", UNAUTHORIZED_DETAIL, headers={"WWW-Authenticate": "Bearer"})
