@@ -158,21 +158,21 @@ class ReadPacer:
         self._level = self.burst_s
         self._stamp = clock()
 
-    def _refill(self) -> None:
+    def _advance(self, spent_s: float = 0.0) -> None:
+        """Refill for the time since the last call, less ``spent_s``; capped only after the
+        subtraction, so the refill while a read ran counts in full."""
         now = self._clock()
-        self._level = min(self.burst_s, self._level + (now - self._stamp) * self.share)
+        self._level = min(self.burst_s, self._level + (now - self._stamp) * self.share - spent_s)
         self._stamp = now
 
     def wait_s(self) -> float:
         """Seconds until the next read may start (0: now)."""
-        self._refill()
+        self._advance()
         return 0.0 if self._level >= 0 else -self._level / self.share
 
     def charge(self, busy_s: float) -> None:
-        """Charge a read that took ``busy_s`` (just ended); the refill while it ran counts in full."""
-        now = self._clock()
-        level = self._level + (now - self._stamp) * self.share - max(0.0, busy_s)
-        self._level, self._stamp = min(self.burst_s, level), now
+        """Charge a read that took ``busy_s`` (just ended)."""
+        self._advance(max(0.0, busy_s))
 
 
 UNPACED_PATHS = frozenset({"/healthz"})  # liveness checks (publish's watchdog) never queue
