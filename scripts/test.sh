@@ -3,29 +3,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --dev
-# The store tests also run against a real PostgreSQL; .ci/postgres.sh installs and starts one
-# on 127.0.0.1 and prints the URL. Without it (no root, no apt) those cases skip, except in CI.
-if [ -z "${AIRPATROL_TEST_POSTGRES_URL:-}" ] && [ -f .ci/postgres.sh ]; then
-  if pg_env=$(bash .ci/postgres.sh); then
-    eval "$pg_env"
+# Services some tests need, each set up by a .ci script that prints its environment (an `export`
+# line): without it (no root, no apt) those tests skip, except in CI, where this run fails instead.
+#   .ci/postgres.sh: installs and starts PostgreSQL on 127.0.0.1 for the store tests;
+#   .ci/chromium.sh: installs Debian's chromium and chromedriver for the browser tests (web pages in
+#   a real headless browser).
+use_service() {  # VARIABLE SCRIPT WHAT (what could not be set up) TESTS (which tests then skip)
+  if [ -n "${!1:-}" ] || [ ! -f "$2" ]; then return 0; fi
+  local env
+  if env=$(bash "$2"); then
+    eval "$env"
   elif [ "${CI:-}" = "true" ]; then
-    echo "PostgreSQL could not be started for the store tests" >&2
+    echo "$3 for the $4" >&2
     exit 1
   else
-    echo "PostgreSQL could not be started: its store tests will be skipped" >&2
+    echo "$3: the $4 will be skipped" >&2
   fi
-fi
-# The browser tests (web pages in a real headless browser) use Debian's chromium and chromedriver;
-# .ci/chromium.sh installs them with apt and prints their paths. Without them (no root, no apt)
-# those tests skip, except in CI.
-if [ -z "${AIRPATROL_TEST_CHROMIUM:-}" ] && [ -f .ci/chromium.sh ]; then
-  if chromium_env=$(bash .ci/chromium.sh); then
-    eval "$chromium_env"
-  elif [ "${CI:-}" = "true" ]; then
-    echo "chromium could not be installed for the browser tests" >&2
-    exit 1
-  else
-    echo "chromium could not be installed: the browser tests will be skipped" >&2
-  fi
-fi
+}
+use_service AIRPATROL_TEST_POSTGRES_URL .ci/postgres.sh "PostgreSQL could not be started" "store tests"
+use_service AIRPATROL_TEST_CHROMIUM .ci/chromium.sh "chromium could not be installed" "browser tests"
 exec .venv/bin/python -m pytest -q "$@"
