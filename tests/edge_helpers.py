@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import os
 import socket
 import threading
@@ -21,17 +22,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aioice.ice
+import cv2
 import httpx
+import numpy as np
 import pytest
 import uvicorn
 from sqlalchemy import text
 
 from edge_client.synthetic import BrightBlobDetector
 from edge_server.app import create_app
+from edge_server.media import FrameRing, write_clip
 from edge_server.settings import ServerSettings
 from edge_server.store import make_engine
+from pipelines.types import Violation
 
 TOKEN = "test-token-123"
+SEED_T0 = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.timezone.utc)  # seed_store's violations' minute 0
 PG_URL = os.environ.get("AIRPATROL_TEST_POSTGRES_URL")
 PG_MISSING = 'AIRPATROL_TEST_POSTGRES_URL is not set (eval "$(.ci/postgres.sh)" provides one)'
 
@@ -146,6 +152,47 @@ async def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
             return value
         await asyncio.sleep(interval)
     raise AssertionError("condition not met in time")
+
+
+def seed_store(
+    server: RunningServer,
+    sessions: dict[str, str],
+    violations: list[tuple[str, int, float, str]],
+    sigma_kmh: float = 0.0,
+) -> list[int]:
+    """Sessions (id -> kind; webrtc ones from 10.0.0.2) and violations (session, minute after
+    ``SEED_T0``, peak km/h, zone: limit 50 global, 30 elsewhere) in the server's store; the first
+    violation gets a snapshot and a clip on disk, and the first session is ended. Their ids."""
+    store = server.store
+    for sid, kind in sessions.items():
+        store.create_session(sid, kind, remote="10.0.0.2" if kind == "webrtc" else None)
+    ids = []
+    for i, (sid, minute, speed, zone) in enumerate(violations):
+        violation = Violation(
+            track_id=i,
+            zone=zone,
+            speed_limit_kmh=50.0 if zone == "global" else 30.0,
+            peak_speed_kmh=speed,
+            mean_speed_kmh=speed - 2,
+            sigma_kmh=sigma_kmh,
+            start_frame=minute * 1800,
+            end_frame=minute * 1800 + 60,
+            start_time_s=minute * 60.0,
+            end_time_s=minute * 60.0 + 2,
+            bbox_xyxy=(10, 20, 50, 40),
+        )
+        ids.append(store.add_violation(sid, violation, occurred_at=SEED_T0 + dt.timedelta(minutes=minute)).id)
+    first = next(iter(sessions))
+    media = server.settings.resolved_media_dir
+    (media / first).mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(media / first / "v1.jpg"), np.full((60, 80, 3), 200, np.uint8))
+    ring = FrameRing(10, 10, 320)
+    for k in range(12):
+        ring.add(k / 10, np.full((120, 160, 3), 20 * k % 255, np.uint8))
+    write_clip(media / first / "v1.mp4", ring.window(0, 2), 10)
+    store.update_violation(ids[0], snapshot_path=f"{first}/v1.jpg", clip_path=f"{first}/v1.mp4")
+    store.end_session(first, "ended", "ended by client", frames_received=10)
+    return ids
 
 
 def assert_documented(server: RunningServer, response: httpx.Response, method: str, path: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime as dt
 import json
 import re
 import shutil
@@ -14,25 +13,17 @@ import cv2
 import numpy as np
 import pytest
 import websockets
-from edge_helpers import TOKEN, RunningServer
-
-from edge_server.media import FrameRing, write_clip
-from pipelines.types import Violation
-
-T0 = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.timezone.utc)
+from edge_helpers import TOKEN, RunningServer, seed_store
 
 pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
 def seeded(server: RunningServer) -> RunningServer:
-    """Two finished sessions with violations; the first has a snapshot and a clip on disk."""
-    store = server.store
-    media = server.settings.resolved_media_dir
-    store.create_session("sess-a", "webrtc", remote="10.0.0.2")
-    store.create_session("sess-b", "whip")
-    rows = []
-    for i, (sid, minute, speed, zone) in enumerate(
+    """Two sessions with violations (the first ended); the first has a snapshot and a clip on disk."""
+    ids = seed_store(
+        server,
+        {"sess-a": "webrtc", "sess-b": "whip"},
         [
             ("sess-a", 0, 61.0, "global"),
             ("sess-a", 1, 75.0, "school"),
@@ -41,38 +32,10 @@ def seeded(server: RunningServer) -> RunningServer:
             ("sess-b", 10, 55.0, "global"),
             ("sess-b", 11, 120.0, "global"),
             ("sess-b", 12, 70.0, "global"),
-        ]
-    ):
-        rows.append(
-            store.add_violation(
-                sid,
-                Violation(
-                    track_id=i,
-                    zone=zone,
-                    speed_limit_kmh=50.0 if zone == "global" else 30.0,
-                    peak_speed_kmh=speed,
-                    mean_speed_kmh=speed - 2,
-                    sigma_kmh=0.0,
-                    start_frame=minute * 1800,
-                    end_frame=minute * 1800 + 60,
-                    start_time_s=minute * 60.0,
-                    end_time_s=minute * 60.0 + 2,
-                    bbox_xyxy=(10, 20, 50, 40),
-                ),
-                occurred_at=T0 + dt.timedelta(minutes=minute),
-            )
-        )
-    img = np.full((60, 80, 3), 200, np.uint8)
-    (media / "sess-a").mkdir(parents=True, exist_ok=True)
-    cv2.imwrite(str(media / "sess-a" / "v1.jpg"), img)
-    ring = FrameRing(10, 10, 320)
-    for k in range(12):
-        ring.add(k / 10, np.full((120, 160, 3), 20 * k % 255, np.uint8))
-    write_clip(media / "sess-a" / "v1.mp4", ring.window(0, 2), 10)
-    store.update_violation(rows[0].id, snapshot_path="sess-a/v1.jpg", clip_path="sess-a/v1.mp4")
-    store.update_violation(rows[1].id, snapshot_path="../../etc/passwd")  # never served
-    store.end_session("sess-a", "ended", "ended by client", frames_received=10)
-    server.seeded_ids = [r.id for r in rows]
+        ],
+    )
+    server.store.update_violation(ids[1], snapshot_path="../../etc/passwd")  # never served
+    server.seeded_ids = ids
     return server
 
 

@@ -19,19 +19,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 
-import cv2
 import hypothesis
 import hypothesis.strategies as st
-import numpy as np
 import pytest
 import schemathesis
-from edge_helpers import RunningServer, start_server
+from edge_helpers import RunningServer, seed_store, start_server
 from hypothesis.configuration import set_hypothesis_home_dir
 from pydantic import TypeAdapter
 from schemathesis import GenerationMode
-
-from edge_server.media import FrameRing, write_clip
-from pipelines.types import Violation
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,7 +35,6 @@ schemathesis.serializer.alias("application/sdp", "text/plain")
 
 SESSIONS = ["sess-a", "sess-b"]
 VIOLATIONS = [1, 2, 3]  # the ids the seeded rows get in a fresh database
-T0 = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.timezone.utc)
 
 # Every operation of the document (test_every_operation_is_fuzzed keeps the list complete). The
 # WebSocket route /api/v1/events is not in it: OpenAPI does not describe WebSockets.
@@ -139,37 +133,9 @@ def refused_by_design(case) -> bool:
 
 def _seed(server: RunningServer) -> list[int]:
     """Two sessions (one ended), three violations; the first has a snapshot and a clip on disk."""
-    store = server.store
-    for sid in SESSIONS:
-        store.create_session(sid, "webrtc", remote="10.0.0.2")
-    ids = []
-    for i, (sid, speed, zone) in enumerate(
-        [("sess-a", 61.0, "global"), ("sess-a", 90.5, "school"), ("sess-b", 70.0, "global")]
-    ):
-        violation = Violation(
-            track_id=i,
-            zone=zone,
-            speed_limit_kmh=50.0 if zone == "global" else 30.0,
-            peak_speed_kmh=speed,
-            mean_speed_kmh=speed - 2,
-            sigma_kmh=0.5,
-            start_frame=i * 1800,
-            end_frame=i * 1800 + 60,
-            start_time_s=i * 60.0,
-            end_time_s=i * 60.0 + 2,
-            bbox_xyxy=(10, 20, 50, 40),
-        )
-        ids.append(store.add_violation(sid, violation, occurred_at=T0 + dt.timedelta(minutes=i)).id)
-    media = server.settings.resolved_media_dir
-    (media / "sess-a").mkdir(parents=True, exist_ok=True)
-    cv2.imwrite(str(media / "sess-a" / "v1.jpg"), np.full((60, 80, 3), 200, np.uint8))
-    ring = FrameRing(10, 10, 320)
-    for k in range(12):
-        ring.add(k / 10, np.full((120, 160, 3), 20 * k % 255, np.uint8))
-    write_clip(media / "sess-a" / "v1.mp4", ring.window(0, 2), 10)
-    store.update_violation(ids[0], snapshot_path="sess-a/v1.jpg", clip_path="sess-a/v1.mp4")
-    store.end_session("sess-a", "ended", "ended by client", frames_received=10)
-    return ids
+    sessions = dict.fromkeys(SESSIONS, "webrtc")
+    rows = [("sess-a", 0, 61.0, "global"), ("sess-a", 1, 90.5, "school"), ("sess-b", 2, 70.0, "global")]
+    return seed_store(server, sessions, rows, sigma_kmh=0.5)
 
 
 @pytest.fixture(scope="module", autouse=True)
