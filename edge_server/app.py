@@ -139,8 +139,9 @@ def make_pipeline_factory(
     segmenter_factory: Callable[[], RoadSegmenter] | None = None,
 ) -> Callable[[], Pipeline]:
     """A callable building one fresh pipeline per stream (``build_pipeline``, models injected)."""
-    config = (
-        PipelineConfig.from_yaml(settings.pipeline_config) if settings.pipeline_config else PipelineConfig()
+    config = live_config(
+        PipelineConfig.from_yaml(settings.pipeline_config) if settings.pipeline_config else PipelineConfig(),
+        settings,
     )
     if detector_factory is None and settings.detector_factory:
         detector_factory = import_object(settings.detector_factory)
@@ -153,6 +154,14 @@ def make_pipeline_factory(
         return build_pipeline(config, detector=detector, segmenter=segmenter)
 
     return factory
+
+
+def live_config(config: PipelineConfig, settings: ServerSettings) -> PipelineConfig:
+    """The site's pipeline config as live streams run it: keyframes on (``settings.keyframes``)
+    unless the site YAML says itself whether they are."""
+    if "enabled" in config.keyframes.model_fields_set:
+        return config
+    return config.with_overrides(keyframes={"enabled": settings.keyframes})
 
 
 def create_app(

@@ -69,6 +69,14 @@ class ServerSettings(BaseSettings):
     # stays right); None = full resolution. 960-1280 roughly halves the CPU per 1080p frame.
     process_max_width: int | None = Field(None, ge=160)
 
+    # Live streams detect on keyframes and carry boxes by optical flow in between
+    # (PipelineConfig.keyframes, its parameters from the site YAML). A site YAML that sets
+    # keyframes.enabled itself wins; False here runs the detector on every frame.
+    keyframes: bool = True
+    # Decoded frames waiting for a stream's worker; beyond this the oldest is dropped. 1: only the
+    # latest frame waits (lowest latency, drops a frame after every slow one).
+    frame_queue: int = Field(2, ge=1, le=30)
+
     return_video: bool = True  # annotated video back to peers that offer to receive it
     return_video_max_width: int = Field(960, ge=64)
     stats_interval_s: float = Field(2.0, gt=0)  # "stats" messages on the events data channel

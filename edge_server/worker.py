@@ -1,8 +1,9 @@
 """Per-stream processing: a worker thread running one pipeline, fed by a latest-frame slot.
 
-The receiving coroutine drops each decoded frame into a one-place slot; when the worker is still
-busy with the previous frame, the waiting frame is replaced (and counted as dropped), so latency
-never accumulates when processing is slower than the stream. Conversion to BGR happens in the
+The receiving coroutine puts each decoded frame into a short queue (``frame_queue`` frames, 2 by
+default); when the worker falls further behind, the oldest waiting frame is dropped (and counted),
+so latency never accumulates when processing is slower than the stream. How many frames wait is
+the pipeline's ``backlog``: with keyframes on, it detects less often while frames wait. Conversion to BGR happens in the
 worker, so dropped frames cost nothing but their decode.
 
 Whatever ends the stream - the peer leaving, a corrupt frame, an engine error, server shutdown -
@@ -17,6 +18,7 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -55,35 +57,46 @@ class IncomingFrame:
     index: int  # received-frame index (gaps in processed indices = dropped frames)
 
 
-class LatestSlot:
-    """One-place mailbox: ``put`` replaces what is waiting and returns the replaced item."""
+class FrameQueue:
+    """Frames waiting for the worker, at most ``capacity``: ``put`` beyond that drops the oldest
+    and returns it. Capacity 1 is a latest-frame slot; 2-3 absorb the longer frames (a keyframe's
+    detection) without dropping, while latency stays bounded by the capacity."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 1) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be >= 1")
+        self.capacity = capacity
         self._cond = threading.Condition()
-        self._item: IncomingFrame | None = None
+        self._items: deque[IncomingFrame] = deque()
         self._closed = False
 
     def put(self, item: IncomingFrame) -> IncomingFrame | None:
         with self._cond:
             if self._closed:
                 return None
-            dropped, self._item = self._item, item
+            self._items.append(item)
             self._cond.notify()
-            return dropped
+            return self._items.popleft() if len(self._items) > self.capacity else None
 
     def take(self, timeout: float) -> IncomingFrame | None:
         with self._cond:
-            if self._item is None and not self._closed:
+            if not self._items and not self._closed:
                 self._cond.wait(timeout)
-            item, self._item = self._item, None
-            return item
+            return self._items.popleft() if self._items else None
 
-    def close(self) -> IncomingFrame | None:
+    @property
+    def waiting(self) -> int:
+        """Frames queued now (behind the one being processed)."""
+        return len(self._items)
+
+    def close(self) -> list[IncomingFrame]:
+        """No more frames: returns (and forgets) the ones still waiting."""
         with self._cond:
             self._closed = True
-            item, self._item = self._item, None
+            items = list(self._items)
+            self._items.clear()
             self._cond.notify_all()
-            return item
+            return items
 
     @property
     def closed(self) -> bool:
@@ -165,7 +178,7 @@ class StreamWorker:
             snapshot_margin_px=pipeline.config.rules.snapshot_margin_px,
         )
         self.tracks = TrackSummaries()
-        self.slot = LatestSlot()
+        self.slot = FrameQueue(services.settings.frame_queue)
         self._speed_limit = pipeline.config.rules.speed_limit_kmh
         self._stop = threading.Event()
         self._stop_reason: str | None = None
@@ -271,14 +284,17 @@ class StreamWorker:
 
     def _process(self, item: IncomingFrame) -> None:
         frame = self._frame(item)
-        result = self.pipeline.process(frame)
+        result = self.pipeline.process(frame, backlog=self.slot.waiting)
         now = self._count_processed(item, result)
         t_annotate = time.perf_counter()
         wants_return = self.peer.return_sink is not None and self.peer.return_wanted()
         annotated = None
         if result.violations or wants_return or self.violations.frame_due(frame.timestamp_s):
             annotated = annotate(
-                result, speed_limit_kmh=self._speed_limit, fps=round(self.stats.recent_fps(), 1)
+                result,
+                speed_limit_kmh=self._speed_limit,
+                fps=round(self.stats.recent_fps(), 1),
+                max_width=self._annotate_width(result, wants_return),
             )
             self.violations.add_frame(frame.timestamp_s, annotated)
         if wants_return:
@@ -293,6 +309,14 @@ class StreamWorker:
         self.stats.stage_ms_sum["annotate_ring_return"] += (time.perf_counter() - t_annotate) * 1000.0
         self._maybe_publish_stats(now)
         self._maybe_persist(now, frame.timestamp_s)
+
+    def _annotate_width(self, result: FrameResult, wants_return: bool) -> int | None:
+        """Draw at the size the annotated frame is used at: full size for a violation's frame (its
+        snapshot may be cut from it), else the widest of the clip ring and the return video."""
+        if result.violations:
+            return None
+        width = self.settings.clip_max_width
+        return max(width, self.settings.return_video_max_width) if wants_return else width
 
     def _maybe_persist(self, now: float, media_time_s: float) -> None:
         """Every ``session_persist_interval_s``: the live counters into the session row, and the

@@ -207,12 +207,23 @@ def annotate(
     draw_mask: bool = True,
     speed_limit_kmh: float | None = None,
     fps: float | None = None,
+    max_width: int | None = None,
 ) -> np.ndarray:
-    """A new BGR image of ``result.frame`` with mask, boxes, labels and HUD (the frame is untouched)."""
-    image = result.frame.image.copy()
+    """A new BGR image of ``result.frame`` with mask, boxes, labels and HUD (the frame is untouched).
+
+    ``max_width``: a wider frame is scaled down first and drawn on at that size (what a clip or a
+    return video keeps anyway): at 1080p -> 640 px about 5x cheaper than drawing on the full frame."""
+    src = result.frame.image
+    scale = 1.0
+    if max_width and src.shape[1] > max_width:
+        scale = max_width / src.shape[1]
+        size = (int(max_width), max(1, round(src.shape[0] * scale)))
+        image = cv2.resize(src, size, interpolation=cv2.INTER_AREA)
+    else:
+        image = src.copy()
     if draw_mask and result.road_mask is not None:
-        tint_mask(image, result.road_mask)
-    _draw_detections(image, result, speed_limit_kmh)
+        tint_mask(image, result.road_mask)  # resized to the image
+    _draw_detections(image, result, speed_limit_kmh, scale)
     det = result.detections
     n_tracks = len(det) if det.tracker_id is not None else 0
     hud = [
@@ -226,7 +237,7 @@ def annotate(
     return image
 
 
-def _draw_detections(image: np.ndarray, result: FrameResult, limit: float | None) -> None:
+def _draw_detections(image: np.ndarray, result: FrameResult, limit: float | None, scale: float = 1.0) -> None:
     det = result.detections
     if len(det) == 0:
         return
@@ -235,7 +246,7 @@ def _draw_detections(image: np.ndarray, result: FrameResult, limit: float | None
     names = class_names(result)
     ids = det.tracker_id if det.tracker_id is not None else [None] * len(det)
     violators = {v.track_id: v for v in result.violations}
-    boxes = np.round(det.xyxy).astype(np.int32)
+    boxes = np.round(det.xyxy * scale).astype(np.int32)
     rows = zip(boxes, ids, names, speeds, sigmas, trust, strict=True)
     for (x1, y1, x2, y2), tid, name, speed, sigma, trusted in rows:
         track_id = None if tid is None else int(tid)

@@ -190,6 +190,12 @@ class RoadMaskLayer:
         )
         return warped.astype(bool)
 
+    def advance(self, ego: EgoMotion) -> None:
+        """A frame without a mask (keyframes on: nothing to filter): only its camera motion is
+        kept, so the next :meth:`update` warps the last mask by the whole motion, in one warp."""
+        if self.segmenter is not None and self._base is not None and ego.valid:
+            self._acc = np.asarray(ego.homography, dtype=np.float64) @ self._acc
+
     def update(self, frame: Frame, ego: EgoMotion) -> np.ndarray | None:
         if not self.enabled:
             return None

@@ -19,6 +19,7 @@ from pipelines.motion.detector import Detector, YoloDetector, resolve_weights
 from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.flow import BoxFlowRefiner
 from pipelines.motion.input_size import AutoSizedDetector
+from pipelines.motion.keyframes import BoxPropagator, KeyframeScheduler
 from pipelines.motion.tracker import Tracker
 from pipelines.pipeline import Pipeline
 from pipelines.road_network import (
@@ -127,6 +128,13 @@ def build_pipeline(
 
     ego = EgoMotionEstimator(config.egomotion) if config.egomotion.enabled else None
     meta["egomotion"] = "enabled" if ego is not None else "disabled"
+    kcfg = config.keyframes
+    refiner = BoxFlowRefiner()
+    meta["detect_every"] = (
+        f"keyframes: at least every {kcfg.interval} frames ({kcfg.max_interval} when behind)"
+        if kcfg.enabled
+        else "every frame"
+    )
     pipeline = Pipeline(
         config=config,
         detector=detector,
@@ -134,12 +142,14 @@ def build_pipeline(
         egomotion=ego,
         tracker=Tracker(config.tracker),
         displacement=GroundDisplacement(
-            config.speed.anchor, BoxFlowRefiner() if config.tracker.refine_with_flow else None
+            config.speed.anchor, refiner if config.tracker.refine_with_flow else None
         ),
         ground=GroundModel(config.camera),
         speed=SpeedEstimator(config.speed),
         rules=ViolationDetector(config.rules),
         metadata=meta,
+        keyframes=KeyframeScheduler(kcfg) if kcfg.enabled else None,
+        propagator=BoxPropagator(refiner) if kcfg.enabled else None,
     )
     log.info("pipeline built: %s", meta)
     return pipeline

@@ -68,6 +68,13 @@ def add_pipeline_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pitch", type=float, help="gimbal pitch in degrees, -90 = nadir (overrides telemetry)")
     p.add_argument("--camera", help="camera profile, e.g. dji_mavic_3 (see `airpatrol cameras`)")
     p.add_argument("--speed-limit", type=float, help="global speed limit in km/h")
+    p.add_argument(
+        "--detect-every",
+        type=positive_int,
+        metavar="N",
+        help="1: the detector runs on every frame (default); N > 1: keyframes - at least every N frames "
+        "and whenever the scheduler asks, boxes carried by optical flow in between",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
@@ -78,8 +85,15 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     road = {"weights": args.road_weights, "enabled": False if args.no_mask else None}
     if args.device:
         road["device"] = args.device
+    keyframes: dict = {}
+    every = getattr(args, "detect_every", None)
+    if every is not None:
+        keyframes = {"enabled": every > 1}
+        if every > 1:
+            keyframes |= {"interval": every, "max_interval": max(every, cfg.keyframes.max_interval)}
     return cfg.with_overrides(
         detector=detector,
+        keyframes=keyframes,
         road=road,
         egomotion={"enabled": False if args.no_egomotion else None},
         camera={"altitude_m": args.altitude, "pitch_deg": args.pitch, "name": args.camera},

@@ -64,6 +64,32 @@ class DetectorConfig(_Section):
     max_det: int = 300
 
 
+class KeyframeConfig(_Section):
+    """Detection on keyframes, optical-flow propagation in between (pipelines.motion.keyframes)."""
+
+    enabled: bool = False  # False: the detector runs on every frame
+    interval: int = Field(3, ge=1)  # detect at least every N frames
+    max_interval: int = Field(6, ge=1)  # ... stretched to this while frames wait (live server behind)
+    lost_share: float = Field(
+        0.25, ge=0.0, le=1.0
+    )  # detect when flow failed for this share of moving vehicles
+    ego_shift_px: float = Field(40.0, gt=0)  # detect when the camera moved more than this (px per frame)
+    border_frac: float = Field(
+        0.06, ge=0.0, le=0.5
+    )  # entry band along the border (share of the shorter side); 0: off
+    entry_area_frac: float = Field(
+        0.002, gt=0.0, le=1.0
+    )  # changed blob (share of the band's area) that counts
+
+    @field_validator("max_interval")
+    @classmethod
+    def _max_interval(cls, v: int, info: Any) -> int:
+        interval = info.data.get("interval", 1)
+        if v < interval:
+            raise ValueError(f"max_interval must be >= interval ({interval})")
+        return v
+
+
 class RoadConfig(_Section):
     enabled: bool = True
     # smp U-Net checkpoint / state dict; None -> the shipped model under weights/ when present,
@@ -195,6 +221,7 @@ class PipelineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     detector: DetectorConfig = DetectorConfig()
+    keyframes: KeyframeConfig = KeyframeConfig()
     road: RoadConfig = RoadConfig()
     egomotion: EgoMotionConfig = EgoMotionConfig()
     tracker: TrackerConfig = TrackerConfig()

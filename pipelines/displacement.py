@@ -22,6 +22,7 @@ shrinks as its vehicle enters or leaves, so it moves slower than the vehicle.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,9 +112,12 @@ class GroundDisplacement:
         xyxy: np.ndarray,
         ego: EgoMotion,
         proj: GroundProjector | None,
+        flow_by_id: Mapping[int, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Each track's position now (pixels, (N, 2)) and ground displacement (metres, (N, 2)) since it
-        was last measured; NaN displacement = unknown (a new track, or no ground scale)."""
+        was last measured; NaN displacement = unknown (a new track, or no ground scale).
+        ``flow_by_id``: in-box flow from the previous frame already measured (the keyframe
+        propagation's, from the same boxes), used instead of measuring it again."""
         ids = np.asarray(ids, dtype=int).reshape(-1)
         xyxy = np.asarray(xyxy, dtype=float).reshape(-1, 4)
         anchors = self.anchors(xyxy)
@@ -128,8 +132,12 @@ class GroundDisplacement:
         if self.refiner is not None and self._prev_gray is not None:
             rows = [r for r, m in enumerate(memories) if m.frame_index == self._prev_index]
             if rows:
-                prev_boxes = np.array([memories[r].box for r in rows])
-                flow = self.refiner.displacements(self._prev_gray, gray, prev_boxes, ego.homography)
+                given = flow_by_id or {}
+                flow = np.array([given.get(int(ids[known[r]]), (np.nan, np.nan)) for r in rows], float)
+                todo = [j for j, r in enumerate(rows) if int(ids[known[r]]) not in given]
+                if todo:
+                    prev_boxes = np.array([memories[rows[j]].box for j in todo])
+                    flow[todo] = self.refiner.displacements(self._prev_gray, gray, prev_boxes, ego.homography)
                 for r, d in zip(rows, flow, strict=True):
                     i = known[r]
                     box = xyxy[i]

@@ -7,12 +7,19 @@ Per frame::
     between runs) -> keep detections on the road -> ByteTrack on ego-compensated boxes ->
     per-track ground displacement (pipelines.displacement) -> windowed robust speed ->
     speeding rules
+
+With ``keyframes.enabled`` the scheduler (pipelines.motion.keyframes) skips the detector on
+frames that do not need it; there ego-motion runs first and the previous boxes, propagated by the
+optical flow inside them, stand in for the detections (no road filter: they are tracks already)::
+
+    ego-motion -> propagate boxes (in-box LK) -> ByteTrack -> displacement (same flow) -> ...
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import cv2
@@ -26,14 +33,15 @@ from pipelines.geometry import GroundProjector
 from pipelines.ground import GroundModel
 from pipelines.motion.detector import Detector
 from pipelines.motion.egomotion import EgoMotionEstimator
+from pipelines.motion.keyframes import BoxPropagator, KeyframeScheduler
 from pipelines.motion.tracker import Tracker
 from pipelines.rules import ViolationDetector
 from pipelines.speed import SpeedEstimator
-from pipelines.types import EgoMotion, Frame, FrameResult, SpeedEstimate, Violation
+from pipelines.types import PROPAGATED_KEY, EgoMotion, Frame, FrameResult, SpeedEstimate, Violation
 
 log = logging.getLogger(__name__)
 
-STAGES = ("detect", "flow", "mask", "track", "speed", "rules")
+STAGES = ("detect", "flow", "mask", "propagate", "track", "speed", "rules")
 
 
 @dataclass
@@ -50,24 +58,81 @@ class Pipeline:
     speed: SpeedEstimator
     rules: ViolationDetector
     metadata: dict = field(default_factory=dict)
+    # keyframes.enabled: when to detect, and the boxes carried between detections (else None)
+    keyframes: KeyframeScheduler | None = None
+    propagator: BoxPropagator | None = None
 
     _prev_time: float | None = None
+    _prev_gray: np.ndarray | None = None
+    _last_mask: np.ndarray | None = None
     frames_processed: int = 0
     closed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.keyframes is not None:
+            self.metadata["keyframes"] = Counter()  # {why the detector ran, or "propagated": frames}
 
     def _detect(self, frame: Frame) -> sv.Detections:
         dets = self.detector.detect(frame)
         if "class_name" not in dets.data:
             dets.data["class_name"] = np.full(len(dets), "vehicle", dtype=object)
+        dets.data[PROPAGATED_KEY] = np.zeros(len(dets), dtype=bool)
         return dets
 
-    def _ego(self, gray: np.ndarray, detections: sv.Detections, warnings: list[str]) -> EgoMotion:
+    def _ego(self, gray: np.ndarray, vehicles_xyxy: np.ndarray | None, warnings: list[str]) -> EgoMotion:
         if self.egomotion is None:
             return EgoMotion.identity()
-        ego = self.egomotion.update(gray, detections.xyxy if len(detections) else None)
+        ego = self.egomotion.update(
+            gray, vehicles_xyxy if vehicles_xyxy is not None and len(vehicles_xyxy) else None
+        )
         if not ego.valid:
             warnings.append("ego-motion estimate unreliable for this frame")
         return ego
+
+    def _schedule(self, backlog: int) -> str | None:
+        """Why the detector runs on this frame; None: propagate (keyframes on, something to carry)."""
+        if self.keyframes is None or self.propagator is None:
+            return "every frame"
+        reason = self.keyframes.decide(backlog)
+        if reason is None and self._prev_gray is None:
+            reason = "first frame"
+        self.metadata["keyframes"][reason or "propagated"] += 1
+        return reason
+
+    def _find(
+        self, frame: Frame, timings: dict[str, float], warnings: list[str]
+    ) -> tuple[sv.Detections, np.ndarray, EgoMotion, np.ndarray | None]:
+        """Detect, ego-motion, road mask and the road filter: the vehicles of a keyframe."""
+        clock = time.perf_counter
+        t0 = clock()
+        detections = self._detect(frame)
+        t1 = clock()
+        timings["detect"] = (t1 - t0) * 1e3
+        gray = cv2.cvtColor(frame.image, cv2.COLOR_BGR2GRAY)
+        ego = self._ego(gray, detections.xyxy, warnings)
+        t2 = clock()
+        timings["flow"] = (t2 - t1) * 1e3
+        mask = self.road.update(frame, ego)
+        self._last_mask = mask
+        detections = filter_by_mask(detections, mask, self.config.road.min_overlap)
+        timings["mask"] = (clock() - t2) * 1e3
+        return detections, gray, ego, mask
+
+    def _propagate(
+        self, frame: Frame, timings: dict[str, float], warnings: list[str]
+    ) -> tuple[sv.Detections, np.ndarray, EgoMotion, float, dict[int, np.ndarray]]:
+        """Ego-motion, then the previous boxes carried by their in-box flow: a frame without detection."""
+        assert self.propagator is not None and self._prev_gray is not None
+        clock = time.perf_counter
+        t1 = clock()
+        gray = cv2.cvtColor(frame.image, cv2.COLOR_BGR2GRAY)
+        ego = self._ego(gray, self.propagator.predicted_xyxy(), warnings)
+        t2 = clock()
+        timings["flow"] = (t2 - t1) * 1e3
+        self.road.advance(ego)
+        step = self.propagator.propagate(self._prev_gray, gray, ego)
+        timings["propagate"] = (clock() - t2) * 1e3
+        return step.detections, gray, ego, step.lost_share, step.flow_by_id
 
     def _speeds(
         self,
@@ -78,6 +143,7 @@ class Pipeline:
         ego: EgoMotion,
         proj: GroundProjector | None,
         warnings: list[str],
+        flow_by_id: dict[int, np.ndarray] | None = None,
     ) -> dict[int, SpeedEstimate]:
         """Measure the tracks' ground displacement and update their speeds (empty when it can't)."""
         measurable = ~touches_border(tracked.xyxy, frame.width, frame.height)
@@ -86,7 +152,7 @@ class Pipeline:
             warnings.append(f"non-increasing timestamp {frame.timestamp_s:.4f} s: speed update skipped")
         else:
             m_ids, m_xyxy = ids[measurable], tracked.xyxy[measurable]
-            positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj)
+            positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, flow_by_id)
             if proj is not None:
                 # box size on the ground (px x local GSD): a vehicle nearing an oblique camera
                 # grows in pixels, not in metres, so only a partial or merged box changes it
@@ -101,7 +167,9 @@ class Pipeline:
             self.speed.forget(tid)
         return speeds
 
-    def process(self, frame: Frame) -> FrameResult:
+    def process(self, frame: Frame, *, backlog: int = 0) -> FrameResult:
+        """One frame, in order. ``backlog``: frames waiting behind this one (the live server's
+        queue); with keyframes on, a backlog stretches the detection interval."""
         if self.closed:
             raise RuntimeError("the pipeline is closed: build a new one for a new stream")
         timings: dict[str, float] = {}
@@ -109,19 +177,14 @@ class Pipeline:
         clock = time.perf_counter
 
         t0 = clock()
-        detections = self._detect(frame)
-        t1 = clock()
-        timings["detect"] = (t1 - t0) * 1e3
-
-        gray = cv2.cvtColor(frame.image, cv2.COLOR_BGR2GRAY)
-        ego = self._ego(gray, detections, warnings)
-        t2 = clock()
-        timings["flow"] = (t2 - t1) * 1e3
-
-        mask = self.road.update(frame, ego)
-        detections = filter_by_mask(detections, mask, self.config.road.min_overlap)
+        keyframe = self._schedule(backlog) is not None
+        lost_share, flow_by_id = 0.0, None
+        if keyframe:
+            detections, gray, ego, mask = self._find(frame, timings, warnings)
+        else:
+            detections, gray, ego, lost_share, flow_by_id = self._propagate(frame, timings, warnings)
+            mask = self._last_mask
         t3 = clock()
-        timings["mask"] = (t3 - t2) * 1e3
 
         tracked = self.tracker.update(detections, ego)
         self.displacement.advance(ego)
@@ -130,7 +193,7 @@ class Pipeline:
 
         proj = self.ground.projector(frame)
         ids = tracked.tracker_id.astype(int) if tracked.tracker_id is not None else np.zeros(0, int)
-        speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings)
+        speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings, flow_by_id)
         n = len(tracked)
         tracked.data["speed_kmh"] = np.array(
             [speeds[t].speed_kmh if t in speeds else np.nan for t in ids], dtype=float
@@ -153,6 +216,13 @@ class Pipeline:
         timings["total"] = (t6 - t0) * 1e3
 
         self.displacement.end_frame(frame.index, gray)
+        if self.keyframes is not None and self.propagator is not None:
+            carried = _carried(tracked, self.tracker.pending)
+            self.propagator.remember(carried, ego.homography if ego.valid else None)
+            self.keyframes.observe(
+                detected=keyframe, gray=gray, ego=ego, boxes_xyxy=carried.xyxy, lost_share=lost_share
+            )
+            self._prev_gray = gray
         self.frames_processed += 1
         if proj is None:
             warnings.append(f"speeds disabled: {self.ground.status.reason}")
@@ -168,6 +238,7 @@ class Pipeline:
             violations=tuple(violations),
             timings_ms=timings,
             warnings=tuple(warnings),
+            keyframe=keyframe,
         )
 
     def finish(self) -> list[Violation]:
@@ -187,6 +258,11 @@ class Pipeline:
         self.road.reset()
         if self.egomotion is not None:
             self.egomotion.reset()
+        if self.keyframes is not None:
+            self.keyframes.reset()
+        if self.propagator is not None:
+            self.propagator.reset()
+        self._prev_gray = self._last_mask = None
 
 
 class _ClosedDetector:
@@ -195,6 +271,35 @@ class _ClosedDetector:
 
 
 _CLOSED_DETECTOR = _ClosedDetector()
+
+
+def _carried(tracked: sv.Detections, pending: sv.Detections) -> sv.Detections:
+    """What the next frame propagates: the tracked boxes and the pending ones (a track started,
+    not yet confirmed), with their class and confidence only."""
+    parts = [d for d in (tracked, pending) if len(d)]
+    if not parts:
+        return sv.Detections.empty()
+    xyxy = np.vstack([d.xyxy for d in parts])
+    n = len(xyxy)
+    conf = np.concatenate(
+        [d.confidence if d.confidence is not None else np.ones(len(d), np.float32) for d in parts]
+    )
+    class_id = np.concatenate(
+        [d.class_id if d.class_id is not None else np.zeros(len(d), int) for d in parts]
+    )
+    out = sv.Detections(
+        xyxy=xyxy,
+        confidence=conf.astype(np.float32),
+        class_id=class_id.astype(int),
+        tracker_id=np.concatenate([np.asarray(d.tracker_id, dtype=int) for d in parts]),
+    )
+    names = [d.data.get("class_name") for d in parts]
+    out.data["class_name"] = (
+        np.concatenate([np.asarray(x, dtype=object) for x in names])
+        if all(x is not None for x in names)
+        else np.full(n, "vehicle", dtype=object)
+    )
+    return out
 
 
 def _centre_gsd(proj: GroundProjector | None, frame: Frame) -> float | None:

@@ -19,7 +19,7 @@ import supervision as sv
 
 from pipelines.config import RulesConfig, ZoneConfig
 from pipelines.geometry import geolocate
-from pipelines.types import Frame, SpeedEstimate, Telemetry, Violation
+from pipelines.types import PROPAGATED_KEY, Frame, SpeedEstimate, Telemetry, Violation
 
 logger = logging.getLogger(__name__)
 
@@ -240,6 +240,7 @@ class ViolationDetector:
         if n and ids is not None:
             points = bottom_centre(detections.xyxy)
             names = detections.data.get("class_name") if detections.data else None
+            propagated = detections.data.get(PROPAGATED_KEY) if detections.data else None
             gxy = None if ground_xy is None else np.asarray(ground_xy, dtype=np.float64).reshape(-1, 2)
             for i in range(n):
                 tid = int(ids[i])
@@ -260,6 +261,8 @@ class ViolationDetector:
                 if ep is None:
                     if (tid, zl[0]) in self._emitted:
                         continue  # one violation per track and zone
+                    if propagated is not None and propagated[i]:
+                        continue  # a box carried by optical flow extends an episode, never opens one
                     ep = _Episode(tid, zl[0], zl[1], frame.number, now, frame.number, now)
                     self._open[tid] = ep
                 extended.add(tid)

@@ -208,8 +208,23 @@ def describe_imgsz(metadata: dict, config: PipelineConfig) -> str:
     return str(used)
 
 
+def describe_keyframes(metadata: dict) -> str:
+    """``every frame``, or ``keyframes ...: 120 of 300 frames (40 %): interval 80, entering 30, ...``
+    (mask, detect: mean over the frames they ran on)."""
+    counts = metadata.get("keyframes")
+    text = str(metadata.get("detect_every", "every frame"))
+    if not isinstance(counts, Mapping) or not counts:
+        return text
+    total = sum(counts.values())
+    detected = total - counts.get("propagated", 0)
+    reasons = ", ".join(
+        f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]) if k != "propagated"
+    )
+    return f"{text}; detected {detected} of {total} frames ({100 * detected / total:.0f} %): {reasons}"
+
+
 def format_bench(summary: dict, config: PipelineConfig, size: tuple[int, int], skip: int) -> str:
-    rows = ["decode", "mask", "detect", "flow", "track", "speed", "rules", "pipeline", "sinks"]
+    rows = ["decode", "mask", "detect", "flow", "propagate", "track", "speed", "rules", "pipeline", "sinks"]
     t = summary["timings"]
     lines = [
         f"machine: {machine_description()}",
@@ -217,6 +232,7 @@ def format_bench(summary: dict, config: PipelineConfig, size: tuple[int, int], s
         f"detector: {summary['pipeline'].get('detector')}  imgsz {describe_imgsz(summary['pipeline'], config)}"
         f"  device {config.detector.device}",
         f"road mask: {summary['pipeline'].get('road_mask')}",
+        f"detection: {describe_keyframes(summary['pipeline'])}",
         f"{'stage':<10}{'mean ms':>10}{'median':>10}{'p95':>10}",
     ]
     for stage in rows:

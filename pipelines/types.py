@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import supervision as sv
 
+# ``Detections.data`` key: True for a box carried forward by optical flow on a frame the detector
+# did not run on (pipelines.motion.keyframes), False for a box the detector found.
+PROPAGATED_KEY = "propagated"
+
 
 @dataclass(frozen=True, slots=True)
 class Telemetry:
@@ -182,16 +186,20 @@ class FrameResult:
 
     ``detections`` are the tracked vehicles of this frame (``tracker_id`` set) with
     ``data`` keys: ``class_name`` (str), ``speed_kmh`` and ``speed_sigma_kmh`` (float, NaN while
-    unknown), ``speed_trusted`` (bool, :attr:`SpeedEstimate.trusted`), ``ground_xy_m`` (N x 2, ground position in metres from the point below the drone in
+    unknown), ``speed_trusted`` (bool, :attr:`SpeedEstimate.trusted`), ``propagated`` (bool,
+    :data:`PROPAGATED_KEY`: carried by optical flow, not detected, on this frame), ``ground_xy_m`` (N x 2, ground position in metres from the point below the drone in
     this frame, NaN when unknown).
     """
 
     frame: Frame
     detections: sv.Detections
-    road_mask: np.ndarray | None  # H x W bool; None when the base layer is disabled
+    # H x W bool; None when the base layer is disabled. On a frame without detection (keyframes on)
+    # it is the last keyframe's mask: nothing is filtered by it there.
+    road_mask: np.ndarray | None
     ego: EgoMotion
     gsd_m_per_px: float | None  # at the image centre; None when the ground scale is unknown
     speeds: dict[int, SpeedEstimate]
     violations: tuple[Violation, ...] = ()  # violations closed during this frame
     timings_ms: dict[str, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    keyframe: bool = True  # the detector ran on this frame (False: boxes propagated by optical flow)

@@ -52,7 +52,7 @@ import supervision as sv
 
 from pipelines.config import TrackerConfig
 from pipelines.geometry import apply_homography
-from pipelines.types import EgoMotion
+from pipelines.types import PROPAGATED_KEY, EgoMotion
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +122,17 @@ def needs_reanchor(h_cur_to_ref: np.ndarray, extent: tuple[float, float]) -> str
 # --------------------------------------------------------------------------------------------
 
 
+def spawn_threshold(cfg: TrackerConfig) -> float:
+    """The confidence a detection needs to start a track (sv.ByteTrack's ``t + 0.1``)."""
+    t = float(cfg.track_activation_threshold)
+    return t + 0.1 if t + 0.1 <= 1.0 else t
+
+
 def make_backend(cfg: TrackerConfig, prefer: str = "trackers") -> tuple[str, Any]:
     """``(name, tracker)``: ByteTrack configured with sv.ByteTrack semantics (see module doc).
     ``prefer="trackers"`` (default, ~3-5x faster) or ``"supervision"``."""
     t = float(cfg.track_activation_threshold)
-    spawn = t + 0.1 if t + 0.1 <= 1.0 else t
+    spawn = spawn_threshold(cfg)
     if prefer == "trackers":
         try:
             from trackers import ByteTrackTracker
@@ -224,6 +230,7 @@ class Tracker:
         self._seen_max = np.zeros(2)  # largest box x2, y2 seen: the image size when not given
         self.reanchor_count = 0
         self.frame_count = 0
+        self.pending = _no_detections()
 
     @property
     def homography_to_reference(self) -> np.ndarray:
@@ -242,7 +249,12 @@ class Tracker:
         return DEFAULT_EXTENT
 
     def update(self, detections: sv.Detections, ego: EgoMotion | None = None) -> sv.Detections:
-        """Tracked detections of this frame: current-image boxes, ``data`` kept, ``tracker_id`` set."""
+        """Tracked detections of this frame: current-image boxes, ``data`` kept, ``tracker_id`` set.
+
+        Afterwards :attr:`pending` holds the detections that started a track which is not confirmed
+        yet (``tracker_id`` -1): a frame without detection propagates them, so the track can be
+        confirmed there. Boxes marked ``data["propagated"]`` never start a track: their confidence
+        is capped below the activation threshold (they still match the track they came from)."""
         self.frame_count += 1
         if ego is not None:
             self._accumulate(np.asarray(ego.homography, dtype=np.float64))
@@ -254,7 +266,24 @@ class Tracker:
 
         ref = self._to_reference(detections)
         tracked = self._run_backend(ref)
-        return self._back_to_image(detections, tracked, id_offset=1 if self.backend_name == "trackers" else 0)
+        out = self._back_to_image(detections, tracked, id_offset=1 if self.backend_name == "trackers" else 0)
+        self.pending = self._pending(detections, tracked)
+        return out
+
+    def _pending(self, detections: sv.Detections, tracked: sv.Detections) -> sv.Detections:
+        """Detections left without an id that were confident enough to start a track."""
+        if len(tracked) == 0 or _INDEX_KEY not in tracked.data or tracked.tracker_id is None:
+            return _no_detections()
+        idx = np.asarray(tracked.data[_INDEX_KEY], dtype=int)[np.asarray(tracked.tracker_id) < 0]
+        if len(idx) == 0 or detections.confidence is None:
+            return _no_detections()
+        idx = idx[np.asarray(detections.confidence)[idx] >= spawn_threshold(self.cfg)]
+        prop = detections.data.get(PROPAGATED_KEY)
+        if prop is not None:
+            idx = idx[~np.asarray(prop, dtype=bool)[idx]]
+        out = detections[np.sort(idx)]
+        out.tracker_id = np.full(len(out), -1, dtype=int)
+        return out
 
     # --------------------------------------------------------------------------------------
     def _accumulate(self, h_prev_to_cur: np.ndarray) -> None:
@@ -300,6 +329,11 @@ class Tracker:
         n = len(detections)
         ref_xyxy = map_boxes(self._h_cur_to_ref, detections.xyxy) if n else np.empty((0, 4))
         conf = detections.confidence if detections.confidence is not None else np.ones(n, dtype=np.float32)
+        prop = detections.data.get(PROPAGATED_KEY) if n else None
+        if prop is not None and np.any(prop):
+            # high enough for the first association round, too low to start a track
+            cap = min(float(self.cfg.track_activation_threshold) + 0.05, spawn_threshold(self.cfg) - 1e-3)
+            conf = np.where(np.asarray(prop, dtype=bool), np.minimum(conf, cap), conf)
         ref = sv.Detections(
             xyxy=ref_xyxy.astype(np.float64),
             confidence=np.asarray(conf, dtype=np.float32),
@@ -329,3 +363,9 @@ class Tracker:
         out = detections[idx[order]]
         out.tracker_id = ids[order] + id_offset
         return out
+
+
+def _no_detections() -> sv.Detections:
+    out = sv.Detections.empty()
+    out.tracker_id = np.empty(0, dtype=int)
+    return out

@@ -1,4 +1,4 @@
-"""Telemetry messages, clock mapping and per-frame interpolation; settings; the latest-frame slot."""
+"""Telemetry messages, clock mapping and per-frame interpolation; settings; the frame queue."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from edge_server.telemetry import (
     ntp_to_unix,
     parse_message,
 )
-from edge_server.worker import IncomingFrame, LatestSlot
+from edge_server.worker import FrameQueue, IncomingFrame
 from pipelines.errors import TelemetryError
 from pipelines.telemetry import TelemetryTrack
 from pipelines.types import Telemetry
@@ -273,22 +273,40 @@ def test_ntp_to_unix() -> None:
     assert ntp_to_unix(ntp) == pytest.approx(unix)
 
 
-def test_latest_slot_drops_stale_frames() -> None:
-    slot = LatestSlot()
+@pytest.mark.parametrize(
+    ("capacity", "dropped", "taken"),
+    [
+        (1, [None, 0, 1, 2, 3], [4]),  # a latest-frame slot
+        (2, [None, None, 0, 1, 2], [3, 4]),
+        (3, [None, None, None, 0, 1], [2, 3, 4]),
+        (8, [None] * 5, [0, 1, 2, 3, 4]),
+    ],
+)
+def test_frame_queue_drops_the_oldest_beyond_its_capacity(capacity, dropped, taken) -> None:
+    queue = FrameQueue(capacity)
     frames = [IncomingFrame(None, i / 30, time.perf_counter(), time.time(), i) for i in range(5)]
-    dropped = [slot.put(f) for f in frames]
-    assert [d.index if d else None for d in dropped] == [None, 0, 1, 2, 3]
-    assert slot.take(0.01).index == 4
-    assert slot.take(0.01) is None
+    assert [d.index if d else None for d in (queue.put(f) for f in frames)] == dropped
+    assert queue.waiting == len(taken)
+    got = []
+    while (item := queue.take(0.01)) is not None:
+        got.append(item.index)
+        assert queue.waiting == len(taken) - len(got)  # what the pipeline sees as its backlog
+    assert got == taken
+
+
+def test_frame_queue_wakes_its_consumer_and_closes() -> None:
+    queue = FrameQueue(2)
+    frames = [IncomingFrame(None, i / 30, time.perf_counter(), time.time(), i) for i in range(3)]
     got: list = []
-    consumer = threading.Thread(target=lambda: got.append(slot.take(5.0)))
+    consumer = threading.Thread(target=lambda: got.append(queue.take(5.0)))
     consumer.start()
     time.sleep(0.05)
-    slot.put(frames[0])
+    queue.put(frames[0])
     consumer.join(2)
     assert got and got[0].index == 0
-    slot.put(frames[1])
-    assert slot.close().index == 1 and slot.put(frames[2]) is None and slot.take(0.01) is None
+    queue.put(frames[1])
+    assert [f.index for f in queue.close()] == [1]
+    assert queue.put(frames[2]) is None and queue.take(0.01) is None and queue.closed
 
 
 def test_settings_env_over_yaml_over_defaults(tmp_path, monkeypatch) -> None:

@@ -180,3 +180,14 @@ def test_hud_and_labels_stay_inside_small_images() -> None:
     det = detections([(0.0, 0.0, 20.0, 15.0), (50.0, 30.0, 60.0, 40.0)], [99.0, 10.0])
     out = annotate(result(det, image=image), speed_limit_kmh=50, fps=3.0)
     assert out.shape == (40, 60, 3)
+
+
+@pytest.mark.parametrize("max_width", [160, 100, W, 2 * W])
+def test_drawn_at_a_smaller_width_like_the_full_frame_scaled(max_width: int) -> None:
+    res = result(detections([BOX], [70.0]), mask=lower_half_mask())
+    out = annotate(res, speed_limit_kmh=50, max_width=max_width)
+    width = min(max_width, W)
+    assert out.shape == (round(H * width / W), width, 3)
+    s = width / W
+    x1, y1, _, y2 = (round(v * s) for v in BOX)
+    assert tuple(int(c) for c in out[(y1 + y2) // 2, x1]) == RED  # the box where it is in the frame

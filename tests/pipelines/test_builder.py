@@ -38,12 +38,15 @@ def _gt(flight):
     return boxes, speeds
 
 
-def _speed_errors(flight, config: PipelineConfig, **bad_boxes) -> np.ndarray:
-    return _speed_errors_and_trust(flight, config, **bad_boxes)[0]
+def _speed_errors(flight, config: PipelineConfig, results: list | None = None, **bad_boxes) -> np.ndarray:
+    return _speed_errors_and_trust(flight, config, results, **bad_boxes)[0]
 
 
-def _speed_errors_and_trust(flight, config: PipelineConfig, **bad_boxes) -> tuple[np.ndarray, np.ndarray]:
-    """(errors, trusted) of every reported speed matched to a true one."""
+def _speed_errors_and_trust(
+    flight, config: PipelineConfig, results: list | None = None, **bad_boxes
+) -> tuple[np.ndarray, np.ndarray]:
+    """(errors, trusted) of every reported speed matched to a true one; ``results`` collects the
+    FrameResults."""
     boxes, gt_speeds = _gt(flight)
     detector = OracleDetector.from_mot(flight.gt, jitter_px=JITTER, drop_rate=0.0, seed=1, **bad_boxes)
     pipeline = build_pipeline(config, detector=detector)
@@ -52,6 +55,8 @@ def _speed_errors_and_trust(flight, config: PipelineConfig, **bad_boxes) -> tupl
     with source:
         for frame in frames:
             result = pipeline.process(frame)
+            if results is not None:
+                results.append(result)
             gt_frame = frame.index + 1
             det = result.detections
             ok = np.isfinite(det.data["speed_kmh"])
@@ -111,6 +116,24 @@ def test_speed_from_a_moving_drone_is_right(flight):
     mae = float(np.mean(np.abs(errors)))
     assert mae < 1.0, f"speed MAE {mae:.2f} km/h (target <= 1 km/h with the oracle detector)"
     assert abs(float(np.median(errors))) < 0.6, "no systematic bias"
+
+
+def test_keyframes_skip_most_detections_and_keep_speeds_right(flight):
+    """Detection on keyframes, boxes carried by in-box flow in between: the same speed target."""
+    cfg = PipelineConfig().with_overrides(
+        road={"enabled": False}, keyframes={"enabled": True, "interval": 3, "max_interval": 6}
+    )
+    results: list = []
+    errors = _speed_errors(flight, cfg, results=results)
+    keyframes = [r.keyframe for r in results]
+    assert keyframes[0] and 0.3 < np.mean(keyframes) < 0.7, np.mean(keyframes)
+    for r in results:  # propagated boxes are marked; a keyframe has none
+        marks = r.detections.data["propagated"]
+        assert (not marks.any()) if r.keyframe else (len(marks) == 0 or marks.all())
+        assert ("detect" in r.timings_ms) is r.keyframe
+    assert len(errors) > 100
+    mae = float(np.mean(np.abs(errors)))
+    assert mae < 1.0, f"speed MAE {mae:.2f} km/h with keyframes (target <= 1 km/h with the oracle detector)"
 
 
 def test_without_ego_motion_compensation_the_drone_motion_leaks_into_speeds(flight):

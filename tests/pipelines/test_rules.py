@@ -19,7 +19,7 @@ from pipelines.rules import (
     point_in_zone,
     zone_for_point,
 )
-from pipelines.types import Frame, SpeedEstimate, Telemetry
+from pipelines.types import PROPAGATED_KEY, Frame, SpeedEstimate, Telemetry
 
 IMG_W, IMG_H = 320, 240
 SQUARE = [(100.0, 100.0), (200.0, 100.0), (200.0, 200.0), (100.0, 200.0)]
@@ -328,3 +328,25 @@ def test_only_trusted_speeds_make_a_violation(require_trusted, untrusted_frames,
         out += det.update(frame_at(i), dets([(1, BOX_RIGHT, "car")]), {1: e})
     out += det.finish()
     assert [(v.start_frame, v.end_frame) for v in out] == ([] if violation is None else [violation])
+
+
+@pytest.mark.parametrize(
+    "propagated, opened_at",
+    [
+        ([False] * 30, 1),  # detected throughout: the episode opens on the first frame above
+        ([True] * 30, None),  # carried by optical flow only: never opens a violation
+        ([True] * 5 + [False] * 25, 6),  # opens on the first detected frame
+        ([False] + [True] * 20 + [False] * 9, 1),  # once open, propagated frames extend it
+    ],
+)
+def test_a_propagated_box_never_opens_a_violation(propagated: list[bool], opened_at: int | None) -> None:
+    det = ViolationDetector(RulesConfig(speed_limit_kmh=50.0, min_duration_s=0.0))
+    got = []
+    for k, prop in enumerate([*propagated, False]):
+        d = dets([(1, BOX_RIGHT, "car")])
+        d.data[PROPAGATED_KEY] = np.array([prop])
+        got += det.update(frame_at(k, 30.0), d, {1: est(1, 70.0 if k < len(propagated) else 10.0)})
+    got += det.finish()
+    assert [v.start_frame for v in got] == ([] if opened_at is None else [opened_at])
+    if opened_at is not None:
+        assert got[0].end_frame == len(propagated)

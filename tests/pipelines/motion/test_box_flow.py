@@ -4,39 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from render_helpers import BoxScene
 
 from pipelines.motion.flow import BoxFlowRefiner, FlowParams
 
 W, H = 360, 240
-_rng = np.random.default_rng(0)
-_K = 24
-_FX, _FY = _rng.uniform(-0.2, 0.2, _K), _rng.uniform(-0.2, 0.2, _K)
-_PH = _rng.uniform(0, 2 * np.pi, _K)
-_YY, _XX = np.mgrid[0:H, 0:W].astype(np.float64)
-
-
-def _vehicle_texture(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Band-limited texture evaluated at continuous coordinates: an exact sub-pixel shift."""
-    return sum(np.cos(2 * np.pi * (_FX[k] * x + _FY[k] * y) + _PH[k]) for k in range(_K))
-
-
-def _render(boxes: np.ndarray, pan: tuple[float, float] = (0.0, 0.0), textured: bool = True) -> np.ndarray:
-    x, y = _XX - pan[0], _YY - pan[1]
-    img = 100.0 + 25.0 * np.cos(2 * np.pi * x / 53.0) * np.cos(
-        2 * np.pi * y / 41.0
-    )  # background (moves with pan)
-    for x1, y1, x2, y2 in boxes:
-        # anti-aliased box edge, texture attached to the box
-        m = np.clip(
-            np.minimum(
-                np.minimum(_XX - x1 + 0.5, x2 - _XX + 0.5), np.minimum(_YY - y1 + 0.5, y2 - _YY + 0.5)
-            ),
-            0,
-            1,
-        )
-        fill = 130.0 + 12.0 * _vehicle_texture(_XX - x1, _YY - y1) if textured else 200.0
-        img = img * (1 - m) + m * fill
-    return np.clip(np.round(img), 0, 255).astype(np.uint8)
+_SCENE = BoxScene(W, H, seed=0)
+_render = _SCENE.render
+_vehicle_texture = _SCENE.texture
+_XX, _YY, _PH, _K = _SCENE.xx, _SCENE.yy, _SCENE.phase, len(_SCENE.phase)
 
 
 BOXES = np.array([[60.3, 50.6, 104.3, 72.6], [170.8, 120.2, 220.8, 146.2], [240.1, 60.9, 280.1, 80.9]])
@@ -63,7 +39,7 @@ def test_subpixel_shift_recovered(shift, pan, seed) -> None:
     assert np.abs(d - total).max() < 0.1, d - total
 
 
-_GX, _GY = _rng.uniform(-0.18, 0.18, _K), _rng.uniform(-0.18, 0.18, _K)
+_GX, _GY = _SCENE.rng.uniform(-0.18, 0.18, _K), _SCENE.rng.uniform(-0.18, 0.18, _K)
 
 
 def _render_diagonal_car(centre: np.ndarray, pan: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from pipelines.motion.tracker import (
     map_boxes,
     needs_reanchor,
 )
-from pipelines.types import EgoMotion
+from pipelines.types import PROPAGATED_KEY, EgoMotion
 
 BACKENDS = ["trackers", "supervision"]
 W, H = 1024, 540
@@ -164,3 +164,38 @@ def test_empty_frames_and_missing_confidence(backend: str) -> None:
     assert sorted(out.tracker_id) == [1, 2, 3]
     assert len(trk.update(sv.Detections.empty(), EgoMotion.identity())) == 0
     assert len(trk.update(det, None)) == 3  # the lost tracks come back with their ids
+
+
+def _marked(xyxy: np.ndarray, propagated: bool, conf: float = 0.9) -> sv.Detections:
+    det = _detections(xyxy)
+    det.confidence = np.full(len(xyxy), conf, np.float32)
+    det.data[PROPAGATED_KEY] = np.full(len(xyxy), propagated)
+    return det
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_propagated_boxes_keep_tracks_but_never_start_one(backend: str) -> None:
+    trk = Tracker(TrackerConfig(), backend=backend)
+    assert len(trk.update(_marked(WORLD0, propagated=True), EgoMotion.identity())) == 0
+    assert len(trk.update(_marked(WORLD0, propagated=True), EgoMotion.identity())) == 0  # nothing started
+    for k in range(3):  # detected: tracks start
+        out = trk.update(_marked(WORLD0 + k, propagated=False), EgoMotion.identity())
+    assert sorted(out.tracker_id) == [1, 2, 3]
+    for k in range(3, 8):  # carried by flow: same ids, marks kept, original confidence kept
+        out = trk.update(_marked(WORLD0 + k, propagated=True), EgoMotion.identity())
+        assert sorted(out.tracker_id) == [1, 2, 3] and out.data[PROPAGATED_KEY].all()
+        assert np.allclose(out.confidence, 0.9)
+
+
+def test_a_detection_that_started_a_track_is_pending_until_confirmed() -> None:
+    """trackers' ByteTrack gives a new track its id on its second frame: until then the detection is
+    ``pending``, so a frame without detection can carry it there."""
+    trk = Tracker(TrackerConfig(), backend="trackers")
+    out = trk.update(_marked(WORLD0, propagated=False), EgoMotion.identity())
+    assert len(out) == 0 and len(trk.pending) == 3 and list(trk.pending.tracker_id) == [-1] * 3
+    out = trk.update(_marked(WORLD0 + 1, propagated=True), EgoMotion.identity())
+    assert sorted(out.tracker_id) == [1, 2, 3] and len(trk.pending) == 0
+    # a low-confidence detection starts nothing, so it is not pending either
+    trk2 = Tracker(TrackerConfig(), backend="trackers")
+    trk2.update(_marked(WORLD0, propagated=False, conf=0.3), EgoMotion.identity())
+    assert len(trk2.pending) == 0
