@@ -283,7 +283,9 @@ class StreamWorker:
         return now
 
     def _process(self, item: IncomingFrame) -> None:
+        t_convert = time.perf_counter()
         frame = self._frame(item)
+        self.stats.stage_ms_sum["convert"] += (time.perf_counter() - t_convert) * 1000.0
         result = self.pipeline.process(frame, backlog=self.slot.waiting)
         now = self._count_processed(item, result)
         t_annotate = time.perf_counter()

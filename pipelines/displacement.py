@@ -22,7 +22,6 @@ shrinks as its vehicle enters or leaves, so it moves slower than the vehicle.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,12 +111,12 @@ class GroundDisplacement:
         xyxy: np.ndarray,
         ego: EgoMotion,
         proj: GroundProjector | None,
-        flow_by_id: Mapping[int, np.ndarray] | None = None,
+        flow: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Each track's position now (pixels, (N, 2)) and ground displacement (metres, (N, 2)) since it
         was last measured; NaN displacement = unknown (a new track, or no ground scale).
-        ``flow_by_id``: in-box flow from the previous frame already measured (the keyframe
-        propagation's, from the same boxes), used instead of measuring it again."""
+        ``flow``: (N, 2) in-box flow of each box from the previous frame, already measured (the
+        keyframe propagation's, from the same boxes), used instead of measuring it again."""
         ids = np.asarray(ids, dtype=int).reshape(-1)
         xyxy = np.asarray(xyxy, dtype=float).reshape(-1, 4)
         anchors = self.anchors(xyxy)
@@ -132,13 +131,12 @@ class GroundDisplacement:
         if self.refiner is not None and self._prev_gray is not None:
             rows = [r for r, m in enumerate(memories) if m.frame_index == self._prev_index]
             if rows:
-                given = flow_by_id or {}
-                flow = np.array([given.get(int(ids[known[r]]), (np.nan, np.nan)) for r in rows], float)
-                todo = [j for j, r in enumerate(rows) if int(ids[known[r]]) not in given]
-                if todo:
-                    prev_boxes = np.array([memories[rows[j]].box for j in todo])
-                    flow[todo] = self.refiner.displacements(self._prev_gray, gray, prev_boxes, ego.homography)
-                for r, d in zip(rows, flow, strict=True):
+                if flow is not None:
+                    moved = np.asarray(flow, dtype=np.float64).reshape(-1, 2)[[known[r] for r in rows]]
+                else:
+                    prev_boxes = np.array([memories[r].box for r in rows])
+                    moved = self.refiner.displacements(self._prev_gray, gray, prev_boxes, ego.homography)
+                for r, d in zip(rows, moved, strict=True):
                     i = known[r]
                     box = xyxy[i]
                     blended = blend_flow(prev_pos[r] + d, anchors[i], max(box[2] - box[0], box[3] - box[1]))

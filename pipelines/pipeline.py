@@ -33,11 +33,19 @@ from pipelines.geometry import GroundProjector
 from pipelines.ground import GroundModel
 from pipelines.motion.detector import Detector
 from pipelines.motion.egomotion import EgoMotionEstimator
-from pipelines.motion.keyframes import BoxPropagator, KeyframeScheduler
+from pipelines.motion.keyframes import FLOW_KEY, BoxPropagator, KeyframeScheduler
 from pipelines.motion.tracker import Tracker
 from pipelines.rules import ViolationDetector
 from pipelines.speed import SpeedEstimator
-from pipelines.types import PROPAGATED_KEY, EgoMotion, Frame, FrameResult, SpeedEstimate, Violation
+from pipelines.types import (
+    EXTRAPOLATED_KEY,
+    PROPAGATED_KEY,
+    EgoMotion,
+    Frame,
+    FrameResult,
+    SpeedEstimate,
+    Violation,
+)
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +128,7 @@ class Pipeline:
 
     def _propagate(
         self, frame: Frame, timings: dict[str, float], warnings: list[str]
-    ) -> tuple[sv.Detections, np.ndarray, EgoMotion, float, dict[int, np.ndarray]]:
+    ) -> tuple[sv.Detections, np.ndarray, EgoMotion, float]:
         """Ego-motion, then the previous boxes carried by their in-box flow: a frame without detection."""
         assert self.propagator is not None and self._prev_gray is not None
         clock = time.perf_counter
@@ -132,7 +140,7 @@ class Pipeline:
         self.road.advance(ego)
         step = self.propagator.propagate(self._prev_gray, gray, ego)
         timings["propagate"] = (clock() - t2) * 1e3
-        return step.detections, gray, ego, step.lost_share, step.flow_by_id
+        return step.detections, gray, ego, step.lost_share
 
     def _speeds(
         self,
@@ -143,16 +151,21 @@ class Pipeline:
         ego: EgoMotion,
         proj: GroundProjector | None,
         warnings: list[str],
-        flow_by_id: dict[int, np.ndarray] | None = None,
     ) -> dict[int, SpeedEstimate]:
-        """Measure the tracks' ground displacement and update their speeds (empty when it can't)."""
+        """Measure the tracks' ground displacement and update their speeds (empty when it can't).
+        A propagated box measures with the flow that carried it; an extrapolated one not at all."""
         measurable = ~touches_border(tracked.xyxy, frame.width, frame.height)
+        extrapolated = tracked.data.get(EXTRAPOLATED_KEY)
+        if extrapolated is not None:
+            measurable &= ~np.asarray(extrapolated, dtype=bool)
+        flow = tracked.data.pop(FLOW_KEY, None)  # the propagation's, for the speed stage only
         speeds: dict[int, SpeedEstimate] = {}
         if self._prev_time is not None and frame.timestamp_s <= self._prev_time:
             warnings.append(f"non-increasing timestamp {frame.timestamp_s:.4f} s: speed update skipped")
         else:
             m_ids, m_xyxy = ids[measurable], tracked.xyxy[measurable]
-            positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, flow_by_id)
+            m_flow = None if flow is None else np.asarray(flow)[measurable]
+            positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, m_flow)
             if proj is not None:
                 # box size on the ground (px x local GSD): a vehicle nearing an oblique camera
                 # grows in pixels, not in metres, so only a partial or merged box changes it
@@ -178,11 +191,11 @@ class Pipeline:
 
         t0 = clock()
         keyframe = self._schedule(backlog) is not None
-        lost_share, flow_by_id = 0.0, None
+        lost_share = 0.0
         if keyframe:
             detections, gray, ego, mask = self._find(frame, timings, warnings)
         else:
-            detections, gray, ego, lost_share, flow_by_id = self._propagate(frame, timings, warnings)
+            detections, gray, ego, lost_share = self._propagate(frame, timings, warnings)
             mask = self._last_mask
         t3 = clock()
 
@@ -193,7 +206,7 @@ class Pipeline:
 
         proj = self.ground.projector(frame)
         ids = tracked.tracker_id.astype(int) if tracked.tracker_id is not None else np.zeros(0, int)
-        speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings, flow_by_id)
+        speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings)
         n = len(tracked)
         tracked.data["speed_kmh"] = np.array(
             [speeds[t].speed_kmh if t in speeds else np.nan for t in ids], dtype=float
@@ -275,12 +288,11 @@ _CLOSED_DETECTOR = _ClosedDetector()
 
 def _carried(tracked: sv.Detections, pending: sv.Detections) -> sv.Detections:
     """What the next frame propagates: the tracked boxes and the pending ones (a track started,
-    not yet confirmed), with their class and confidence only."""
+    not yet confirmed), with their class, confidence and whether they are extrapolated."""
     parts = [d for d in (tracked, pending) if len(d)]
     if not parts:
         return sv.Detections.empty()
     xyxy = np.vstack([d.xyxy for d in parts])
-    n = len(xyxy)
     conf = np.concatenate(
         [d.confidence if d.confidence is not None else np.ones(len(d), np.float32) for d in parts]
     )
@@ -293,13 +305,19 @@ def _carried(tracked: sv.Detections, pending: sv.Detections) -> sv.Detections:
         class_id=class_id.astype(int),
         tracker_id=np.concatenate([np.asarray(d.tracker_id, dtype=int) for d in parts]),
     )
-    names = [d.data.get("class_name") for d in parts]
-    out.data["class_name"] = (
-        np.concatenate([np.asarray(x, dtype=object) for x in names])
-        if all(x is not None for x in names)
-        else np.full(n, "vehicle", dtype=object)
-    )
+    out.data["class_name"] = _column(parts, "class_name", "vehicle", object)
+    out.data[EXTRAPOLATED_KEY] = _column(parts, EXTRAPOLATED_KEY, False, bool)
     return out
+
+
+def _column(parts: list[sv.Detections], key: str, default: object, dtype: type) -> np.ndarray:
+    """One data column over several Detections, ``default`` where a part lacks it."""
+    return np.concatenate(
+        [
+            np.asarray(d.data[key], dtype=dtype) if key in d.data else np.full(len(d), default, dtype)
+            for d in parts
+        ]
+    )
 
 
 def _centre_gsd(proj: GroundProjector | None, frame: Frame) -> float | None:

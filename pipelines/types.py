@@ -14,6 +14,10 @@ import supervision as sv
 # ``Detections.data`` key: True for a box carried forward by optical flow on a frame the detector
 # did not run on (pipelines.motion.keyframes), False for a box the detector found.
 PROPAGATED_KEY = "propagated"
+# ... and True for a propagated box moved by its vehicle's last motion (its flow failed) or carried
+# from a box clipped by the border, on this frame or since the last detection: shown, tracked, but
+# no speed is measured from it.
+EXTRAPOLATED_KEY = "extrapolated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +191,8 @@ class FrameResult:
     ``detections`` are the tracked vehicles of this frame (``tracker_id`` set) with
     ``data`` keys: ``class_name`` (str), ``speed_kmh`` and ``speed_sigma_kmh`` (float, NaN while
     unknown), ``speed_trusted`` (bool, :attr:`SpeedEstimate.trusted`), ``propagated`` (bool,
-    :data:`PROPAGATED_KEY`: carried by optical flow, not detected, on this frame), ``ground_xy_m`` (N x 2, ground position in metres from the point below the drone in
+    :data:`PROPAGATED_KEY`: carried by optical flow, not detected, on this frame; such rows also have
+    ``extrapolated``, :data:`EXTRAPOLATED_KEY`), ``ground_xy_m`` (N x 2, ground position in metres from the point below the drone in
     this frame, NaN when unknown).
     """
 

@@ -34,13 +34,15 @@ import numpy as np
 import supervision as sv
 
 from pipelines.config import KeyframeConfig
+from pipelines.displacement import touches_border
 from pipelines.geometry import apply_homography
 from pipelines.motion.flow import BoxFlowRefiner
 from pipelines.motion.tracker import jacobians
-from pipelines.types import PROPAGATED_KEY, EgoMotion
+from pipelines.types import EXTRAPOLATED_KEY, PROPAGATED_KEY, EgoMotion
 
 log = logging.getLogger(__name__)
 
+FLOW_KEY = "flow_px"  # Detections.data: (N, 2) in-box flow of a propagated box (see Propagation)
 MOVING_PX = 0.5  # own image motion per frame above which a vehicle counts as moving
 VELOCITY_BLEND = 0.5  # weight of the newest measurement in a track's own-motion estimate
 
@@ -83,10 +85,15 @@ def detect_reason(cfg: KeyframeConfig, s: ScheduleSignals) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Propagation:
-    """One propagation step: the boxes carried forward and how well it went."""
+    """One propagation step: the boxes carried forward and how well it went.
 
-    detections: sv.Detections  # previous boxes moved into this frame (``propagated`` True)
-    flow_by_id: dict[int, np.ndarray]  # tracker id -> in-box flow (px, NaN when it failed)
+    ``detections``: the previous boxes moved into this frame, with ``data`` columns
+    ``propagated`` (True), ``flow_px`` ((N, 2) in-box flow from the previous frame, NaN where it
+    failed; the speed stage uses it instead of measuring it again) and ``extrapolated`` (True where
+    the box was moved by its vehicle's last motion, or comes from a box clipped by the image
+    border, now or since the last detection: no position to measure a speed from)."""
+
+    detections: sv.Detections
     lost_share: float  # share of moving vehicles whose flow failed (moved by their last motion)
 
 
@@ -149,7 +156,9 @@ class BoxPropagator:
         if prev is None or len(prev) == 0:
             empty = sv.Detections.empty()
             empty.data[PROPAGATED_KEY] = np.zeros(0, dtype=bool)
-            return Propagation(empty, {}, 0.0)
+            empty.data[FLOW_KEY] = np.zeros((0, 2))
+            empty.data[EXTRAPOLATED_KEY] = np.zeros(0, dtype=bool)
+            return Propagation(empty, 0.0)
         h = np.asarray(ego.homography, dtype=np.float64)
         ids = self._ids(prev)
         flow = self.refiner.displacements(prev_gray, gray, prev.xyxy, h)
@@ -160,13 +169,19 @@ class BoxPropagator:
         new_c = np.where(ok[:, None], centres + np.nan_to_num(flow), ground + own)
         scale = np.sqrt(np.abs(np.linalg.det(jacobians(h, centres))))
         half = 0.5 * (prev.xyxy[:, 2:] - prev.xyxy[:, :2]) * scale[:, None]
+        before = prev.data.get(EXTRAPOLATED_KEY)
         out = prev[np.arange(len(prev))]  # a copy with every data column
         out.xyxy = np.hstack([new_c - half, new_c + half]).astype(prev.xyxy.dtype)
         out.data[PROPAGATED_KEY] = np.ones(len(prev), dtype=bool)
+        out.data[FLOW_KEY] = flow
+        # A box clipped by the border keeps its clipped size while its vehicle comes into view:
+        # its centre lags the vehicle's until a detection sees the whole vehicle, so no measure.
+        clipped = touches_border(prev.xyxy, gray.shape[1], gray.shape[0])
+        extrapolated = ~ok | clipped | (np.asarray(before, dtype=bool) if before is not None else False)
+        out.data[EXTRAPOLATED_KEY] = extrapolated
         moving = np.hypot(own[:, 0], own[:, 1]) > MOVING_PX
         lost = float((moving & ~ok).sum() / moving.sum()) if moving.any() else 0.0
-        by_id = {int(t): flow[i] for i, t in enumerate(ids) if t > 0}
-        return Propagation(out, by_id, lost)
+        return Propagation(out, lost)
 
 
 def _centres(xyxy: np.ndarray) -> np.ndarray:

@@ -95,9 +95,9 @@ def test_propagated_boxes_follow_the_vehicles(motion, pan):
     assert out.data[PROPAGATED_KEY].all() and len(out) == 3
     assert list(out.tracker_id) == [1, 2, -1]  # ids kept, the pending box carried too
     assert np.abs(out.xyxy - moved).max() < 0.15, out.xyxy - moved
-    assert set(step.flow_by_id) == {1, 2}  # flow handed to the speed stage, by track id
-    assert np.abs(step.flow_by_id[1] - total).max() < 0.15
-    assert step.lost_share == 0.0
+    flow = out.data["flow_px"]  # handed to the speed stage, which need not measure it again
+    assert np.abs(flow - total).max() < 0.15
+    assert step.lost_share == 0.0 and not out.data["extrapolated"].any()
     assert list(out.data["class_name"]) == ["car"] * 3 and np.allclose(out.confidence, 0.8)
 
 
@@ -109,14 +109,18 @@ def test_where_flow_fails_a_box_moves_with_its_last_own_motion_and_counts_as_los
     plain = _render(step1, textured=False)  # untextured vehicles: no corners, flow fails
     step = prop.propagate(plain, plain, _pan(2.0, 0.0))
     assert step.lost_share == 1.0
-    assert np.all(np.isnan(step.flow_by_id[1]))
+    assert np.isnan(step.detections.data["flow_px"]).all() and step.detections.data["extrapolated"].all()
     # moved with the ground (2 px pan) plus its own 4 px
     assert np.allclose(step.detections.xyxy, step1 + np.array([6.0, 0, 6.0, 0]), atol=1e-4)
+    # extrapolated stays extrapolated until a detection: the flow of the next step does not undo it
+    prop.remember(step.detections, np.eye(3))
+    textured = _render(step.detections.xyxy)
+    assert prop.propagate(textured, textured, _pan(0.0, 0.0)).detections.data["extrapolated"].all()
 
 
 def test_nothing_to_propagate_gives_an_empty_step():
     step = BoxPropagator().propagate(_render(BOXES), _render(BOXES), _pan(0, 0))
-    assert len(step.detections) == 0 and step.flow_by_id == {} and step.lost_share == 0.0
+    assert len(step.detections) == 0 and step.lost_share == 0.0
 
 
 def _gray_scene(pan: tuple[float, float], blob_at: tuple[int, int] | None) -> np.ndarray:
@@ -166,3 +170,14 @@ def test_scheduler_detects_on_the_interval_and_after_an_entry():
         sched.observe(detected=reason is not None, gray=_gray_scene((0, 0), blob), ego=ego, boxes_xyxy=boxes)
     assert decisions[:4] == ["interval", None, None, "interval"]
     assert decisions[4] is None and decisions[5] == "entering" and decisions[6] is None
+
+
+def test_a_box_clipped_by_the_border_is_carried_but_not_measured():
+    """Its vehicle comes into view while the box keeps its clipped size: no speed from it until a
+    detection sees the whole vehicle."""
+    clipped = np.array([[0.0, 100.0, 40.0, 128.0], *BOXES[1:]])
+    prop = BoxPropagator()
+    prop.remember(_dets(clipped, [1, 2, 3]), None)
+    moved = clipped + np.array([3.0, 0, 3.0, 0])
+    out = prop.propagate(_render(clipped), _render(moved), _pan(0.0, 0.0)).detections
+    assert list(out.data["extrapolated"]) == [True, False, False]
