@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import importlib.resources
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from http import HTTPStatus
@@ -145,13 +146,25 @@ def make_pipeline_factory(
     )
     if detector_factory is None and settings.detector_factory:
         detector_factory = import_object(settings.detector_factory)
+    shared: list[Any] = []  # the one detector network of every stream (settings.shared_detector)
+    shared_lock = threading.Lock()
+
+    def shared_model() -> Any:
+        from pipelines.builder import build_detector_model
+        from pipelines.motion.detector import SharedDetector
+
+        with shared_lock:
+            if not shared:
+                shared.append(SharedDetector(build_detector_model(config.detector)))
+            return shared[0]
 
     def factory() -> Pipeline:
         from pipelines.builder import build_pipeline
 
         detector = detector_factory() if detector_factory is not None else None
         segmenter = segmenter_factory() if segmenter_factory is not None else None
-        return build_pipeline(config, detector=detector, segmenter=segmenter)
+        model = shared_model() if detector is None and settings.shared_detector else None
+        return build_pipeline(config, detector=detector, segmenter=segmenter, model=model)
 
     return factory
 

@@ -73,6 +73,10 @@ class ServerSettings(BaseSettings):
     # (PipelineConfig.keyframes, its parameters from the site YAML). A site YAML that sets
     # keyframes.enabled itself wins; False here runs the detector on every frame.
     keyframes: bool = True
+    # Every stream runs one detector network loaded once (serialised calls; see
+    # pipelines.motion.detector.SharedDetector) instead of a model per stream. Not with
+    # detector_factory, whose callable makes each stream's detector.
+    shared_detector: bool = True
     # Decoded frames waiting for a stream's worker; beyond this the oldest is dropped. 1: only the
     # latest frame waits (lowest latency, drops a frame after every slow one).
     frame_queue: int = Field(2, ge=1, le=30)

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.base_layer import RoadMaskLayer
-from pipelines.config import DEFAULT_WEIGHTS_DIR, PipelineConfig, RoadConfig
+from pipelines.config import DEFAULT_WEIGHTS_DIR, DetectorConfig, PipelineConfig, RoadConfig
 from pipelines.displacement import GroundDisplacement
 from pipelines.ground import GroundModel
-from pipelines.motion.detector import Detector, YoloDetector, resolve_weights
+from pipelines.motion.detector import Detector, SharedDetector, YoloDetector, resolve_weights
 from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.flow import BoxFlowRefiner
 from pipelines.motion.input_size import AutoSizedDetector
@@ -89,20 +89,30 @@ def build_road_segmenter(rcfg: RoadConfig) -> tuple[UNetSegmenter, RoadConfig, P
     return UNetSegmenter(backend, input_size=rcfg.input_size, device=rcfg.device), rcfg, Path(weights)
 
 
+def build_detector_model(dcfg: DetectorConfig) -> YoloDetector:
+    """The detector network of ``dcfg`` loaded (the shipped one when ``weights`` is unset)."""
+    if dcfg.weights is None:
+        dcfg = dcfg.model_copy(update={"weights": resolve_weights(None)})
+    return YoloDetector.from_config(dcfg)
+
+
 def build_pipeline(
     config: PipelineConfig,
     *,
     detector: Detector | None = None,
     segmenter: RoadSegmenter | None = None,
+    model: YoloDetector | SharedDetector | None = None,
 ) -> Pipeline:
-    """Assemble the pipeline from its config. Models may be injected (tests, the evaluator's oracle)."""
+    """Assemble the pipeline from its config. Models may be injected (tests, the evaluator's oracle).
+    ``detector`` replaces the whole detection stage; ``model`` is the loaded network the stage runs
+    (a server's :class:`SharedDetector`), sized per frame as the config says like a loaded one."""
     meta: dict = {}
     if detector is None:
         dcfg = config.detector
-        if dcfg.weights is None:
-            dcfg = dcfg.model_copy(update={"weights": resolve_weights(None)})
-        detector = YoloDetector.from_config(dcfg)
-        meta["detector"] = str(dcfg.weights)
+        if model is None:
+            model = build_detector_model(dcfg)
+        detector = model
+        meta["detector"] = str(model.weights)
         if dcfg.imgsz == "auto":
             detector = AutoSizedDetector(detector, GroundModel(config.camera), dcfg.auto_size)
             meta["detector_imgsz"] = detector.frames_at  # {input size: frames}, filled as it runs

@@ -137,6 +137,8 @@ class EgoMotionConfig(_Section):
     enabled: bool = True
     max_features: int = Field(600, ge=16)
     scale: float = Field(0.5, gt=0, le=1.0)  # work on a downscaled grey frame
+    # ... at most this wide (None: no cap): 1920 px frames work at 640 (1/3), 1280 px ones at 1/2
+    max_width: int | None = Field(None, ge=64)
     ransac_reproj_px: float = Field(2.0, gt=0)
     min_inliers: int = Field(12, ge=4)
     refresh_every: int = Field(5, ge=1)  # re-detect corners every N frames

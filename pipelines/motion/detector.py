@@ -15,6 +15,7 @@ Weights are loaded from an explicit path only; nothing is ever downloaded.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -444,3 +445,48 @@ class YoloDetector(ImageDetector):
         """Run on blank frames so one-off allocations do not land on the first real frame."""
         for _ in range(runs):
             self(np.zeros((*shape, 3), dtype=np.uint8))
+
+
+class SharedDetector:
+    """One loaded model serving every stream of a server: one compiled network in memory, one
+    inference at a time on the CPU's cores (instead of a model and a thread pool per stream
+    contending for them), and no model load when a stream starts.
+
+    Calls are serialised (an ultralytics predictor keeps per-call state, and on two cores two
+    concurrent inferences only take turns anyway). ultralytics runs OpenVINO synchronously in
+    LATENCY mode on purpose (its AsyncInferQueue can hang on Intel and AMD CPUs, ultralytics
+    issue 25923), so a lock is the asynchronous queue's equivalent here. Per-stream state (the
+    GSD-chosen input size) stays in each stream's :class:`AutoSizedDetector`.
+    """
+
+    def __init__(self, inner: YoloDetector) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.wait_s = 0.0  # time calls spent waiting for another stream's inference
+
+    @property
+    def weights(self) -> Path:
+        return self.inner.weights
+
+    @property
+    def imgsz(self) -> int:
+        return self.inner.imgsz
+
+    def _run(self, fn: Any, *args: Any) -> sv.Detections:
+        import time
+
+        t0 = time.perf_counter()
+        with self._lock:
+            self.wait_s += time.perf_counter() - t0
+            self.calls += 1
+            return fn(*args)
+
+    def __call__(self, image_bgr: np.ndarray) -> sv.Detections:
+        return self._run(self.inner, image_bgr)
+
+    def detect(self, frame: Frame) -> sv.Detections:
+        return self._run(self.inner.detect, frame)
+
+    def detect_at(self, frame: Frame, imgsz: int) -> sv.Detections:
+        return self._run(self.inner.detect_at, frame, imgsz)

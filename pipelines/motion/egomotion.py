@@ -62,6 +62,15 @@ MAX_SCALE_CHANGE = 1.5
 MAX_PERSPECTIVE = 2e-3  # |h31|, |h32| in full-res px^-1 after normalising h33 = 1
 
 
+def working_scale(cfg: EgoMotionConfig, width: int) -> float:
+    """The downscale ego-motion works at: ``cfg.scale``, lowered so that the working image is at
+    most ``cfg.max_width`` pixels wide (1080p: 1/3 instead of 1/2, 2.4x cheaper)."""
+    s = float(cfg.scale)
+    if cfg.max_width is not None and width * s > cfg.max_width:
+        s = cfg.max_width / width
+    return s
+
+
 def scale_matrix(sx: float, sy: float) -> np.ndarray:
     """Full-resolution pixel -> resized pixel (pixel-centre aligned, as cv2.resize samples)."""
     return np.array([[sx, 0.0, 0.5 * sx - 0.5], [0.0, sy, 0.5 * sy - 0.5], [0.0, 0.0, 1.0]])
@@ -298,7 +307,7 @@ class EgoMotionEstimator:
         if gray.dtype != np.uint8:
             gray = cv2.normalize(gray, None, 0, 255, cv2.NORM_MINMAX).astype(np.uint8)
         h, w = gray.shape
-        s = float(self.cfg.scale)
+        s = working_scale(self.cfg, w)
         if s >= 0.999:
             return gray, 1.0, 1.0
         ws, hs = max(16, round(w * s)), max(16, round(h * s))

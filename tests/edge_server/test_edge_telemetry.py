@@ -350,3 +350,23 @@ def test_bad_settings_file_is_a_clear_error(tmp_path, body, needle) -> None:
         path.write_text(body)
     with pytest.raises(SettingsError, match=needle):
         ServerSettings.load(path)
+
+
+@pytest.mark.parametrize(
+    ("site_yaml", "setting", "enabled", "interval"),
+    [
+        ("", True, True, 3),  # live streams detect on keyframes by default
+        ("", False, False, 3),  # the server setting turns them off
+        ("keyframes: {interval: 5, max_interval: 8}\n", True, True, 5),  # the site's parameters kept
+        ("keyframes: {enabled: false}\n", True, False, 3),  # a site YAML that says so wins
+        ("keyframes: {enabled: true}\n", False, True, 3),
+    ],
+)
+def test_live_pipeline_config_runs_keyframes(tmp_path, site_yaml, setting, enabled, interval) -> None:
+    from edge_server.app import live_config
+    from pipelines.config import PipelineConfig
+
+    path = tmp_path / "site.yaml"
+    path.write_text(site_yaml or "{}\n")
+    cfg = live_config(PipelineConfig.from_yaml(path), ServerSettings(data_dir=tmp_path, keyframes=setting))
+    assert (cfg.keyframes.enabled, cfg.keyframes.interval) == (enabled, interval)

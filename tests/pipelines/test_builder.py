@@ -283,3 +283,21 @@ def test_shipped_detector_runs_at_the_gsd_chosen_size_by_default(imgsz, wrapped,
         pipeline.process(Frame(i, i / 30, np.zeros((720, 1280, 3), np.uint8)))
     assert describe_imgsz(pipeline.metadata, cfg) == described
     pipeline.close()
+
+
+def test_streams_built_on_one_shared_model_run_it_at_their_own_sizes():
+    """A server's SharedDetector: one network, each stream still sizing its own input."""
+    from pipelines.builder import build_detector_model
+    from pipelines.motion.detector import SharedDetector
+    from pipelines.types import Frame
+
+    cfg = PipelineConfig().with_overrides(road={"enabled": False})
+    shared = SharedDetector(build_detector_model(cfg.detector))
+    a, b = (build_pipeline(cfg, model=shared) for _ in range(2))
+    assert a.detector.inner is shared and b.detector.inner is shared and a.detector is not b.detector
+    a.process(Frame(0, 0.0, np.zeros((720, 1280, 3), np.uint8)))
+    b.process(Frame(0, 0.0, np.zeros((360, 640, 3), np.uint8)))
+    assert shared.calls == 2 and a.metadata["detector"] == str(shared.weights)
+    assert dict(a.detector.frames_at) == {960: 1} and dict(b.detector.frames_at) == {640: 1}
+    a.close()
+    assert b.detector.inner is shared  # closing one stream leaves the others' model alone
