@@ -21,6 +21,7 @@ from pipelines.motion.egomotion import (
     rescale_homography,
     scale_matrix,
     trend,
+    working_scale,
 )
 
 W, H = 1024, 540
@@ -359,3 +360,18 @@ def test_estimator_follows_a_pan_that_starts_and_stops() -> None:
         world_to_frame = step @ world_to_frame
         ego = est.update(_frame(world_to_frame, CARS0), _boxes(CARS0))
         assert ego.valid and _corner_error(ego.homography, step) < 0.3, k
+
+
+@pytest.mark.parametrize(
+    ("scale", "max_width", "width", "expected"),
+    [
+        (0.5, None, 1920, 0.5),
+        (0.5, 640, 1920, 1 / 3),  # 1080p works at 640 px
+        (0.5, 640, 1280, 0.5),  # already 640 wide: unchanged
+        (0.5, 640, 1024, 0.5),
+        (1.0, 640, 3840, 1 / 6),
+    ],
+)
+def test_working_scale_caps_the_working_width(scale, max_width, width, expected) -> None:
+    cfg = EgoMotionConfig(scale=scale, max_width=max_width)
+    assert working_scale(cfg, width) == pytest.approx(expected)
