@@ -73,6 +73,7 @@ class Pipeline:
     _prev_time: float | None = None
     _prev_gray: np.ndarray | None = None
     _last_mask: np.ndarray | None = None
+    _held: dict[int, SpeedEstimate] = field(default_factory=dict)  # keyframes: last estimate per track
     frames_processed: int = 0
     closed: bool = False
 
@@ -178,6 +179,14 @@ class Pipeline:
         horizon = self.config.tracker.lost_track_buffer + 1
         for tid in self.displacement.expire(frame.index, horizon):
             self.speed.forget(tid)
+            self._held.pop(tid, None)
+        if self.keyframes is not None:
+            self._held.update(speeds)
+            # an extrapolated box has no position to measure: its track keeps the estimate of its
+            # last measurement (the fit over the window up to then) until it is detected again
+            for tid in ids[np.asarray(extrapolated, dtype=bool)] if extrapolated is not None else ():
+                if int(tid) in self._held and int(tid) not in speeds:
+                    speeds[int(tid)] = self._held[int(tid)]
         return speeds
 
     def process(self, frame: Frame, *, backlog: int = 0) -> FrameResult:
@@ -276,6 +285,7 @@ class Pipeline:
         if self.propagator is not None:
             self.propagator.reset()
         self._prev_gray = self._last_mask = None
+        self._held.clear()
 
 
 class _ClosedDetector:
