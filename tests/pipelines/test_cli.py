@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -65,7 +66,14 @@ def test_process_real_uavdt_clip_with_coco_int8(tmp_path, uavdt_clip, coco_openv
 
 
 @pytest.mark.shared
-def test_bench_prints_per_stage_ms(uavdt_clip, coco_openvino):
+@pytest.mark.parametrize(
+    ("extra", "detection"),
+    [
+        ([], "detection: every frame"),
+        (["--detect-every", "3"], "detection: keyframes: at least every 3 frames"),
+    ],
+)
+def test_bench_prints_per_stage_ms(uavdt_clip, coco_openvino, extra, detection):
     res = run_cli(
         "bench",
         str(uavdt_clip / "demo_M1303.mp4"),
@@ -82,11 +90,16 @@ def test_bench_prints_per_stage_ms(uavdt_clip, coco_openvino):
         "60",
         "--camera",
         "mavic 3",
+        *extra,
     )
     assert res.returncode == 0, res.stderr
     for stage in ("decode", "detect", "flow", "track", "speed", "end-to-end"):
         assert stage in res.stdout
     assert "cores" in res.stdout, "the machine is named"
+    assert detection in res.stdout
+    if extra:  # how often the detector ran, and why
+        assert re.search(r"detected \d+ of 20 frames \(\d+ %\): interval \d+", res.stdout), res.stdout
+        assert "propagate" in res.stdout
 
 
 def _corrupt_video(tmp_path: Path) -> Path:
@@ -111,6 +124,7 @@ def _corrupt_video(tmp_path: Path) -> Path:
         (lambda t: ["process", "x.mp4", "--imgsz", "huge"], "--imgsz"),
         (lambda t: ["process", "x.mp4", "--max-frames", "0"], "--max-frames"),
         (lambda t: ["bench", "x.mp4", "--fps", "0"], "--fps"),
+        (lambda t: ["process", "x.mp4", "--detect-every", "0"], "--detect-every"),
     ],
     ids=[
         "corrupt-video",
@@ -123,6 +137,7 @@ def _corrupt_video(tmp_path: Path) -> Path:
         "word-imgsz",
         "zero-frames",
         "zero-fps",
+        "zero-detect-every",
     ],
 )
 def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path, make_args, message):
