@@ -70,16 +70,16 @@ class KeyframeConfig(_Section):
     enabled: bool = False  # False: the detector runs on every frame
     interval: int = Field(3, ge=1)  # detect at least every N frames
     max_interval: int = Field(6, ge=1)  # ... stretched to this while frames wait (live server behind)
-    lost_share: float = Field(
-        0.25, ge=0.0, le=1.0
-    )  # detect when flow failed for this share of moving vehicles
+    # detect when the flow failed for more than this share of the moving vehicles
+    lost_share: float = Field(0.25, ge=0.0, le=1.0)
     ego_shift_px: float = Field(40.0, gt=0)  # detect when the camera moved more than this (px per frame)
-    border_frac: float = Field(
-        0.06, ge=0.0, le=0.5
-    )  # entry band along the border (share of the shorter side); 0: off
-    entry_area_frac: float = Field(
-        0.002, gt=0.0, le=1.0
-    )  # changed blob (share of the band's area) that counts
+    # the band along the border watched for vehicles entering (share of the shorter side); 0: off
+    border_frac: float = Field(0.06, ge=0.0, le=0.5)
+    # a changed blob of this share of the band's area counts as something entering
+    entry_area_frac: float = Field(0.002, gt=0.0, le=1.0)
+    # On a keyframe, run the detector on a thread of its own while ego-motion runs (its corners then
+    # kept off the predicted boxes rather than the detections): the two overlap on two cores.
+    overlap: bool = True
 
     @field_validator("max_interval")
     @classmethod

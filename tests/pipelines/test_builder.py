@@ -118,10 +118,12 @@ def test_speed_from_a_moving_drone_is_right(flight):
     assert abs(float(np.median(errors))) < 0.6, "no systematic bias"
 
 
-def test_keyframes_skip_most_detections_and_keep_speeds_right(flight):
+@pytest.mark.parametrize("overlap", [True, False])  # the detector on a thread of its own, or not
+def test_keyframes_skip_most_detections_and_keep_speeds_right(flight, overlap):
     """Detection on keyframes, boxes carried by in-box flow in between: the same speed target."""
     cfg = PipelineConfig().with_overrides(
-        road={"enabled": False}, keyframes={"enabled": True, "interval": 3, "max_interval": 6}
+        road={"enabled": False},
+        keyframes={"enabled": True, "interval": 3, "max_interval": 6, "overlap": overlap},
     )
     results: list = []
     errors = _speed_errors(flight, cfg, results=results)
@@ -263,17 +265,22 @@ class _FrameAware:
         return np.ones((frame.height, frame.width), np.float32)
 
 
-def test_detector_and_segmenter_receive_each_frame_and_close_releases_them():
+@pytest.mark.parametrize("keyframes", [False, True])
+def test_detector_and_segmenter_receive_each_frame_and_close_releases_them(keyframes):
+    import threading
+
     from pipelines.types import Frame
 
+    before = set(threading.enumerate())
     model = _FrameAware()
-    cfg = PipelineConfig().with_overrides(road={"every_n_frames": 2})
+    cfg = PipelineConfig().with_overrides(road={"every_n_frames": 2}, keyframes={"enabled": keyframes})
     pipeline = build_pipeline(cfg, detector=model, segmenter=model)
     for i in range(5):
         pipeline.process(Frame(i, i / 30.0, np.zeros((90, 160, 3), np.uint8)))
-    assert model.detected == [0, 1, 2, 3, 4]
+    assert model.detected == [0, 1, 2, 3, 4]  # keyframes: nothing tracked, nothing to carry
     assert model.segmented == [0, 2, 4]
-    pipeline.close()  # the models and the stream's state are let go
+    pipeline.close()  # the models, the stream's state and its detector thread are let go
+    assert not [t for t in set(threading.enumerate()) - before if t.name.startswith("detect")]
     assert pipeline.detector is not model and pipeline.road.segmenter is None
     assert len(pipeline.displacement) == 0
     with pytest.raises(RuntimeError, match="closed"):
