@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import cv2
 import numpy as np
@@ -102,6 +103,12 @@ class RoadMaskLayer:
         self._acc = np.eye(3)  # last run frame -> current frame
         self._size: tuple[int, int] | None = None
         self._poly_cache: tuple[tuple[int, int], np.ndarray] | None = None
+        # road.lag_frames > 0: a scheduled run goes to a thread of its own; its mask is taken
+        # lag_frames frames later, warped by the camera motion since (_job_acc)
+        self._thread: ThreadPoolExecutor | None = None
+        self._job: Future[np.ndarray] | None = None
+        self._job_acc = np.eye(3)
+        self._job_frames = 0
 
         if not cfg.enabled:
             self.status = "disabled in config"
@@ -125,11 +132,12 @@ class RoadMaskLayer:
 
     def release(self) -> None:
         """Let go of the segmenter (the stream is over) and of the last mask."""
-        self.segmenter = None
         self.reset()
+        self.segmenter = None
 
     def reset(self) -> None:
         """Forget the last mask (next update runs the segmenter)."""
+        self.stop()
         self.last_run_frame = None
         self._base = None
         self._acc = np.eye(3)
@@ -160,23 +168,63 @@ class RoadMaskLayer:
             return f"camera moved {moved:.0f} px"
         return None
 
+    def _segment(self, frame: Frame) -> np.ndarray:
+        """The network's mask of one frame: thresholded and dilated at the frame's size."""
+        assert self.segmenter is not None
+        prob = np.asarray(self.segmenter.segment(frame), dtype=np.float32)
+        if prob.shape != (frame.height, frame.width):
+            prob = cv2.resize(prob, (frame.width, frame.height), interpolation=cv2.INTER_LINEAR)
+        return threshold_and_dilate(prob, self.cfg.threshold, self.cfg.dilate_px)
+
+    def _tick(self, ego: EgoMotion) -> None:
+        """One frame passed: its camera motion joins the last mask's and the running job's."""
+        if ego.valid:
+            h = np.asarray(ego.homography, dtype=np.float64)
+            if self._base is not None:
+                self._acc = h @ self._acc
+            if self._job is not None:
+                self._job_acc = h @ self._job_acc
+        if self._job is not None:
+            self._job_frames += 1
+
+    def _adopt(self, size: tuple[int, int]) -> None:
+        """Take the background run's mask once ``lag_frames`` frames have passed (waiting for it
+        then if need be, so results do not depend on timing)."""
+        if self._job is None or self._job_frames < self.cfg.lag_frames:
+            return
+        job, self._job = self._job, None
+        base = job.result()
+        if base.shape[::-1] == size:
+            self._base, self._acc, self._size = base, self._job_acc, size
+            self.n_runs += 1
+
     def _network_mask(self, frame: Frame, ego: EgoMotion) -> np.ndarray:
         assert self.segmenter is not None
         size = (frame.width, frame.height)
-        if self._base is not None and ego.valid:
-            self._acc = np.asarray(ego.homography, dtype=np.float64) @ self._acc
-        reason = self._needs_run(frame, ego, size)
+        self._tick(ego)
+        self._adopt(size)
+        reason = self._needs_run(frame, ego, size) if self._job is None else None
         if reason is not None:
-            prob = np.asarray(self.segmenter.segment(frame), dtype=np.float32)
-            if prob.shape != (frame.height, frame.width):
-                prob = cv2.resize(prob, size, interpolation=cv2.INTER_LINEAR)
-            self._base = threshold_and_dilate(prob, self.cfg.threshold, self.cfg.dilate_px)
-            self._acc = np.eye(3)
-            self._size = size
             self.last_run_frame = frame.index
-            self.n_runs += 1
-            logger.debug("road segmenter ran on frame %d (%s)", frame.index, reason)
-            return self._base.astype(bool)
+            background = self.cfg.lag_frames > 0 and self._base is not None and size == self._size
+            logger.debug(
+                "road segmenter runs on frame %d (%s)%s",
+                frame.index,
+                reason,
+                " in the background" if background else "",
+            )
+            if background:  # the last mask, warped, serves until this one is taken
+                if self._thread is None:
+                    self._thread = ThreadPoolExecutor(1, thread_name_prefix="road")
+                self._job, self._job_acc, self._job_frames = (
+                    self._thread.submit(self._segment, frame),
+                    np.eye(3),
+                    0,
+                )
+            else:
+                self._base, self._acc, self._size = self._segment(frame), np.eye(3), size
+                self.n_runs += 1
+                return self._base.astype(bool)
         assert self._base is not None
         if homography_displacement_px(self._acc, *size) < 0.25:
             return self._base.astype(bool)
@@ -193,8 +241,17 @@ class RoadMaskLayer:
     def advance(self, ego: EgoMotion) -> None:
         """A frame without a mask (keyframes on: nothing to filter): only its camera motion is
         kept, so the next :meth:`update` warps the last mask by the whole motion, in one warp."""
-        if self.segmenter is not None and self._base is not None and ego.valid:
-            self._acc = np.asarray(ego.homography, dtype=np.float64) @ self._acc
+        if self.segmenter is not None:
+            self._tick(ego)
+
+    def stop(self) -> None:
+        """Wait for a background run and stop its thread (a later run starts it again)."""
+        if self._job is not None:
+            self._job.cancel()
+            self._job = None
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+            self._thread = None
 
     def update(self, frame: Frame, ego: EgoMotion) -> np.ndarray | None:
         if not self.enabled:

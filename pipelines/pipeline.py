@@ -297,8 +297,9 @@ class Pipeline:
 
     def finish(self) -> list[Violation]:
         """Close the stream: every open violation is returned (and nothing is lost). The detector
-        thread (keyframes) stops here; a later frame would start it again."""
+        and road threads stop here; a later frame would start them again."""
         self._stop_detect_thread()
+        self.road.stop()
         return self.rules.finish()
 
     def _stop_detect_thread(self) -> None:

@@ -179,7 +179,7 @@ def test_mask_schedule(
     every_n: int, indices, motion_px: float, invalid_at: tuple, expected_runs: list[int], early_gap: int
 ) -> None:
     seg = FixedSegmenter(band(40, 80))
-    cfg = RoadConfig(every_n_frames=every_n, motion_threshold_px=80.0, dilate_px=0)
+    cfg = RoadConfig(every_n_frames=every_n, motion_threshold_px=80.0, dilate_px=0, lag_frames=0)
     layer = RoadMaskLayer(cfg, seg, min_early_gap_frames=early_gap)
     runs = []
     for i in indices:
@@ -191,6 +191,44 @@ def test_mask_schedule(
     assert runs == expected_runs
     assert seg.calls == len(expected_runs) == layer.n_runs
     assert layer.status == f"unet every {every_n} frames"
+
+
+class ShiftingSegmenter:
+    """Each run finds the road band 10 px further right than the run before (from 40)."""
+
+    def __init__(self) -> None:
+        self.frames: list[int] = []
+
+    def segment(self, frame) -> np.ndarray:
+        left = 40 + 10 * len(self.frames)
+        self.frames.append(frame.index)
+        prob = np.zeros((frame.height, frame.width), np.float32)
+        prob[:, left : left + 20] = 1.0
+        return prob
+
+
+@pytest.mark.parametrize("keyframes_only", [False, True])
+def test_a_background_run_is_taken_lag_frames_later_warped_by_the_motion_since(keyframes_only) -> None:
+    """road.lag_frames: the first run is in line; later ones run on a thread and their mask is
+    taken exactly lag_frames frames later (not when the thread happens to finish), moved by the
+    camera motion since the frame it was computed on. Frames without a mask (keyframes) count."""
+    seg = ShiftingSegmenter()
+    cfg = RoadConfig(every_n_frames=4, motion_threshold_px=1000.0, dilate_px=0, lag_frames=2)
+    layer = RoadMaskLayer(cfg, seg)
+    left_cols = {}
+    for i in range(12):
+        ego = EgoMotion(translation(1.0, 0.0))  # the camera: the ground moves 1 px right a frame
+        if keyframes_only and i % 2:
+            layer.advance(ego)  # a frame without detection: no mask asked for
+            continue
+        left_cols[i] = int(np.flatnonzero(layer.update(make_frame(i), ego)[0])[0])
+    layer.stop()
+    assert seg.frames == [0, 4, 8]  # a run at most every every_n_frames, none while one is pending
+    assert layer.n_runs == 3  # 0 in line; 4 taken at 6, 8 taken at 10
+    # run 0 (band at 40) moves with the ground; frame 6 takes run 1 (50 on frame 4, +2 px since),
+    # frame 10 run 2 (60 on frame 8, +2)
+    expected = {i: 40 + i for i in range(6)} | {6: 52, 7: 53, 8: 54, 9: 55, 10: 62, 11: 63}
+    assert left_cols == {i: expected[i] for i in left_cols}
 
 
 def test_mask_is_warped_by_accumulated_homography_without_rounding_drift() -> None:

@@ -273,7 +273,9 @@ def test_detector_and_segmenter_receive_each_frame_and_close_releases_them(keyfr
 
     before = set(threading.enumerate())
     model = _FrameAware()
-    cfg = PipelineConfig().with_overrides(road={"every_n_frames": 2}, keyframes={"enabled": keyframes})
+    cfg = PipelineConfig().with_overrides(
+        road={"every_n_frames": 2, "lag_frames": 0}, keyframes={"enabled": keyframes}
+    )
     pipeline = build_pipeline(cfg, detector=model, segmenter=model)
     for i in range(5):
         pipeline.process(Frame(i, i / 30.0, np.zeros((90, 160, 3), np.uint8)))

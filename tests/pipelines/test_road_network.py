@@ -158,7 +158,7 @@ def test_unet_on_massachusetts_tile(tiny_unet: torch.nn.Module) -> None:
     truth = cv2.imread(str(images[0].parent.parent / "masks" / images[0].name), cv2.IMREAD_GRAYSCALE)
     assert img.shape == (1500, 1500, 3) and truth.shape == (1500, 1500)
     seg = UNetSegmenter(tiny_unet, input_size=(256, 256))
-    layer = RoadMaskLayer(RoadConfig(every_n_frames=2, dilate_px=3), seg)
+    layer = RoadMaskLayer(RoadConfig(every_n_frames=2, dilate_px=3, lag_frames=0), seg)
     masks = [
         layer.update(
             Frame(i, i / 30, img),
