@@ -50,7 +50,7 @@ from pipelines.types import (
 
 log = logging.getLogger(__name__)
 
-STAGES = ("detect", "flow", "mask", "propagate", "track", "speed", "rules")
+STAGES = ("detect", "flow", "mask", "propagate", "track", "speed", "rules", "schedule")
 
 
 @dataclass
@@ -277,6 +277,9 @@ class Pipeline:
                 detected=keyframe, gray=gray, ego=ego, boxes_xyxy=carried.xyxy, lost_share=lost_share
             )
             self._prev_gray = gray
+            t7 = clock()
+            timings["schedule"] = (t7 - t6) * 1e3  # what the next frame's schedule needs
+            timings["total"] = (t7 - t0) * 1e3
         self.frames_processed += 1
         if proj is None:
             warnings.append(f"speeds disabled: {self.ground.status.reason}")

@@ -224,7 +224,19 @@ def describe_keyframes(metadata: dict) -> str:
 
 
 def format_bench(summary: dict, config: PipelineConfig, size: tuple[int, int], skip: int) -> str:
-    rows = ["decode", "mask", "detect", "flow", "propagate", "track", "speed", "rules", "pipeline", "sinks"]
+    rows = [
+        "decode",
+        "mask",
+        "detect",
+        "flow",
+        "propagate",
+        "track",
+        "speed",
+        "rules",
+        "schedule",
+        "pipeline",
+        "sinks",
+    ]
     t = summary["timings"]
     lines = [
         f"machine: {machine_description()}",
