@@ -77,6 +77,9 @@ class ServerSettings(BaseSettings):
     # pipelines.motion.detector.SharedDetector) instead of a model per stream. Not with
     # detector_factory, whose callable makes each stream's detector.
     shared_detector: bool = True
+    # A second thread per stream prepares each frame (BGR conversion, grey image, ego-motion)
+    # while the worker processes the one before, so a stream uses two cores. False: one thread.
+    prepare_ahead: bool = True
     # Decoded frames waiting for a stream's worker; beyond this the oldest is dropped. 1: only the
     # latest frame waits (lowest latency, drops a frame after every slow one).
     frame_queue: int = Field(2, ge=1, le=30)

@@ -39,7 +39,7 @@ from pipelines.serialize import to_jsonable
 from pipelines.types import Frame, FrameResult, Telemetry, Violation
 
 if TYPE_CHECKING:  # the engine (torch, models) loads when the first pipeline is built
-    from pipelines.pipeline import Pipeline
+    from pipelines.pipeline import Pipeline, Prepared
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +67,25 @@ class FrameQueue:
             raise ValueError("capacity must be >= 1")
         self.capacity = capacity
         self._cond = threading.Condition()
-        self._items: deque[IncomingFrame] = deque()
+        self._items: deque[Any] = deque()
         self._closed = False
 
-    def put(self, item: IncomingFrame) -> IncomingFrame | None:
+    def put(self, item: Any, fold: Callable[[Any, Any], Any] | None = None) -> Any | None:
+        """Queue ``item``; beyond the capacity the oldest is dropped and returned. ``fold(dropped,
+        next)`` then replaces the next item (what a dropped frame leaves to the one after it)."""
         with self._cond:
             if self._closed:
                 return None
             self._items.append(item)
             self._cond.notify()
-            return self._items.popleft() if len(self._items) > self.capacity else None
+            if len(self._items) <= self.capacity:
+                return None
+            dropped = self._items.popleft()
+            if fold is not None:
+                self._items[0] = fold(dropped, self._items[0])
+            return dropped
 
-    def take(self, timeout: float) -> IncomingFrame | None:
+    def take(self, timeout: float) -> Any | None:
         with self._cond:
             if not self._items and not self._closed:
                 self._cond.wait(timeout)
@@ -89,7 +96,7 @@ class FrameQueue:
         """Frames queued now (behind the one being processed)."""
         return len(self._items)
 
-    def close(self) -> list[IncomingFrame]:
+    def close(self) -> list[Any]:
         """No more frames: returns (and forgets) the ones still waiting."""
         with self._cond:
             self._closed = True
@@ -116,6 +123,24 @@ def _to_bgr(image: Any) -> np.ndarray:
     if arr.shape[0] < 16 or arr.shape[1] < 16:
         raise CorruptFrameError(f"frame is {arr.shape[1]}x{arr.shape[0]} pixels, too small to process")
     return arr
+
+
+@dataclass(frozen=True)
+class ReadyFrame:
+    """A received frame made ready for the pipeline on the prepare thread: the pipeline's Frame
+    and its grey image and camera motion (or the error that ends the stream)."""
+
+    item: IncomingFrame
+    frame: Frame | None = None
+    prepared: Prepared | None = None
+    error: Exception | None = None
+
+
+def _fold(dropped: ReadyFrame, later: ReadyFrame) -> ReadyFrame:
+    """A ready frame dropped before processing leaves its camera motion to the next one."""
+    if dropped.prepared is None or later.prepared is None:
+        return later
+    return ReadyFrame(later.item, later.frame, dropped.prepared.then(later.prepared), later.error)
 
 
 @dataclass(frozen=True)
@@ -178,7 +203,15 @@ class StreamWorker:
             snapshot_margin_px=pipeline.config.rules.snapshot_margin_px,
         )
         self.tracks = TrackSummaries()
+        # settings.prepare_ahead: received frames -> ``incoming`` -> prepare thread (BGR, grey,
+        # camera motion) -> ``slot`` -> worker; else received frames go to ``slot`` directly
         self.slot = FrameQueue(services.settings.frame_queue)
+        self.incoming = FrameQueue(services.settings.frame_queue)
+        self._prepare_thread = (
+            threading.Thread(target=self._prepare_loop, name=f"prepare-{session_id[:8]}", daemon=True)
+            if services.settings.prepare_ahead
+            else None
+        )
         self._speed_limit = pipeline.config.rules.speed_limit_kmh
         self._stop = threading.Event()
         self._stop_reason: str | None = None
@@ -197,6 +230,8 @@ class StreamWorker:
 
     def start(self) -> None:
         self._thread.start()
+        if self._prepare_thread is not None:
+            self._prepare_thread.start()
 
     def submit(self, item: IncomingFrame) -> None:
         """Hand a received frame to the worker (never blocks)."""
@@ -205,19 +240,26 @@ class StreamWorker:
         if self._first_wall is None:
             self._first_wall = item.received_wall
             self._first_media_time = item.media_time_s
-        if self.slot.put(item) is not None:
-            self.stats.dropped += 1
-            self.metrics.frames_dropped.inc()
+        queue = self.incoming if self._prepare_thread is not None else self.slot
+        if queue.put(item) is not None:
+            self._count_dropped()
+
+    def _count_dropped(self) -> None:
+        self.stats.dropped += 1
+        self.metrics.frames_dropped.inc()
 
     def stop(self, reason: str) -> None:
         """Ask the worker to finish (idempotent); the first reason given is kept."""
         if self._stop_reason is None:
             self._stop_reason = reason
         self._stop.set()
+        self.incoming.close()
         self.slot.close()
 
     def join(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)
+        if self._prepare_thread is not None and self._prepare_thread.is_alive():
+            self._prepare_thread.join(timeout)
         return not self._thread.is_alive()
 
     @property
@@ -225,6 +267,26 @@ class StreamWorker:
         return self._thread.is_alive()
 
     # -- worker thread --------------------------------------------------------------------------
+
+    def _prepare_loop(self) -> None:
+        """The prepare thread: each received frame converted, and its grey image and camera
+        motion computed (``Pipeline.prepare``) while the worker processes the frame before."""
+        while not self._stop.is_set():
+            item = self.incoming.take(timeout=0.25)
+            if item is None:
+                if self.incoming.closed:
+                    return
+                continue
+            try:
+                t0 = time.perf_counter()
+                frame = self._frame(item)
+                self.stats.stage_ms_sum["convert"] += (time.perf_counter() - t0) * 1000.0
+                ready = ReadyFrame(item, frame, self.pipeline.prepare(frame))
+            except Exception as exc:  # noqa: BLE001 - handed to the worker, which ends the stream
+                self.slot.put(ReadyFrame(item, error=exc))
+                return
+            if self.slot.put(ready, fold=_fold) is not None:
+                self._count_dropped()
 
     def _run(self) -> None:
         status, reason = "ended", None
@@ -242,7 +304,10 @@ class StreamWorker:
             log.exception("session %s: processing failed", self.session_id)
         if reason is None:
             reason = self._stop_reason or "stopped"
+        self.incoming.close()
         self.slot.close()
+        if self._prepare_thread is not None and self._prepare_thread.is_alive():
+            self._prepare_thread.join(5.0)  # it may be inside the pipeline: let it leave first
         self._finish(status, reason)
 
     def _frame(self, item: IncomingFrame) -> Frame:
@@ -282,18 +347,26 @@ class StreamWorker:
             self.stats.stage_ms_sum[stage] += ms
         return now
 
-    def _process(self, item: IncomingFrame) -> None:
+    def _process(self, item: IncomingFrame | ReadyFrame) -> None:
         t_start = time.perf_counter()
         try:
             self._process_one(item)
         finally:  # the worker's whole time per frame: what its fps is bound by
             self.stats.stage_ms_sum["worker"] += (time.perf_counter() - t_start) * 1000.0
 
-    def _process_one(self, item: IncomingFrame) -> None:
-        t_convert = time.perf_counter()
-        frame = self._frame(item)
-        self.stats.stage_ms_sum["convert"] += (time.perf_counter() - t_convert) * 1000.0
-        result = self.pipeline.process(frame, backlog=self.slot.waiting)
+    def _process_one(self, item: IncomingFrame | ReadyFrame) -> None:
+        prepared = None
+        if isinstance(item, ReadyFrame):
+            if item.error is not None:
+                raise item.error
+            assert item.frame is not None
+            frame, prepared, item = item.frame, item.prepared, item.item
+        else:
+            t_convert = time.perf_counter()
+            frame = self._frame(item)
+            self.stats.stage_ms_sum["convert"] += (time.perf_counter() - t_convert) * 1000.0
+        backlog = self.slot.waiting + self.incoming.waiting
+        result = self.pipeline.process(frame, backlog=backlog, prepared=prepared)
         now = self._count_processed(item, result)
         t_annotate = time.perf_counter()
         wants_return = self.peer.return_sink is not None and self.peer.return_wanted()

@@ -50,6 +50,33 @@ from pipelines.types import (
 
 log = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Prepared:
+    """A frame's grey image and camera motion, computed ahead by :meth:`Pipeline.prepare`."""
+
+    gray: np.ndarray
+    ego: EgoMotion
+    ms: float  # what preparing it took
+
+    def then(self, later: Prepared) -> Prepared:
+        """``later`` as if this frame (never processed: dropped) had not been in between: the
+        camera motion of both frames composed."""
+        return Prepared(later.gray, compose_ego(self.ego, later.ego), later.ms)
+
+
+def compose_ego(first: EgoMotion, then: EgoMotion) -> EgoMotion:
+    """The camera motion over two frames in a row (``first`` then ``then``)."""
+    h = np.asarray(then.homography, dtype=np.float64) @ np.asarray(first.homography, dtype=np.float64)
+    return EgoMotion(
+        h / h[2, 2],
+        min(first.inlier_ratio, then.inlier_ratio),
+        min(first.n_points, then.n_points),
+        first.magnitude_px + then.magnitude_px,
+        first.valid and then.valid,
+    )
+
+
 STAGES = ("detect", "flow", "mask", "propagate", "track", "speed", "rules", "schedule")
 
 
@@ -75,6 +102,7 @@ class Pipeline:
     _prev_gray: np.ndarray | None = None
     _last_mask: np.ndarray | None = None
     _held: dict[int, SpeedEstimate] = field(default_factory=dict)  # keyframes: last estimate per track
+    _last_xyxy: np.ndarray | None = None  # the last frame's tracked boxes (prepare's exclusions)
     frames_processed: int = 0
     closed: bool = False
 
@@ -100,6 +128,18 @@ class Pipeline:
             warnings.append("ego-motion estimate unreliable for this frame")
         return ego
 
+    def prepare(self, frame: Frame) -> Prepared:
+        """The grey image and camera motion of ``frame``, ahead of :meth:`process` (which then takes
+        them as ``prepared``), so that a second thread can do this part while this pipeline
+        processes the frame before. Call it for every frame in order, from one thread; a frame
+        prepared but never processed (dropped) is folded into the next with :meth:`Prepared.then`.
+        Ego-motion keeps its corners off where the vehicles are predicted (their last boxes)."""
+        t0 = time.perf_counter()
+        gray = cv2.cvtColor(frame.image, cv2.COLOR_BGR2GRAY)
+        boxes = self.propagator.predicted_xyxy() if self.propagator is not None else self._last_xyxy
+        ego = self._ego(gray, boxes, [])
+        return Prepared(gray, ego, (time.perf_counter() - t0) * 1e3)
+
     def _schedule(self, backlog: int) -> str | None:
         """Why the detector runs on this frame; None: propagate (keyframes on, something to carry)."""
         if self.keyframes is None or self.propagator is None:
@@ -111,13 +151,17 @@ class Pipeline:
         return reason
 
     def _find(
-        self, frame: Frame, timings: dict[str, float], warnings: list[str]
+        self, frame: Frame, timings: dict[str, float], warnings: list[str], prepared: Prepared | None = None
     ) -> tuple[sv.Detections, np.ndarray, EgoMotion, np.ndarray | None]:
         """Detect, ego-motion, road mask and the road filter: the vehicles of a keyframe. With
         keyframes on (and ``keyframes.overlap``), the detector runs on a thread of its own while
         ego-motion runs here, its corners kept off the predicted boxes instead of the detections."""
         clock = time.perf_counter
         t0 = clock()
+        if prepared is not None:
+            detections = self._detect(frame)
+            timings["detect"] = (clock() - t0) * 1e3
+            return self._on_road(frame, detections, prepared.gray, prepared.ego, timings, clock())
         if self.keyframes is not None and self.keyframes.cfg.overlap and self.propagator is not None:
             if self._detect_thread is None:
                 self._detect_thread = ThreadPoolExecutor(1, thread_name_prefix="detect")
@@ -160,14 +204,17 @@ class Pipeline:
         return detections, gray, ego, mask
 
     def _propagate(
-        self, frame: Frame, timings: dict[str, float], warnings: list[str]
+        self, frame: Frame, timings: dict[str, float], warnings: list[str], prepared: Prepared | None = None
     ) -> tuple[sv.Detections, np.ndarray, EgoMotion, float]:
         """Ego-motion, then the previous boxes carried by their in-box flow: a frame without detection."""
         assert self.propagator is not None and self._prev_gray is not None
         clock = time.perf_counter
         t1 = clock()
-        gray = cv2.cvtColor(frame.image, cv2.COLOR_BGR2GRAY)
-        ego = self._ego(gray, self.propagator.predicted_xyxy(), warnings)
+        if prepared is not None:
+            gray, ego = prepared.gray, prepared.ego
+        else:
+            gray = cv2.cvtColor(frame.image, cv2.COLOR_BGR2GRAY)
+            ego = self._ego(gray, self.propagator.predicted_xyxy(), warnings)
         t2 = clock()
         timings["flow"] = (t2 - t1) * 1e3
         self.road.advance(ego)
@@ -221,9 +268,10 @@ class Pipeline:
                     speeds[int(tid)] = self._held[int(tid)]
         return speeds
 
-    def process(self, frame: Frame, *, backlog: int = 0) -> FrameResult:
+    def process(self, frame: Frame, *, backlog: int = 0, prepared: Prepared | None = None) -> FrameResult:
         """One frame, in order. ``backlog``: frames waiting behind this one (the live server's
-        queue); with keyframes on, a backlog stretches the detection interval."""
+        queue); with keyframes on, a backlog stretches the detection interval. ``prepared``: its
+        grey image and camera motion from :meth:`prepare` (then not computed here)."""
         if self.closed:
             raise RuntimeError("the pipeline is closed: build a new one for a new stream")
         timings: dict[str, float] = {}
@@ -233,10 +281,14 @@ class Pipeline:
         t0 = clock()
         keyframe = self._schedule(backlog) is not None
         lost_share = 0.0
+        if prepared is not None:
+            timings["prepare"] = prepared.ms  # done ahead, on another thread: not in total
+            if not prepared.ego.valid and self.egomotion is not None:
+                warnings.append("ego-motion estimate unreliable for this frame")
         if keyframe:
-            detections, gray, ego, mask = self._find(frame, timings, warnings)
+            detections, gray, ego, mask = self._find(frame, timings, warnings, prepared)
         else:
-            detections, gray, ego, lost_share = self._propagate(frame, timings, warnings)
+            detections, gray, ego, lost_share = self._propagate(frame, timings, warnings, prepared)
             mask = self._last_mask
         t3 = clock()
 
@@ -270,6 +322,7 @@ class Pipeline:
         timings["total"] = (t6 - t0) * 1e3
 
         self.displacement.end_frame(frame.index, gray)
+        self._last_xyxy = tracked.xyxy
         if self.keyframes is not None and self.propagator is not None:
             carried = _carried(tracked, self.tracker.pending)
             self.propagator.remember(carried, ego.homography if ego.valid else None)
@@ -329,6 +382,7 @@ class Pipeline:
             self.propagator.reset()
         self._prev_gray = self._last_mask = None
         self._held.clear()
+        self._last_xyxy = None
         self._stop_detect_thread()
 
 
@@ -380,4 +434,4 @@ def _centre_gsd(proj: GroundProjector | None, frame: Frame) -> float | None:
     return float(proj.gsd_at(np.array([[frame.width / 2, frame.height / 2]]))[0])
 
 
-__all__ = ["STAGES", "Pipeline"]
+__all__ = ["STAGES", "Pipeline", "Prepared", "compose_ego"]
