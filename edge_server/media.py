@@ -9,6 +9,7 @@ start to ``post`` seconds after its end (as far as the ring reaches) and is writ
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -96,6 +97,19 @@ class FrameRing:
             return sum(len(f.jpeg) for f in self._frames)
 
 
+def lower_thread_priority(nice: int) -> None:
+    """Give the calling thread a lower CPU priority (Linux: a thread's own nice value), so that
+    background work (clip encoding) yields the cores to live streams. Elsewhere, or without the
+    right to do so, it is a no-op."""
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except OSError:
+        log.debug("thread priority unchanged", exc_info=True)
+
+
 def write_clip(path: Path, frames: list[_RingFrame], fps: float) -> int:
     """Encode ring frames to an H.264 MP4 with their own timing; returns the frame count."""
     if not frames:
@@ -112,7 +126,8 @@ def write_clip(path: Path, frames: list[_RingFrame], fps: float) -> int:
         stream.pix_fmt = "yuv420p"
         stream.time_base = time_base
         stream.codec_context.time_base = time_base
-        stream.options = {"preset": "veryfast", "crf": "26", "movflags": "+faststart"}
+        # one encoder thread: clips are background work beside the live streams
+        stream.options = {"preset": "veryfast", "crf": "26", "movflags": "+faststart", "threads": "1"}
         last_pts = -1
         for f, img in zip(frames, images, strict=True):
             if img.shape[:2] != (h, w):

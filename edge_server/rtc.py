@@ -27,7 +27,7 @@ from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSession
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from edge_server.events import EventBus, dumps
-from edge_server.media import fit_width
+from edge_server.media import fit_width, lower_thread_priority
 from edge_server.media_loop import MediaLoop
 from edge_server.metrics import Metrics
 from edge_server.settings import ServerSettings
@@ -214,7 +214,10 @@ class StreamManager:
         self.sessions: dict[str, StreamSession] = {}
         self._pending = 0  # offers being set up (count against max_streams)
         self._clip_executor = ThreadPoolExecutor(
-            max_workers=settings.clip_writers, thread_name_prefix="clips"
+            max_workers=settings.clip_writers,
+            thread_name_prefix="clips",
+            initializer=lower_thread_priority,
+            initargs=(settings.clip_nice,),
         )
         self.services = StreamServices(settings, store, bus, metrics, self._clip_executor)
         self._loop: asyncio.AbstractEventLoop | None = None

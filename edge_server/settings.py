@@ -96,6 +96,9 @@ class ServerSettings(BaseSettings):
     # A stream's end waits at most this long, in all, for its clips; later ones still finish.
     clip_wait_s: float = Field(10.0, ge=0)
     clip_writers: int = Field(2, ge=1, le=8)  # threads writing clips, shared by every stream
+    # Clip threads run this much nicer than the streams (Linux), so encoding a clip never takes
+    # the CPU a live frame needs; 0: same priority.
+    clip_nice: int = Field(10, ge=0, le=19)
     # The live counters of each stream are written to its session row this often (a crash
     # loses at most this much of them).
     session_persist_interval_s: float = Field(5.0, gt=0)

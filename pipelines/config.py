@@ -70,6 +70,7 @@ class KeyframeConfig(_Section):
     enabled: bool = False  # False: the detector runs on every frame
     interval: int = Field(3, ge=1)  # detect at least every N frames
     max_interval: int = Field(6, ge=1)  # ... stretched to this while frames wait (live server behind)
+    min_gap: int = Field(2, ge=1)  # frames since the last detection before a trigger counts
     # detect when the flow failed for more than this share of the moving vehicles
     lost_share: float = Field(0.25, ge=0.0, le=1.0)
     ego_shift_px: float = Field(40.0, gt=0)  # detect when the camera moved more than this (px per frame)

@@ -16,8 +16,10 @@ detects at least every ``interval`` frames and earlier when
   (:class:`BorderWatch`: a vehicle entering the view),
 - the previous frame had no track at all (nothing to propagate).
 
+A trigger needs ``min_gap`` frames since the last detection (2: the detector runs on at most every
+other frame but for the interval, so a stretch of triggers cannot turn every frame into a keyframe).
 When the live server falls behind (frames waiting, ``backlog``), the interval stretches to
-``max_interval`` and a trigger needs two frames since the last detection.
+``max_interval`` and a trigger needs at least two frames since the last detection.
 
 Propagated boxes carry ``data["propagated"] = True``. The tracker never starts a track from one
 (their confidence is capped under ByteTrack's activation threshold) and the rules never open a
@@ -68,7 +70,7 @@ def detect_reason(cfg: KeyframeConfig, s: ScheduleSignals) -> str | None:
     interval = cfg.max_interval if loaded else cfg.interval
     if s.frames_since_detect >= interval:
         return "interval"
-    if loaded and s.frames_since_detect < 2:
+    if s.frames_since_detect < (max(cfg.min_gap, 2) if loaded else cfg.min_gap):
         return None
     if s.tracks == 0:
         return "no tracks"

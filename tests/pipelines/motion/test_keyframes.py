@@ -17,7 +17,8 @@ from pipelines.motion.keyframes import (
 )
 from pipelines.types import PROPAGATED_KEY, EgoMotion
 
-ON = KeyframeConfig(enabled=True, interval=3, max_interval=6, lost_share=0.25, ego_shift_px=40.0)
+ON = KeyframeConfig(enabled=True, interval=3, max_interval=6, lost_share=0.25, ego_shift_px=40.0, min_gap=2)
+ON1 = ON.model_copy(update={"min_gap": 1})
 
 
 @pytest.mark.parametrize(
@@ -27,19 +28,24 @@ ON = KeyframeConfig(enabled=True, interval=3, max_interval=6, lost_share=0.25, e
         (ScheduleSignals(frames_since_detect=1, tracks=5), ON, None),
         (ScheduleSignals(frames_since_detect=2, tracks=5), ON, None),
         (ScheduleSignals(frames_since_detect=3, tracks=5), ON, "interval"),
-        (ScheduleSignals(frames_since_detect=1, tracks=0), ON, "no tracks"),
-        (ScheduleSignals(frames_since_detect=1, tracks=5, ego_valid=False), ON, "ego-motion unknown"),
-        (ScheduleSignals(frames_since_detect=1, tracks=5, ego_shift_px=41.0), ON, "fast camera"),
-        (ScheduleSignals(frames_since_detect=1, tracks=5, ego_shift_px=39.0), ON, None),
-        (ScheduleSignals(frames_since_detect=1, tracks=5, lost_share=0.5), ON, "flow lost"),
-        (ScheduleSignals(frames_since_detect=1, tracks=5, lost_share=0.2), ON, None),
-        (ScheduleSignals(frames_since_detect=1, tracks=5, entering=True), ON, "entering"),
+        (ScheduleSignals(frames_since_detect=2, tracks=0), ON, "no tracks"),
+        (ScheduleSignals(frames_since_detect=2, tracks=5, ego_valid=False), ON, "ego-motion unknown"),
+        (ScheduleSignals(frames_since_detect=2, tracks=5, ego_shift_px=41.0), ON, "fast camera"),
+        (ScheduleSignals(frames_since_detect=2, tracks=5, ego_shift_px=39.0), ON, None),
+        (ScheduleSignals(frames_since_detect=2, tracks=5, lost_share=0.5), ON, "flow lost"),
+        (ScheduleSignals(frames_since_detect=2, tracks=5, lost_share=0.2), ON, None),
+        (ScheduleSignals(frames_since_detect=2, tracks=5, entering=True), ON, "entering"),
+        # a trigger right after a detection waits a frame (min_gap 2) ...
+        (ScheduleSignals(frames_since_detect=1, tracks=5, entering=True), ON, None),
+        (ScheduleSignals(frames_since_detect=1, tracks=0), ON, None),
+        # ... unless min_gap is 1
+        (ScheduleSignals(frames_since_detect=1, tracks=5, entering=True), ON1, "entering"),
+        (ScheduleSignals(frames_since_detect=1, tracks=0), ON1, "no tracks"),
         # behind (frames waiting): the interval stretches, triggers wait for a second frame
         (ScheduleSignals(frames_since_detect=3, tracks=5, backlog=2), ON, None),
         (ScheduleSignals(frames_since_detect=6, tracks=5, backlog=2), ON, "interval"),
-        (ScheduleSignals(frames_since_detect=1, tracks=5, entering=True, backlog=1), ON, None),
-        (ScheduleSignals(frames_since_detect=2, tracks=5, entering=True, backlog=1), ON, "entering"),
-        (ScheduleSignals(frames_since_detect=1, tracks=0, backlog=1), ON, None),
+        (ScheduleSignals(frames_since_detect=1, tracks=5, entering=True, backlog=1), ON1, None),
+        (ScheduleSignals(frames_since_detect=2, tracks=5, entering=True, backlog=1), ON1, "entering"),
     ],
 )
 def test_detect_reason(signals, cfg, expected):
