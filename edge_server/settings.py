@@ -78,7 +78,8 @@ class ServerSettings(BaseSettings):
     # detector_factory, whose callable makes each stream's detector.
     shared_detector: bool = True
     # A second thread per stream prepares each frame (BGR conversion, grey image, ego-motion)
-    # while the worker processes the one before, so a stream uses two cores. False: one thread.
+    # while the worker processes the one before, so a stream uses two cores; only for a stream
+    # that starts while no other is live (with several, the cores are taken). False: one thread.
     prepare_ahead: bool = True
     # Decoded frames waiting for a stream's worker; beyond this the oldest is dropped. 1: only the
     # latest frame waits (lowest latency, drops a frame after every slow one).

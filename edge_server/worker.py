@@ -185,7 +185,9 @@ class StreamWorker:
         services: StreamServices,
         peer: PeerLink | None = None,
         stats: StreamStats | None = None,
+        prepare_ahead: bool | None = None,
     ) -> None:
+        """``prepare_ahead`` (default: the setting): a prepare thread of its own (see _prepare_loop)."""
         self.session_id = session_id
         self.pipeline = pipeline
         self.services = services
@@ -209,7 +211,7 @@ class StreamWorker:
         self.incoming = FrameQueue(services.settings.frame_queue)
         self._prepare_thread = (
             threading.Thread(target=self._prepare_loop, name=f"prepare-{session_id[:8]}", daemon=True)
-            if services.settings.prepare_ahead
+            if (services.settings.prepare_ahead if prepare_ahead is None else prepare_ahead)
             else None
         )
         self._speed_limit = pipeline.config.rules.speed_limit_kmh
@@ -265,6 +267,11 @@ class StreamWorker:
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    @property
+    def prepares_ahead(self) -> bool:
+        """Whether a prepare thread of its own readies each frame (see _prepare_loop)."""
+        return self._prepare_thread is not None
 
     # -- worker thread --------------------------------------------------------------------------
 
