@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import threading
 
 import httpx
 import pytest
@@ -296,3 +298,18 @@ def test_half_written_clips_of_a_killed_server_are_removed_at_start(tmp_path) ->
         assert sorted(p.name for p in media.iterdir()) == ["t2_global_40.jpg", "t2_global_40.mp4"]
     finally:
         srv.stop()
+
+
+@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="per-thread nice values are a Linux feature")
+@pytest.mark.parametrize("nice", [0, 5, 10])
+def test_clip_threads_run_nicer_than_the_streams(nice: int) -> None:
+    """The clip writers' initializer lowers their own thread's priority, not the process's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from edge_server.media import lower_thread_priority
+
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    with ThreadPoolExecutor(1, initializer=lower_thread_priority, initargs=(nice,)) as pool:
+        theirs = pool.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result()
+    assert theirs == min(19, own + nice)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own  # this thread unchanged
