@@ -28,7 +28,7 @@ import cv2
 import numpy as np
 
 from edge_server.events import EventBus
-from edge_server.media import fit_width
+from edge_server.media import fit_width, lower_thread_priority
 from edge_server.metrics import Metrics
 from edge_server.settings import ServerSettings
 from edge_server.store import Store
@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # the engine (torch, models) loads when the first pipeline is
     from pipelines.pipeline import Pipeline, Prepared
 
 log = logging.getLogger(__name__)
+
+PREPARE_NICE = 5  # the prepare thread's nice value above the worker's (Linux)
 
 
 class CorruptFrameError(Exception):
@@ -277,7 +279,9 @@ class StreamWorker:
 
     def _prepare_loop(self) -> None:
         """The prepare thread: each received frame converted, and its grey image and camera
-        motion computed (``Pipeline.prepare``) while the worker processes the frame before."""
+        motion computed (``Pipeline.prepare``) while the worker processes the frame before. It
+        runs a little nicer than the worker: it is meant for a core the streams leave idle."""
+        lower_thread_priority(PREPARE_NICE)
         while not self._stop.is_set():
             item = self.incoming.take(timeout=0.25)
             if item is None:
