@@ -355,10 +355,6 @@ class StreamManager:
                 session_info=sess.info,
             ),
             stats=sess.stats,
-            # a second thread per stream pays while cores are free: with other streams live
-            # they are not, and more threads only contend (4 streams: 6.6 vs 6.05 fps each)
-            prepare_ahead=self.services.settings.prepare_ahead
-            and not any(s.worker is not None and s.id != sess.id for s in self.sessions.values()),
         )
 
     def _wire(self, sess: StreamSession) -> None:

@@ -72,26 +72,35 @@ class FrameQueue:
         self._items: deque[Any] = deque()
         self._closed = False
 
-    def put(self, item: Any, fold: Callable[[Any, Any], Any] | None = None) -> Any | None:
-        """Queue ``item``; beyond the capacity the oldest is dropped and returned. ``fold(dropped,
-        next)`` then replaces the next item (what a dropped frame leaves to the one after it)."""
+    def put(self, item: Any) -> Any | None:
+        """Queue ``item``; beyond the capacity the oldest is dropped and returned."""
         with self._cond:
             if self._closed:
                 return None
             self._items.append(item)
-            self._cond.notify()
+            self._cond.notify_all()
             if len(self._items) <= self.capacity:
                 return None
-            dropped = self._items.popleft()
-            if fold is not None:
-                self._items[0] = fold(dropped, self._items[0])
-            return dropped
+            return self._items.popleft()
+
+    def wait_room(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until an item can be queued without dropping one; True when
+        there is room and the queue is open. A producer whose work would be wasted on a dropped
+        item waits here before it starts on the next one."""
+        with self._cond:
+            if len(self._items) >= self.capacity and not self._closed:
+                self._cond.wait_for(lambda: len(self._items) < self.capacity or self._closed, timeout)
+            return len(self._items) < self.capacity and not self._closed
 
     def take(self, timeout: float) -> Any | None:
         with self._cond:
             if not self._items and not self._closed:
                 self._cond.wait(timeout)
-            return self._items.popleft() if self._items else None
+            if not self._items:
+                return None
+            item = self._items.popleft()
+            self._cond.notify_all()  # a producer waiting for room (put_when_room)
+            return item
 
     @property
     def waiting(self) -> int:
@@ -136,13 +145,6 @@ class ReadyFrame:
     frame: Frame | None = None
     prepared: Prepared | None = None
     error: Exception | None = None
-
-
-def _fold(dropped: ReadyFrame, later: ReadyFrame) -> ReadyFrame:
-    """A ready frame dropped before processing leaves its camera motion to the next one."""
-    if dropped.prepared is None or later.prepared is None:
-        return later
-    return ReadyFrame(later.item, later.frame, dropped.prepared.then(later.prepared), later.error)
 
 
 @dataclass(frozen=True)
@@ -278,11 +280,17 @@ class StreamWorker:
     # -- worker thread --------------------------------------------------------------------------
 
     def _prepare_loop(self) -> None:
-        """The prepare thread: each received frame converted, and its grey image and camera
-        motion computed (``Pipeline.prepare``) while the worker processes the frame before. It
-        runs a little nicer than the worker: it is meant for a core the streams leave idle."""
+        """The prepare thread: each frame converted, and its grey image and camera motion computed
+        (``Pipeline.prepare``) while the worker processes the frame before. It runs a little nicer
+        than the worker, and only while the worker's queue has room: it never prepares a frame that
+        would then be dropped there (wasted conversion and camera motion); frames arriving while it
+        waits are dropped from ``incoming``, unconverted."""
         lower_thread_priority(PREPARE_NICE)
         while not self._stop.is_set():
+            if not self.slot.wait_room(timeout=0.25):
+                if self.slot.closed:
+                    return
+                continue
             item = self.incoming.take(timeout=0.25)
             if item is None:
                 if self.incoming.closed:
@@ -296,8 +304,7 @@ class StreamWorker:
             except Exception as exc:  # noqa: BLE001 - handed to the worker, which ends the stream
                 self.slot.put(ReadyFrame(item, error=exc))
                 return
-            if self.slot.put(ready, fold=_fold) is not None:
-                self._count_dropped()
+            self.slot.put(ready)  # there is room: nothing is dropped
 
     def _run(self) -> None:
         status, reason = "ended", None

@@ -59,23 +59,6 @@ class Prepared:
     ego: EgoMotion
     ms: float  # what preparing it took
 
-    def then(self, later: Prepared) -> Prepared:
-        """``later`` as if this frame (never processed: dropped) had not been in between: the
-        camera motion of both frames composed."""
-        return Prepared(later.gray, compose_ego(self.ego, later.ego), later.ms)
-
-
-def compose_ego(first: EgoMotion, then: EgoMotion) -> EgoMotion:
-    """The camera motion over two frames in a row (``first`` then ``then``)."""
-    h = np.asarray(then.homography, dtype=np.float64) @ np.asarray(first.homography, dtype=np.float64)
-    return EgoMotion(
-        h / h[2, 2],
-        min(first.inlier_ratio, then.inlier_ratio),
-        min(first.n_points, then.n_points),
-        first.magnitude_px + then.magnitude_px,
-        first.valid and then.valid,
-    )
-
 
 STAGES = ("detect", "flow", "mask", "propagate", "track", "speed", "rules", "schedule")
 
@@ -131,9 +114,9 @@ class Pipeline:
     def prepare(self, frame: Frame) -> Prepared:
         """The grey image and camera motion of ``frame``, ahead of :meth:`process` (which then takes
         them as ``prepared``), so that a second thread can do this part while this pipeline
-        processes the frame before. Call it for every frame in order, from one thread; a frame
-        prepared but never processed (dropped) is folded into the next with :meth:`Prepared.then`.
-        Ego-motion keeps its corners off where the vehicles are predicted (their last boxes)."""
+        processes the frame before. Call it for the frames to be processed, in order, from one
+        thread, and process every frame prepared (the camera motion runs from one prepared frame to
+        the next: frames skipped before preparing cost nothing). Ego-motion keeps its corners off where the vehicles are predicted (their last boxes)."""
         t0 = time.perf_counter()
         gray = cv2.cvtColor(frame.image, cv2.COLOR_BGR2GRAY)
         boxes = self.propagator.predicted_xyxy() if self.propagator is not None else self._last_xyxy
@@ -434,4 +417,4 @@ def _centre_gsd(proj: GroundProjector | None, frame: Frame) -> float | None:
     return float(proj.gsd_at(np.array([[frame.width / 2, frame.height / 2]]))[0])
 
 
-__all__ = ["STAGES", "Pipeline", "Prepared", "compose_ego"]
+__all__ = ["STAGES", "Pipeline", "Prepared"]
