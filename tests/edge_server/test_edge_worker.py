@@ -68,7 +68,10 @@ def test_an_overloaded_worker_spends_no_work_on_frames_it_drops(tmp_path, prepar
     pipeline.prepare, pipeline.process = slow_prepare, slow_process
     store.create_session("s1", "test")
     worker = StreamWorker(
-        "s1", pipeline, StreamServices(settings, store, EventBus(), Metrics(), clips), prepare_ahead=prepare_ahead
+        "s1",
+        pipeline,
+        StreamServices(settings, store, EventBus(), Metrics(), clips),
+        prepare_ahead=prepare_ahead,
     )
     worker.start()
     image = np.zeros((240, 320, 3), np.uint8)
