@@ -110,8 +110,11 @@ def lower_thread_priority(nice: int) -> None:
         log.debug("thread priority unchanged", exc_info=True)
 
 
-def write_clip(path: Path, frames: list[_RingFrame], fps: float) -> int:
-    """Encode ring frames to an H.264 MP4 with their own timing; returns the frame count."""
+def write_clip(
+    path: Path, frames: list[_RingFrame], fps: float, preset: str = "superfast", crf: int = 27
+) -> int:
+    """Encode ring frames to an H.264 MP4 with their own timing (libx264 ``preset``, ``crf``);
+    returns the frame count."""
     if not frames:
         raise ValueError("no frames for the clip")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +130,7 @@ def write_clip(path: Path, frames: list[_RingFrame], fps: float) -> int:
         stream.time_base = time_base
         stream.codec_context.time_base = time_base
         # one encoder thread: clips are background work beside the live streams
-        stream.options = {"preset": "veryfast", "crf": "26", "movflags": "+faststart", "threads": "1"}
+        stream.options = {"preset": preset, "crf": str(crf), "movflags": "+faststart", "threads": "1"}
         last_pts = -1
         for f, img in zip(frames, images, strict=True):
             if img.shape[:2] != (h, w):

@@ -63,6 +63,7 @@ class ViolationRecorder:
         self.clip_pre_s = settings.clip_pre_s
         self.clip_post_s = settings.clip_post_s
         self.clip_fps = settings.clip_fps
+        self.clip_codec = {"preset": settings.clip_preset, "crf": settings.clip_crf}
         self.snapshot_quality = settings.snapshot_jpeg_quality
         self.snapshot_margin_px = snapshot_margin_px
         self.ring = FrameRing(
@@ -177,7 +178,7 @@ class ViolationRecorder:
 
     def _write_clip(self, clip: PendingClip, frames: list) -> None:
         try:
-            write_clip(clip.path, frames, self.clip_fps)
+            write_clip(clip.path, frames, self.clip_fps, **self.clip_codec)
             row = self.store.update_violation(
                 clip.violation_id, clip_path=clip.path.relative_to(self.media_dir).as_posix()
             )

@@ -1,0 +1,76 @@
+"""A stream's violation recorder (edge_server/violations.py): the stored row, its snapshot and its
+clip, encoded as the settings say, with a real store and a real clip writer."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import av
+import numpy as np
+import pytest
+
+from edge_server.events import EventBus
+from edge_server.metrics import Metrics
+from edge_server.settings import ServerSettings
+from edge_server.store import Store
+from edge_server.violations import ViolationRecorder
+from pipelines.types import Violation
+
+
+@pytest.mark.parametrize(
+    ("preset", "crf", "motion_search"),
+    [
+        ("superfast", 27, "me=dia"),  # the default
+        ("veryfast", 26, "me=hex"),  # the setting before clip_preset existed
+        ("ultrafast", 30, "me=dia"),
+    ],
+)
+def test_violation_clip_is_encoded_with_the_configured_preset(tmp_path, preset, crf, motion_search) -> None:
+    settings = ServerSettings(data_dir=tmp_path, clip_preset=preset, clip_crf=crf, clip_fps=10.0)
+    store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
+    store.create_session("s1", "test")
+    with ThreadPoolExecutor(1) as clips:
+        recorder = ViolationRecorder(
+            "s1",
+            settings=settings,
+            store=store,
+            bus=EventBus(),
+            metrics=Metrics(),
+            clip_executor=clips,
+            snapshot_margin_px=20,
+        )
+        rng = np.random.default_rng(0)
+        for k in range(136):  # 4.5 s at 30 fps; the ring keeps 10 a second
+            t = k / 30
+            if recorder.frame_due(t):
+                image = rng.integers(0, 255, (360, 640, 3), dtype=np.uint8)
+                recorder.add_frame(t, image)
+        v = Violation(
+            track_id=7,
+            zone="global",
+            speed_limit_kmh=50.0,
+            peak_speed_kmh=71.0,
+            mean_speed_kmh=68.0,
+            sigma_kmh=1.0,
+            start_frame=60,
+            end_frame=66,
+            start_time_s=2.0,
+            end_time_s=2.2,
+            bbox_xyxy=(100.0, 100.0, 160.0, 140.0),
+        )
+        row = recorder.record(v, np.zeros((360, 640, 3), np.uint8), None, dt.datetime.now(dt.timezone.utc))
+        recorder.flush(None)
+        assert recorder.wait_for_clips(60) == 0
+    stored = store.get_violation(row.id)
+    assert stored is not None and stored.clip_path and stored.snapshot_path
+    clip = settings.resolved_media_dir / stored.clip_path
+    with av.open(str(clip)) as container:
+        frames = list(container.decode(video=0))
+    # clip_pre_s 3 before the start (the ring starts at 0) to clip_post_s 2 after the end, 10 a second
+    assert len(frames) == 43 and (frames[0].width, frames[0].height) == (640, 360)
+    options = re.search(rb"options: ([^\x00]*)", clip.read_bytes())
+    assert options is not None
+    assert f"crf={crf:.1f}".encode() in options.group(1) and motion_search.encode() in options.group(1)
+    store.close()
