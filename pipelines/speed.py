@@ -62,9 +62,21 @@ def theil_sen(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ok = dt != 0
     if not ok.any():
         raise ValueError("need at least two distinct timestamps")
+    if ok.all():
+        slopes, intercepts = theil_sen_many(t[None], y[None])
+        return slopes[0], intercepts[0]
     i, j, dt = i[ok], j[ok], dt[ok]
     slopes = np.median((y[j] - y[i]) / dt[:, None], axis=0)
     intercepts = np.median(y - t[:, None] * slopes, axis=0)
+    return slopes, intercepts
+
+
+def theil_sen_many(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`theil_sen` of G series at once: ``t`` (G, N), ``y`` (G, N, K) -> slopes and
+    intercepts, each (G, K). Every series' times must be distinct (no pair is left out)."""
+    i, j = _pair_indices(t.shape[1])
+    slopes = np.median((y[:, j] - y[:, i]) / (t[:, j] - t[:, i])[:, :, None], axis=1)
+    intercepts = np.median(y - t[:, :, None] * slopes[:, None, :], axis=1)
     return slopes, intercepts
 
 
@@ -86,17 +98,23 @@ def slope_sigma(t: np.ndarray, resid: np.ndarray) -> np.ndarray:
     inflated by the Theil-Sen efficiency loss (pi/3) and by the Student-t variance factor
     dof/(dof-2) so that the sigma stays honest with few samples. Inf when fewer than 3 remain.
     """
-    t = np.asarray(t, dtype=np.float64).reshape(-1, 1)
+    t = np.asarray(t, dtype=np.float64).reshape(-1)
     resid = np.asarray(resid, dtype=np.float64).reshape(len(t), -1)
-    scale = MAD_TO_SIGMA * np.median(np.abs(resid - np.median(resid, axis=0)), axis=0)
-    inlier = np.abs(resid) <= np.where(scale > 0, 3.0 * scale, 1e-12)
-    n = inlier.sum(axis=0)
+    return slope_sigma_many(t[None], resid[None])[0]
+
+
+def slope_sigma_many(t: np.ndarray, resid: np.ndarray) -> np.ndarray:
+    """:func:`slope_sigma` of G series at once: ``t`` (G, N), ``resid`` (G, N, K) -> (G, K)."""
+    t = t[:, :, None]
+    scale = MAD_TO_SIGMA * np.median(np.abs(resid - np.median(resid, axis=1, keepdims=True)), axis=1)
+    inlier = np.abs(resid) <= np.where(scale > 0, 3.0 * scale, 1e-12)[:, None, :]
+    n = inlier.sum(axis=1)
     safe_n = np.maximum(n, 1)
-    tbar = (t * inlier).sum(axis=0) / safe_n
-    sxx = (((t - tbar) ** 2) * inlier).sum(axis=0)
+    tbar = (t * inlier).sum(axis=1) / safe_n
+    sxx = (((t - tbar[:, None, :]) ** 2) * inlier).sum(axis=1)
     dof = n - 2.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        s2 = ((resid**2) * inlier).sum(axis=0) / dof
+        s2 = ((resid**2) * inlier).sum(axis=1) / dof
         var = s2 * THEIL_SEN_VARIANCE_FACTOR * _t_variance_factor(dof) / sxx
     return np.where((n >= 3) & (sxx > 0), np.sqrt(np.maximum(var, 0.0)), np.inf)
 
@@ -121,10 +139,30 @@ def robust_speed_fit(t: np.ndarray, xy: np.ndarray) -> tuple[float, float, np.nd
         raise ValueError("need at least 2 samples for a speed fit")
     if not (np.all(np.isfinite(t)) and np.all(np.isfinite(xy))):
         raise ValueError("t and xy must be finite")
+    if len(np.unique(t)) == len(t):
+        speed, sigma, v = robust_speed_fit_many(t[None], xy[None])
+        return float(speed[0]), float(sigma[0]), v[0]
     t = t - t.mean()  # conditioning: intercepts at the window centre
     v, b = theil_sen(t, xy)
     resid = xy - (b + t[:, None] * v)
     sx, sy = (float(s) for s in slope_sigma(t, resid))
+    return _speed_and_sigma(v, sx, sy)
+
+
+def robust_speed_fit_many(t: np.ndarray, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`robust_speed_fit` of G tracks with N samples each, in one vectorised pass: ``t``
+    (G, N) distinct finite times per track, ``xy`` (G, N, 2) -> speeds (G,), sigmas (G,),
+    velocities (G, 2); the same figures as fitting each track on its own."""
+    t = t - t.mean(axis=1, keepdims=True)  # conditioning: intercepts at the window centre
+    v, b = theil_sen_many(t, xy)
+    resid = xy - (b[:, None, :] + t[:, :, None] * v[:, None, :])
+    sig = slope_sigma_many(t, resid)
+    out = [_speed_and_sigma(v[g], float(sig[g, 0]), float(sig[g, 1])) for g in range(len(t))]
+    return np.array([o[0] for o in out]), np.array([o[1] for o in out]), v
+
+
+def _speed_and_sigma(v: np.ndarray, sx: float, sy: float) -> tuple[float, float, np.ndarray]:
+    """|v| and its sigma from the per-axis slope errors (delta method; RMS of the axes at |v| ~ 0)."""
     speed = float(math.hypot(v[0], v[1]))
     if not (math.isfinite(sx) and math.isfinite(sy)):
         sigma = math.inf
@@ -133,6 +171,17 @@ def robust_speed_fit(t: np.ndarray, xy: np.ndarray) -> tuple[float, float, np.nd
     else:
         sigma = math.sqrt(0.5 * (sx**2 + sy**2))
     return speed, float(sigma), v
+
+
+def size_changes(sizes: np.ndarray) -> np.ndarray:
+    """How much each track's box size (rows of ``sizes``, (G, N), all valid) varied over its
+    window: max / min - 1 of the running median of SIZE_SMOOTHING samples (a change that lasts,
+    not one frame's jitter; no smoothing below that many), 0 with fewer than 2 samples."""
+    if sizes.shape[1] >= SIZE_SMOOTHING:
+        sizes = np.median(np.lib.stride_tricks.sliding_window_view(sizes, SIZE_SMOOTHING, axis=1), axis=2)
+    if sizes.shape[1] < 2:
+        return np.zeros(len(sizes))
+    return sizes.max(axis=1) / sizes.min(axis=1) - 1.0
 
 
 @dataclass(slots=True)
@@ -249,12 +298,66 @@ class SpeedEstimator:
             st.xy.popleft()
             st.size.popleft()
 
+    def _ready(self, st: _TrackState, now: float) -> bool:
+        """Whether the track has the samples and the age for an estimate."""
+        return len(st.t) >= self.cfg.min_samples and now - st.start_t >= self.cfg.min_track_age_s - 1e-9
+
     def _estimate(self, tid: int, st: _TrackState, now: float) -> SpeedEstimate | None:
-        n = len(st.t)
-        if n < self.cfg.min_samples or now - st.start_t < self.cfg.min_track_age_s - 1e-9:
+        if not self._ready(st, now):
             return None
-        t = np.fromiter(st.t, dtype=np.float64, count=n)
-        speed, fit_sigma, velocity = robust_speed_fit(t, np.asarray(st.xy, dtype=np.float64))
+        n = len(st.t)
+        speed, fit_sigma, velocity = robust_speed_fit(
+            np.fromiter(st.t, dtype=np.float64, count=n), np.asarray(st.xy, dtype=np.float64)
+        )
+        return self._estimate_from(tid, st, now, speed, fit_sigma, velocity)
+
+    def _estimates(self, tracks: list[tuple[int, _TrackState]], now: float) -> dict[int, SpeedEstimate]:
+        """The estimates of the ready tracks, fitted together: one vectorised fit per window length
+        (:func:`robust_speed_fit_many`; the same figures as fitting each track on its own)."""
+        by_n: dict[int, list[tuple[int, _TrackState]]] = {}
+        for tid, st in tracks:
+            if self._ready(st, now):
+                by_n.setdefault(len(st.t), []).append((tid, st))
+        out: dict[int, SpeedEstimate] = {}
+        for n, group in by_n.items():
+            t = np.array([np.fromiter(st.t, dtype=np.float64, count=n) for _, st in group])
+            if not np.all(np.diff(t, axis=1) > 0):  # never from update(), which keeps times increasing
+                for tid, st in group:
+                    if (est := self._estimate(tid, st, now)) is not None:
+                        out[tid] = est
+                continue
+            xy = np.array([st.xy for _, st in group], dtype=np.float64)
+            speeds, sigmas, velocities = robust_speed_fit_many(t, xy)
+            sizes = np.array([st.size for _, st in group], dtype=np.float64)
+            valid = np.isfinite(sizes) & (sizes > 0)
+            changes = size_changes(sizes) if valid.all() else [None] * len(group)  # else one by one
+            for (tid, st), speed, fit_sigma, velocity, change in zip(
+                group, speeds, sigmas, velocities, changes, strict=True
+            ):
+                est = self._estimate_from(
+                    tid,
+                    st,
+                    now,
+                    float(speed),
+                    float(fit_sigma),
+                    velocity,
+                    None if change is None else float(change),
+                )
+                if est is not None:
+                    out[tid] = est
+        return out
+
+    def _estimate_from(
+        self,
+        tid: int,
+        st: _TrackState,
+        now: float,
+        speed: float,
+        fit_sigma: float,
+        velocity: np.ndarray,
+        size_change: float | None = None,
+    ) -> SpeedEstimate | None:
+        """The estimate of a fitted track, or None (counted) when it is implausibly fast."""
         speed_kmh = float(kmh(speed))
         if speed_kmh > self.cfg.max_plausible_kmh:
             self.n_implausible += 1
@@ -267,29 +370,27 @@ class SpeedEstimator:
             return None
         st.velocity = velocity
         sigma = math.hypot(fit_sigma, self.cfg.altitude_sigma_frac * speed)
-        doubt = self._doubt(st, now)
+        doubt = self._doubt(st, now, size_change)
         return SpeedEstimate(
             track_id=tid,
             speed_kmh=speed_kmh,
             sigma_kmh=float(kmh(sigma)),
-            n_samples=n,
-            window_s=float(t[-1] - t[0]),
+            n_samples=len(st.t),
+            window_s=float(st.t[-1] - st.t[0]),
             trusted=not doubt,
             doubt=doubt,
         )
 
-    def _doubt(self, st: _TrackState, now: float) -> str:
-        """Why the track's speed cannot be trusted now ("" when it can)."""
+    def _doubt(self, st: _TrackState, now: float, size_change: float | None = None) -> str:
+        """Why the track's speed cannot be trusted now ("" when it can). ``size_change``: the
+        track's :func:`size_changes`, when already computed with other tracks'."""
         if st.jump_t is not None and now - st.jump_t <= self.cfg.window_s + 1e-9:
             return "box jumped (another vehicle, or part of one)"
-        sizes = np.fromiter(st.size, dtype=np.float64, count=len(st.size))
-        sizes = sizes[np.isfinite(sizes) & (sizes > 0)]
-        if len(sizes) >= SIZE_SMOOTHING:  # a running median: a change that lasts, not one frame's jitter
-            sizes = np.median(np.lib.stride_tricks.sliding_window_view(sizes, SIZE_SMOOTHING), axis=1)
-        if len(sizes) >= 2:
-            change = float(sizes.max() / sizes.min() - 1.0)
-            if change > self.cfg.max_box_size_change:
-                return f"box size changed by {change:.0%} (partial or merged box)"
+        if size_change is None:
+            sizes = np.fromiter(st.size, dtype=np.float64, count=len(st.size))
+            size_change = float(size_changes(sizes[np.isfinite(sizes) & (sizes > 0)][None])[0])
+        if size_change > self.cfg.max_box_size_change:
+            return f"box size changed by {size_change:.0%} (partial or merged box)"
         return ""
 
     def update(
@@ -312,15 +413,33 @@ class SpeedEstimator:
         if len(sizes) != len(ids):
             raise ValueError(f"{len(ids)} track ids but {len(sizes)} box sizes")
         now = float(timestamp_s)
-        out: dict[int, SpeedEstimate] = {}
-        for raw_id, d, size in zip(ids, disp, sizes, strict=True):
-            tid = int(raw_id)
+        tids = [int(i) for i in ids]
+        if len(set(tids)) < len(tids):  # a track twice in one update: each step sees the one before
+            out: dict[int, SpeedEstimate] = {}
+            for tid, d, size in zip(tids, disp, sizes, strict=True):
+                st = self._step(tid, now, d, float(size))
+                self._trim(st, now)
+                if (est := self._estimate(tid, st, now)) is not None:
+                    out[tid] = est
+            return out
+        tracks = []
+        for tid, d, size in zip(tids, disp, sizes, strict=True):
             st = self._step(tid, now, d, float(size))
             self._trim(st, now)
-            est = self._estimate(tid, st, now)
-            if est is not None:
-                out[tid] = est
-        return out
+            tracks.append((tid, st))
+        estimates = self._estimates(tracks, now)
+        return {tid: estimates[tid] for tid in tids if tid in estimates}  # in the order given
 
 
-__all__ = ["SpeedEstimator", "kmh", "m_per_s", "robust_speed_fit", "slope_sigma", "theil_sen"]
+__all__ = [
+    "SpeedEstimator",
+    "kmh",
+    "m_per_s",
+    "robust_speed_fit",
+    "robust_speed_fit_many",
+    "slope_sigma",
+    "slope_sigma_many",
+    "theil_sen",
+    "size_changes",
+    "theil_sen_many",
+]

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from pipelines.config import SpeedConfig
-from pipelines.speed import SpeedEstimator, kmh, m_per_s, robust_speed_fit, slope_sigma, theil_sen
+from pipelines.speed import (
+    SpeedEstimator,
+    kmh,
+    m_per_s,
+    robust_speed_fit,
+    robust_speed_fit_many,
+    slope_sigma,
+    theil_sen,
+)
 
 
 def run_track(
@@ -374,3 +382,45 @@ def test_a_jump_is_a_confident_wrong_speed_unless_flagged() -> None:
     assert [e.speed_kmh for e in out] == [e.speed_kmh for e in lenient_out]  # the figures are the same
     assert all(abs(e.speed_kmh - 50.0) < 0.5 for e in out if e.trusted)
     assert any(abs(e.speed_kmh - 50.0) > 10.0 for e in out if not e.trusted)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 6, 30, 61])
+def test_fitting_many_tracks_at_once_gives_each_track_its_own_figures(n: int) -> None:
+    """The vectorised fit of a frame's tracks (G tracks of N samples) is the per-track fit, to the bit."""
+    rng = np.random.default_rng(n)
+    t = np.sort(rng.uniform(0, 1.5, (9, n)), axis=1)
+    xy = rng.normal(0, 0.2, (9, n, 2)) + t[:, :, None] * rng.normal(0, 12, (9, 1, 2))
+    xy[0, n // 2] += 30.0  # a gross outlier in one track
+    speeds, sigmas, velocities = robust_speed_fit_many(t, xy)
+    for g in range(9):
+        speed, sigma, v = robust_speed_fit(t[g], xy[g])
+        assert (speeds[g], sigmas[g]) == (speed, sigma) and np.array_equal(velocities[g], v)
+
+
+def test_a_frames_tracks_estimated_together_as_each_alone() -> None:
+    """SpeedEstimator fits a frame's tracks together (grouped by window length): every estimate,
+    trust flag and counter is what the track gets in an estimator of its own, whatever the other
+    tracks do (new, restarted by NaN, outlier steps, box size changes, missing sizes)."""
+    rng = np.random.default_rng(3)
+    together, alone = SpeedEstimator(SpeedConfig()), {}
+    velocity = {tid: rng.normal(0, 10, 2) for tid in range(12)}
+    trusted: set[bool] = set()
+    for k in range(90):
+        ids = np.array([tid for tid in velocity if k >= 3 * tid])  # tracks start one after another
+        rng.shuffle(ids)
+        disp = np.array([velocity[tid] / 30 for tid in ids]) + rng.normal(0, 0.03, (len(ids), 2))
+        disp[rng.random(len(ids)) < 0.03] = np.nan  # restarts
+        disp[rng.random(len(ids)) < 0.02] *= 60  # implausible steps
+        sizes = rng.uniform(4.0, 4.4, len(ids)) * np.where(
+            (ids % 4 == 1) & (k > 40), 1.6, 1.0
+        )  # partial boxes
+        sizes[rng.random(len(ids)) < 0.03] = np.nan
+        got = together.update(k / 30, ids, disp, sizes)
+        expected = {}
+        for tid, d, size in zip(ids, disp, sizes, strict=True):
+            est = alone.setdefault(int(tid), SpeedEstimator(SpeedConfig()))
+            expected.update(est.update(k / 30, np.array([tid]), d[None], np.array([size])))
+        assert got == {int(t): expected[int(t)] for t in ids if int(t) in expected}
+        trusted.update(e.trusted for e in got.values())
+    assert trusted == {True, False}  # both kinds of figure were compared
+    assert together.n_outliers == sum(e.n_outliers for e in alone.values()) > 0
