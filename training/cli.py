@@ -287,8 +287,18 @@ def cmd_eval_detector(args) -> int:
 def cmd_bench_detector(args) -> int:
     import cv2
 
-    from training.evaluate import benchmark
+    from training.evaluate import benchmark, benchmark_openvino_modes
 
+    if args.openvino_modes:  # the network alone: no image needed
+        modes = {
+            f"{w}@{imgsz}": benchmark_openvino_modes(w, imgsz=imgsz, runs=args.runs)
+            for w in args.weights
+            for imgsz in args.imgsz
+        }
+        print(json.dumps(modes, indent=2))  # noqa: T201 - CLI output
+        return 0
+    if not args.image:
+        raise ConfigError("bench-detector needs --image (or --openvino-modes)")
     src = Path(args.image)
     if src.suffix.lower() in (".mp4", ".avi", ".mov", ".mkv"):
         cap = cv2.VideoCapture(str(src))
@@ -521,10 +531,16 @@ def _register_detector_commands(sub) -> None:
 
     p = sub.add_parser("bench-detector", help="CPU milliseconds per frame of detector exports")
     p.add_argument("--weights", nargs="+", required=True)
-    p.add_argument("--image", required=True, help="an image or a video (its first frame)")
+    p.add_argument("--image", help="an image or a video (its first frame); not with --openvino-modes")
     p.add_argument("--size", default="1024x540", help="resize the frame to WxH first ('' keeps it)")
     p.add_argument("--imgsz", type=int, nargs="+", default=[640])
     p.add_argument("--runs", type=int, default=20)
+    p.add_argument(
+        "--openvino-modes",
+        action="store_true",
+        help="OpenVINO folders: the raw network's images/s and CPU ms per image one call at a time, "
+        "with asynchronous requests (THROUGHPUT hint) and batched (several streams sharing it)",
+    )
     p.set_defaults(func=cmd_bench_detector)
 
 

@@ -272,6 +272,65 @@ def evaluate_by_view(
     return {tag: aggregate(group, conf) for tag, group in groups.items()}
 
 
+# How a server could run one OpenVINO network for several streams: (hint, requests in flight, batch)
+OPENVINO_MODES: tuple[tuple[str, int, int], ...] = (
+    ("LATENCY", 1, 1),  # what the engine does: one image per call, calls serialised (SharedDetector)
+    ("THROUGHPUT", 2, 1),  # asynchronous requests, one per CPU stream
+    ("THROUGHPUT", 4, 1),
+    ("LATENCY", 1, 4),  # a batch of four streams' frames per call
+)
+
+
+def benchmark_openvino_modes(
+    model_dir: str | Path,
+    imgsz: int = 640,
+    runs: int = 20,
+    modes: Sequence[tuple[str, int, int]] = OPENVINO_MODES,
+) -> list[dict[str, float | int | str]]:
+    """Raw network throughput of an OpenVINO export (its ``*.xml``) per way of running it for
+    several streams: images per second and CPU milliseconds per image (this process's CPU time,
+    all threads), over ``runs`` rounds of ``requests x batch`` images after a warm-up round.
+    Pre- and post-processing are left out: they are the same per image whatever the mode."""
+    import openvino as ov
+
+    from pipelines.errors import WeightsError
+
+    xml = next(Path(model_dir).glob("*.xml"), None) if Path(model_dir).is_dir() else None
+    if xml is None:
+        raise WeightsError(f"{model_dir} is not an OpenVINO export folder (no *.xml in it)")
+    core = ov.Core()
+    rows: list[dict[str, float | int | str]] = []
+    for hint, requests, batch in modes:
+        model = core.read_model(xml)
+        model.reshape([batch, 3, imgsz, imgsz])
+        compiled = core.compile_model(model, "CPU", {"PERFORMANCE_HINT": hint})
+        x = np.random.default_rng(0).random((batch, 3, imgsz, imgsz), dtype=np.float32)
+        infer = [compiled.create_infer_request() for _ in range(requests)]
+        for r in infer:
+            r.infer({0: x})
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(runs):
+            for r in infer:
+                r.start_async({0: x})
+            for r in infer:
+                r.wait()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        images = runs * requests * batch
+        rows.append(
+            {
+                "hint": hint,
+                "requests": requests,
+                "batch": batch,
+                "cpu_streams": int(compiled.get_property("NUM_STREAMS")),
+                "images_per_s": images / wall,
+                "cpu_ms_per_image": cpu / images * 1000,
+            }
+        )
+        log.info("OpenVINO %s, %d requests, batch %d: %.1f images/s, %.1f ms CPU per image",
+                 hint, requests, batch, rows[-1]["images_per_s"], rows[-1]["cpu_ms_per_image"])  # fmt: skip
+    return rows
+
+
 def benchmark(
     model_or_path, image: np.ndarray, imgsz: int = 640, runs: int = 20, warmup: int = 3
 ) -> dict[str, float]:

@@ -107,3 +107,54 @@ def test_expand_groups():
         expand_groups("@visdrone-det", {"aerial-cars": []})
     with pytest.raises(ConfigError, match="unknown group set"):
         expand_groups("@nothing", {})
+
+
+SHIPPED_INT8 = Path(__file__).resolve().parents[2] / "weights" / "airpatrol_vehicles_n_int8_openvino_model"
+
+
+def test_openvino_modes_benchmark_runs_the_shipped_network_each_way() -> None:
+    """bench-detector --openvino-modes: images/s and CPU per image of the shipped int8 network, one
+    call at a time, with requests in flight and batched (small input, one round: it must run, the
+    figures come from the benchmark itself)."""
+    from training.evaluate import benchmark_openvino_modes
+
+    modes = (("LATENCY", 1, 1), ("THROUGHPUT", 2, 1), ("LATENCY", 1, 2))
+    rows = benchmark_openvino_modes(SHIPPED_INT8, imgsz=160, runs=1, modes=modes)
+    assert [(r["hint"], r["requests"], r["batch"]) for r in rows] == list(modes)
+    assert all(r["images_per_s"] > 0 and r["cpu_ms_per_image"] > 0 and r["cpu_streams"] >= 1 for r in rows)
+
+
+def test_bench_detector_cli_openvino_modes(capsys, tmp_path) -> None:
+    import json
+
+    from airpatrol.cli import main
+
+    weights = str(SHIPPED_INT8)
+    assert (
+        main(
+            [
+                "train",
+                "bench-detector",
+                "--weights",
+                weights,
+                "--openvino-modes",
+                "--imgsz",
+                "160",
+                "--runs",
+                "1",
+            ]
+        )
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert [(r["hint"], r["requests"], r["batch"]) for r in out[f"{weights}@160"]] == [
+        ("LATENCY", 1, 1),
+        ("THROUGHPUT", 2, 1),
+        ("THROUGHPUT", 4, 1),
+        ("LATENCY", 1, 4),
+    ]
+    # a folder that is no OpenVINO export, and no --image without --openvino-modes: clear errors
+    assert main(["train", "bench-detector", "--weights", str(tmp_path), "--openvino-modes"]) != 0
+    assert "not an OpenVINO export folder" in capsys.readouterr().err
+    assert main(["train", "bench-detector", "--weights", weights]) != 0
+    assert "needs --image" in capsys.readouterr().err
