@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The live-throughput figures of docs/BASELINES.md section 6 (issue 12), end to end (a benchmark, not
-# CI; about 15 min on a 2-core CPU):
+# CI; about 17 min on a 2-core CPU):
 #
 #   bash eval/examples/throughput.sh [OUT] [SECONDS]     # default OUT: runs/throughput, 30 s runs
 #
@@ -8,8 +8,8 @@
 #    M1303 upscaled to 1920x1012, each re-encoded as a phone relays it over WebRTC (libx264
 #    baseline, no B-frames, GOP 30, crf 20);
 # 2. `airpatrol bench` on the two flights, the detector on every frame and on keyframes;
-# 3. `airpatrol serve-bench` with the shipped models: one stream of each, four sparse streams, and
-#    one sparse and one dense stream with keyframes off.
+# 3. `airpatrol serve-bench` with the shipped models: one stream of each, four sparse streams (at full
+#    width and at process_max_width 960), and one sparse and one dense stream with keyframes off.
 #
 # Needs ../shared/data (the aerial-cars frames and the UAVDT clip).
 set -euo pipefail
@@ -86,6 +86,7 @@ bench sparse --streams 1 "${V15[@]}"
 bench dense --streams 1 "${V60[@]}"
 bench uavdt --streams 1 --video "$OUT/uavdt_1080.mp4" --altitude 60 --pitch -90 --camera dji_phantom_4_pro
 bench sparse_x4 --streams 4 "${V15[@]}"
+bench sparse_x4_960 --streams 4 "${V15[@]}" --process-max-width 960
 AIRPATROL_KEYFRAMES=false AIRPATROL_PREPARE_AHEAD=false bench sparse_every_frame --streams 1 "${V15[@]}"
 AIRPATROL_KEYFRAMES=false AIRPATROL_PREPARE_AHEAD=false bench dense_every_frame --streams 1 "${V60[@]}"
 echo "results: $OUT/bench_*.json $OUT/serve_*.json"
