@@ -109,13 +109,15 @@ def test_filter_by_mask_keeps_order_and_data_of_survivors() -> None:
     assert out.data["class_name"].tolist() == ["a", "c"]
 
 
-def test_lower_half_overlap_matches_brute_force() -> None:
+@pytest.mark.parametrize("as_uint8", [False, True])  # a bool mask, or a 0/255 image of one
+def test_lower_half_overlap_matches_brute_force(as_uint8: bool) -> None:
     rng = np.random.default_rng(3)
     mask = rng.random((90, 130)) > 0.6
+    given = mask.astype(np.uint8) * 255 if as_uint8 else mask
     x0 = rng.uniform(-20, 140, 200)
     y0 = rng.uniform(-20, 100, 200)
     boxes = np.column_stack([x0, y0, x0 + rng.uniform(1, 40, 200), y0 + rng.uniform(1, 40, 200)])
-    got = lower_half_overlap(boxes, mask)
+    got = lower_half_overlap(boxes, given)
     for (bx0, by0, bx1, by1), g in zip(boxes, got, strict=True):
         xa, xb = int(np.clip(np.floor(bx0), 0, 130)), int(np.clip(np.ceil(bx1), 0, 130))
         ya, yb = int(np.clip(np.floor((by0 + by1) / 2), 0, 90)), int(np.clip(np.ceil(by1), 0, 90))
