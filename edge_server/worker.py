@@ -99,7 +99,7 @@ class FrameQueue:
             if not self._items:
                 return None
             item = self._items.popleft()
-            self._cond.notify_all()  # a producer waiting for room (put_when_room)
+            self._cond.notify_all()  # a producer waiting for room (wait_room)
             return item
 
     @property

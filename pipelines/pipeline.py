@@ -115,8 +115,9 @@ class Pipeline:
         """The grey image and camera motion of ``frame``, ahead of :meth:`process` (which then takes
         them as ``prepared``), so that a second thread can do this part while this pipeline
         processes the frame before. Call it for the frames to be processed, in order, from one
-        thread, and process every frame prepared (the camera motion runs from one prepared frame to
-        the next: frames skipped before preparing cost nothing). Ego-motion keeps its corners off where the vehicles are predicted (their last boxes)."""
+        thread, and process every frame prepared (the camera motion runs from one prepared frame
+        to the next: frames skipped before preparing cost nothing). Ego-motion keeps its corners
+        off where the vehicles are predicted (their last boxes)."""
         t0 = time.perf_counter()
         gray = cv2.cvtColor(frame.image, cv2.COLOR_BGR2GRAY)
         boxes = self.propagator.predicted_xyxy() if self.propagator is not None else self._last_xyxy

@@ -320,12 +320,9 @@ class SpeedEstimator:
                 by_n.setdefault(len(st.t), []).append((tid, st))
         out: dict[int, SpeedEstimate] = {}
         for n, group in by_n.items():
+            # a track's sample times only increase (_step folds a repeated time, restarts on one
+            # going back), as robust_speed_fit_many needs
             t = np.array([np.fromiter(st.t, dtype=np.float64, count=n) for _, st in group])
-            if not np.all(np.diff(t, axis=1) > 0):  # never from update(), which keeps times increasing
-                for tid, st in group:
-                    if (est := self._estimate(tid, st, now)) is not None:
-                        out[tid] = est
-                continue
             xy = np.array([st.xy for _, st in group], dtype=np.float64)
             speeds, sigmas, velocities = robust_speed_fit_many(t, xy)
             sizes = np.array([st.size for _, st in group], dtype=np.float64)
