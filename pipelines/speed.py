@@ -435,8 +435,8 @@ __all__ = [
     "robust_speed_fit",
     "robust_speed_fit_many",
     "slope_sigma",
+    "size_changes",
     "slope_sigma_many",
     "theil_sen",
-    "size_changes",
     "theil_sen_many",
 ]
