@@ -46,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--ice-host", action="append", default=None, metavar="ADDR", help="offer only this ICE host address"
     )
+    p.add_argument(
+        "--rtmp",
+        default=None,
+        metavar="URL",
+        help="push over RTMP to URL (rtmp://edge:1935/live/<key>), as DJI Pilot 2 / DJI Fly do, instead of WebRTC",
+    )
     p.set_defaults(func=_publish)
 
     p = subparsers.add_parser(
@@ -60,6 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _publish(args: argparse.Namespace) -> int:
+    if args.rtmp:
+        return _publish_rtmp(args)
     import asyncio
 
     from edge_client.publish import publish, telemetry_source
@@ -103,6 +111,19 @@ def _publish(args: argparse.Namespace) -> int:
             telemetry=tel,
         )
     )
+    sys.stdout.write(json.dumps({"type": "summary", **result.summary()}) + "\n")
+    if result.error is not None:
+        log.error("the stream did not run to its end: %s", result.error)
+        return 1
+    return 0
+
+
+def _publish_rtmp(args: argparse.Namespace) -> int:
+    """The simulated DJI app: video over RTMP (edge_client/rtmp_publish.py)."""
+    from edge_client.rtmp_publish import check_rtmp_url, publish_rtmp
+
+    check_rtmp_url(args.rtmp)
+    result = publish_rtmp(args.video, args.rtmp, max_seconds=args.max_seconds)
     sys.stdout.write(json.dumps({"type": "summary", **result.summary()}) + "\n")
     if result.error is not None:
         log.error("the stream did not run to its end: %s", result.error)

@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import hmac
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -121,6 +122,7 @@ async def healthz(request: Request) -> HealthOut:
         database=db_ok,
         active_streams=_manager(request).active_count,
         version=__version__,
+        rtmp=getattr(request.app.state, "rtmp_status", "off"),
     )
 
 
@@ -140,15 +142,30 @@ def _remote(request: Request) -> str | None:
     return text or None
 
 
-async def _start_stream(request: Request, sdp: str, kind: str) -> Any:
+@contextlib.contextmanager
+def start_errors() -> Iterator[None]:
+    """A stream that cannot start: the API's answer (400 bad offer, 503 full or no pipeline)."""
     try:
-        return await _manager(request).create(sdp, kind, _remote(request))
+        yield
     except OfferError as exc:
         raise ApiError(400, "invalid_sdp", str(exc)) from exc
     except CapacityError as exc:
         raise ApiError(503, "at_capacity", str(exc), headers={"Retry-After": "10"}) from exc
     except PipelineUnavailable as exc:
         raise ApiError(503, "pipeline_unavailable", str(exc)) from exc
+
+
+async def _start_stream(request: Request, sdp: str, kind: str) -> Any:
+    with start_errors():
+        return await _manager(request).create(sdp, kind, _remote(request))
+
+
+# what ending a stream answers (every DELETE of a live stream)
+STOP_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "stopped, flushed and stored"},
+    202: {"model": StopOut, "description": "stopped; still being stored (session.ended follows)"},
+    404: {"model": ErrorOut},
+}
 
 
 @protected.post(
@@ -173,19 +190,21 @@ async def webrtc_offer(request: Request, body: SdpIn) -> SdpOut:
     tags=["ingest"],
     summary="End a phone-app stream (closing the peer connection does the same)",
     response_model=StopOut,
-    responses={
-        200: {"description": "stopped, flushed and stored"},
-        202: {"model": StopOut, "description": "stopped; still being stored (session.ended follows)"},
-        404: {"model": ErrorOut},
-    },
+    responses=STOP_RESPONSES,
 )
 async def webrtc_stop(request: Request, session_id: str) -> JSONResponse:
     return await _stop(request, session_id, "ended by client", "stream")
 
 
-async def _stop(request: Request, session_id: str, reason: str, what: str) -> JSONResponse:
+async def _stop(
+    request: Request, session_id: str, reason: str, what: str, kind: str | None = None
+) -> JSONResponse:
     """200 once the stream is flushed and stored; 202 while it is still flushing (its
-    ``session.ended`` event and the session row follow when it is done); 404 when unknown."""
+    ``session.ended`` event and the session row follow when it is done); 404 when unknown (or,
+    with ``kind``, a live stream of another kind)."""
+    live = _manager(request).get(session_id)
+    if kind is not None and (live is None or live.kind != kind):
+        raise ApiError(404, "not_found", f"no active {what} {session_id}")
     outcome = await _manager(request).close(session_id, reason)
     if outcome is None:
         raise ApiError(404, "not_found", f"no active {what} {session_id}")
@@ -256,11 +275,7 @@ async def whip_options() -> Response:
     tags=["ingest"],
     summary="End a WHIP session",
     response_model=StopOut,
-    responses={
-        200: {"description": "stopped, flushed and stored"},
-        202: {"model": StopOut, "description": "stopped; still being stored (session.ended follows)"},
-        404: {"model": ErrorOut},
-    },
+    responses=STOP_RESPONSES,
 )
 async def whip_delete(request: Request, session_id: str) -> JSONResponse:
     return await _stop(request, session_id, "ended by client (WHIP DELETE)", "WHIP session")

@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import importlib.resources
 import logging
+import secrets
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,6 +24,8 @@ from edge_server import __version__
 from edge_server.api import ApiError, json_error, protected, public, require_token
 from edge_server.events import EventBus
 from edge_server.ice import restrict_ice_host_addresses
+from edge_server.ingest_api import callbacks as rtmp_callbacks
+from edge_server.ingest_api import router as ingest_router
 from edge_server.media import remove_partial_clips
 from edge_server.media_loop import MediaLoop
 from edge_server.metrics import Metrics
@@ -33,6 +36,7 @@ from edge_server.middleware import (
     RequestGuardMiddleware,
 )
 from edge_server.rtc import StreamManager
+from edge_server.rtmp import RtmpServer, RtmpUnavailable
 from edge_server.settings import ServerSettings, SettingsError
 from edge_server.store import Store
 from pipelines.config import PipelineConfig
@@ -248,6 +252,14 @@ def create_app(
 
     app.include_router(public)
     app.include_router(protected)
+    app.include_router(ingest_router)
+    app.include_router(rtmp_callbacks)
+    app.state.route_methods = [
+        (route.path, route.path_regex, route.methods)
+        for router in (public, protected, ingest_router, rtmp_callbacks)
+        for route in router.routes
+        if getattr(route, "methods", None)
+    ]
 
     _install_docs(app)
     _install_error_handlers(app)
@@ -272,19 +284,52 @@ def _lifespan(
             log.warning("removed %d half-written clips left by a previous run", partial)
         app.state.store = store
         media = MediaLoop().start()  # WebRTC media on a loop of its own, apart from HTTP
-        app.state.manager = StreamManager(settings, store, bus, metrics, pipeline_factory, media)
+        app.state.manager = manager = StreamManager(settings, store, bus, metrics, pipeline_factory, media)
+        manager.rtmp = await asyncio.to_thread(_start_rtmp, app, settings)
         # Import the engine now so the first offer does not pay for it (a few seconds on small CPUs).
         await asyncio.to_thread(importlib.import_module, "pipelines.builder")
+        await manager.warm_up()
         log.info("AirPatrol edge server ready (database %s)", _redact(settings.resolved_database_url))
         try:
             yield
         finally:
             log.info("shutting down: closing %d streams", app.state.manager.active_count)
             await app.state.manager.close_all("server shutdown")
+            if manager.rtmp is not None:
+                await asyncio.to_thread(manager.rtmp.stop)
             await asyncio.to_thread(media.stop)
             await asyncio.to_thread(store.close)
 
     return lifespan
+
+
+def _start_rtmp(app: FastAPI, settings: ServerSettings) -> RtmpServer | None:
+    """nginx for RTMP ingest (settings.rtmp_port), or None, with app.state.rtmp_status saying why.
+    A missing nginx or a taken port never stops the server: WebRTC and the API go on."""
+    if settings.rtmp_port is None:
+        app.state.rtmp_status = "off"
+        return None
+    secret = secrets.token_urlsafe(24)
+    api_host = "127.0.0.1" if settings.host in ("0.0.0.0", "", "::") else settings.host
+    if ":" in api_host:
+        api_host = f"[{api_host}]"
+    try:
+        rtmp = RtmpServer(
+            settings.data_dir / "rtmp",
+            host=settings.rtmp_host,
+            port=settings.rtmp_port,
+            callback_base=f"http://{api_host}:{settings.port}/internal/rtmp/{secret}",
+            nginx=settings.nginx_path,
+            idle_timeout_s=settings.stream_idle_timeout_s,
+        )
+        rtmp.start()
+    except RtmpUnavailable as exc:
+        app.state.rtmp_status = f"unavailable: {exc}"
+        log.warning("RTMP ingest (DJI apps) is off: %s", exc)
+        return None
+    app.state.rtmp_callback_secret = secret
+    app.state.rtmp_status = f"running on {settings.rtmp_host}:{settings.rtmp_port}"
+    return rtmp
 
 
 def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
@@ -356,9 +401,13 @@ def _install_error_handlers(app: FastAPI) -> None:
         detail = exc.detail
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no route {request.method} {request.url.path}; see /docs"
-        elif exc.status_code == 405:
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
             detail = f"{request.method} is not allowed on {request.url.path}"
-        return json_error(exc.status_code, code, detail, getattr(exc, "headers", None))
+            allowed = _allowed_methods(request)
+            if allowed:  # Starlette names the methods of the first route of the path only
+                headers = {**(headers or {}), "Allow": ", ".join(allowed)}
+        return json_error(exc.status_code, code, detail, headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -383,6 +432,16 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AirPatrolError)
     async def user_error(_request: Request, exc: AirPatrolError) -> JSONResponse:
         return json_error(400, "bad_request", str(exc))
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some API route takes on this request's path."""
+    path = request.url.path
+    matches = [
+        (t, m) for t, pattern, m in getattr(request.app.state, "route_methods", ()) if pattern.match(path)
+    ]
+    exact = [m for t, m in matches if t == path]  # /api/v1/webrtc/offer, not /api/v1/webrtc/{session_id}
+    return sorted({method for methods in (exact or [m for _, m in matches]) for method in methods})
 
 
 def _short(value: Any) -> Any:

@@ -55,6 +55,12 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.ingest_rejected = Counter(
+            "airpatrol_ingest_rejected_total",
+            "RTMP publishers and pulled streams refused or failed, by kind and reason",
+            ["kind", "reason"],
+            registry=r,
+        )
         self.violations = Counter("airpatrol_violations_total", "Violations detected", registry=r)
         self.api_read_wait = Histogram(
             "airpatrol_api_read_wait_seconds",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import time
@@ -30,6 +31,8 @@ from edge_server.events import EventBus, dumps
 from edge_server.media import fit_width, lower_thread_priority
 from edge_server.media_loop import MediaLoop
 from edge_server.metrics import Metrics
+from edge_server.pull import PullOptions, PullReader, open_stream, redact
+from edge_server.rtmp import RtmpServer
 from edge_server.settings import ServerSettings
 from edge_server.store import Store
 from edge_server.stream_stats import StreamStats
@@ -60,6 +63,10 @@ class OfferError(ValueError):
 
 class CapacityError(RuntimeError):
     """No room for another stream (HTTP 503)."""
+
+
+class KeyBusy(RuntimeError):
+    """An RTMP stream key that is streaming already (HTTP 409)."""
 
 
 class PipelineUnavailable(RuntimeError):
@@ -148,9 +155,11 @@ class ReturnVideoTrack(MediaStreamTrack):
 
 @dataclass
 class StreamSession:
+    """One live stream: WebRTC (``pc``: the peer connection) or pulled (``reader``: RTMP, RTSP)."""
+
     id: str
     kind: str
-    pc: RTCPeerConnection
+    pc: RTCPeerConnection | None
     remote: str | None
     stats: StreamStats = field(default_factory=StreamStats)
     clock: ClockSync = field(default_factory=ClockSync)
@@ -159,6 +168,10 @@ class StreamSession:
     return_track: ReturnVideoTrack | None = None
     video_track: Any = None
     events_channel: Any = None
+    reader: PullReader | None = None
+    rtmp_key: RtmpKeyRef | None = None  # the RTMP stream key this stream was published with
+    # altitude, gimbal pitch, camera the operator set (a stream without telemetry: DJI Fly's RTMP)
+    operator: Telemetry | None = None
     tasks: list[asyncio.Task] = field(default_factory=list)
     closing: bool = False
     closed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -170,6 +183,10 @@ class StreamSession:
     outcome: str = "ended"  # of closing: "ended" (flushed and stored) or "closing" (still flushing)
 
     def telemetry_at(self, media_time_s: float) -> Telemetry | None:
+        flight = self._flight_telemetry_at(media_time_s)
+        return with_operator_values(flight, self.operator, media_time_s)
+
+    def _flight_telemetry_at(self, media_time_s: float) -> Telemetry | None:
         if not len(self.telemetry):
             return None
         sender_t = self.clock.to_sender_time(media_time_s)
@@ -178,8 +195,6 @@ class StreamSession:
         t = self.telemetry.at(sender_t - self.telemetry_offset_s)
         if t is None:
             return None
-        import dataclasses
-
         return dataclasses.replace(t, timestamp_s=media_time_s)
 
     def live_stats(self) -> dict[str, Any]:
@@ -188,11 +203,60 @@ class StreamSession:
         return out
 
     def info(self) -> dict[str, Any]:
-        return {
-            "clock_sync": self.clock.describe(),
-            "rtcp_sender_reports": self.sr_hook,
-            "return_video_frames": self.return_track.sent if self.return_track else 0,
-        }
+        out: dict[str, Any] = {"clock_sync": self.clock.describe()}
+        if self.pc is not None:
+            out["rtcp_sender_reports"] = self.sr_hook
+            out["return_video_frames"] = self.return_track.sent if self.return_track else 0
+        if self.reader is not None:
+            out["source"] = redact(self.reader.url)
+            out["codec"] = self.reader.codec
+            out["decode_errors"] = self.reader.decode_errors
+            out["opened_after_s"] = self.reader.opened_after_s
+        if self.rtmp_key is not None:
+            out["rtmp_key"] = {"id": self.rtmp_key.id, "name": self.rtmp_key.name}
+        if self.operator is not None:
+            out["operator_telemetry"] = operator_fields(self.operator)
+        return out
+
+
+@dataclass(frozen=True)
+class RtmpKeyRef:
+    """The RTMP key a stream was published with: its public id and name, the secret itself (to
+    drop the stream at nginx) and nginx's client id of the publisher."""
+
+    id: str
+    name: str | None
+    secret: str
+    client_id: str | None = None
+
+
+OPERATOR_FIELDS = ("altitude_m", "gimbal_pitch_deg", "focal_length_mm", "focal_length_35mm", "camera")
+
+
+def operator_fields(t: Telemetry) -> dict[str, Any]:
+    return {name: getattr(t, name) for name in OPERATOR_FIELDS if getattr(t, name) is not None}
+
+
+def with_operator_values(
+    flight: Telemetry | None, operator: Telemetry | None, media_time_s: float
+) -> Telemetry | None:
+    """A frame's telemetry: the flight's, its missing fields (a camera model, a focal length the
+    DJI OSD does not carry) filled from the operator's values; the operator's alone where the flight
+    sends none. ``source`` says "operator" when the scale (altitude or gimbal pitch) is the
+    operator's."""
+    if operator is None:
+        return flight
+    if flight is None:
+        return dataclasses.replace(operator, timestamp_s=media_time_s, source="operator")
+    filled = {
+        name: getattr(operator, name)
+        for name in OPERATOR_FIELDS
+        if getattr(flight, name) is None and getattr(operator, name) is not None
+    }
+    if not filled:
+        return flight
+    scale = "altitude_m" in filled or "gimbal_pitch_deg" in filled
+    return dataclasses.replace(flight, **filled, source="operator" if scale else flight.source)
 
 
 class StreamManager:
@@ -223,6 +287,14 @@ class StreamManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._shutting_down = False
         self._background: set[asyncio.Task] = set()
+        self.rtmp: RtmpServer | None = None  # nginx, when RTMP ingest runs (set by the app)
+        self._rtmp_starting: set[str] = set()  # keys admitted whose stream is being set up
+        self._spare: Pipeline | None = None  # built ahead for the next stream (settings.warm_pipeline)
+        self._spare_building = False
+
+    def spawn(self, coro: Any) -> None:
+        """Run ``coro`` in the background on the running loop (kept referenced until it ends)."""
+        self._spawn(coro)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -242,6 +314,35 @@ class StreamManager:
         """A new stream for this SDP offer (on the media loop); see :meth:`_create`."""
         return await self._on_media(self._create(offer_sdp, kind, remote))
 
+    async def create_pull(
+        self,
+        url: str,
+        kind: str,
+        remote: str | None = None,
+        *,
+        operator: Telemetry | None = None,
+    ) -> StreamSession:
+        """A new stream read from ``url`` (an RTSP camera): opened first, so that an unreachable
+        camera or one without video is a StreamUnavailable to the caller, not a failed session."""
+        return await self._on_media(self._create_pull(url, kind, remote, operator, None, probe=True))
+
+    async def admit_rtmp(self, key: RtmpKeyRef, remote: str | None, operator: Telemetry | None) -> None:
+        """nginx asks whether a publisher with a valid key may start: CapacityError when the server
+        is full, KeyBusy when this key streams already, PipelineUnavailable; else its stream runs."""
+        await self._on_media(self._admit_rtmp(key, remote, operator))
+
+    async def rtmp_publish_done(self, secret: str, client_id: str | None) -> str | None:
+        """The publisher of ``secret`` left (nginx's on_publish_done): end its stream."""
+        return await self._on_media(self._rtmp_publish_done(secret, client_id))
+
+    def find_rtmp(self, secret: str) -> StreamSession | None:
+        """The live stream published with this RTMP key."""
+        return next((s for s in self.sessions.values() if s.rtmp_key and s.rtmp_key.secret == secret), None)
+
+    def find_rtmp_id(self, key_id: str) -> StreamSession | None:
+        """The live stream published with the RTMP key of this id."""
+        return next((s for s in self.sessions.values() if s.rtmp_key and s.rtmp_key.id == key_id), None)
+
     async def close(self, session_id: str, reason: str) -> str | None:
         """End a stream (on the media loop); see :meth:`_close`."""
         return await self._on_media(self._close(session_id, reason))
@@ -256,46 +357,110 @@ class StreamManager:
 
     # -- session creation (media loop) ----------------------------------------------------------
 
-    async def _create(self, offer_sdp: str, kind: str, remote: str | None = None) -> StreamSession:
-        check_offer_sdp(offer_sdp)
+    def _reserve(self) -> None:
+        """Count a stream being set up against ``max_streams``; CapacityError when there is no room."""
         if self._shutting_down:
             raise CapacityError("server is shutting down")
         if len(self.sessions) + self._pending >= self.settings.max_streams:
             raise CapacityError(
                 f"server is at capacity ({self.settings.max_streams} streams); try again later"
             )
-        self._loop = asyncio.get_running_loop()
         self._pending += 1
+
+    def _new_session(self, kind: str, pc: RTCPeerConnection | None, remote: str | None) -> StreamSession:
+        sess = StreamSession(id=uuid.uuid4().hex, kind=kind, pc=pc, remote=remote)
+        sess.telemetry = TelemetryBuffer(max_age_s=self.settings.telemetry_max_age_s)
+        sess.telemetry_offset_s = self.settings.telemetry_time_offset_s
+        return sess
+
+    async def _build_pipeline(self) -> Pipeline:
+        """The spare pipeline when one is ready (``settings.warm_pipeline``), else a new one."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            self._warm_up()
+            return spare
+        try:
+            pipeline = await asyncio.to_thread(self.pipeline_factory)
+        except AirPatrolError as exc:
+            raise PipelineUnavailable(f"pipeline unavailable: {exc}") from exc
+        if self._shutting_down:  # close_all() ran while the pipeline was being built
+            await asyncio.to_thread(close_pipeline, pipeline)
+            raise CapacityError("server is shutting down")
+        self._warm_up()
+        return pipeline
+
+    @property
+    def spare_ready(self) -> bool:
+        """Whether a pipeline is built for the next stream (settings.warm_pipeline)."""
+        return self._spare is not None
+
+    async def warm_up(self) -> None:
+        """Build the spare pipeline in the background (at startup; again each time one is taken)."""
+        await self._on_media(self._warm_up_now())
+
+    async def _warm_up_now(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """A new stream takes a pipeline built before it came (no seconds of model loading while an
+        RTMP publisher already sends); the next spare is built while the stream starts."""
+        if (
+            not self.settings.warm_pipeline
+            or self._shutting_down
+            or self._spare is not None
+            or self._spare_building
+        ):
+            return
+        self._spare_building = True
+
+        async def build() -> None:
+            try:
+                pipeline = await asyncio.to_thread(self.pipeline_factory)
+            except Exception as exc:  # noqa: BLE001 - a stream then builds its own, and says why it cannot
+                log.warning("spare pipeline not built: %s", exc)
+                return
+            finally:
+                self._spare_building = False
+            if self._shutting_down or self._spare is not None:
+                await asyncio.to_thread(close_pipeline, pipeline)
+                return
+            self._spare = pipeline
+
+        self._spawn(build())
+
+    async def _start(self, sess: StreamSession, pipeline: Pipeline) -> None:
+        """Store the session, start its worker (which owns ``pipeline`` from here) and list it."""
+        info = {"operator_telemetry": operator_fields(sess.operator)} if sess.operator else None
+        await asyncio.to_thread(self.store.create_session, sess.id, sess.kind, sess.remote, info=info)
+        sess.worker = self._worker(sess, pipeline)
+        sess.worker.start()
+        self.sessions[sess.id] = sess
+        self.bus.add_listener(sess.id, lambda ev, s=sess: self._to_events_channel(s, ev))
+        self.metrics.active_streams.set(len(self.sessions))
+        self.metrics.streams_total.labels(sess.kind).inc()
+        self.bus.publish_threadsafe({"type": "session.started", "session_id": sess.id, "kind": sess.kind})
+        log.info("session %s started (%s from %s)", sess.id, sess.kind, sess.remote or "?")
+
+    async def _create(self, offer_sdp: str, kind: str, remote: str | None = None) -> StreamSession:
+        check_offer_sdp(offer_sdp)
+        self._reserve()
+        self._loop = asyncio.get_running_loop()
         pc: RTCPeerConnection | None = None
         sess: StreamSession | None = None
         pipeline: Pipeline | None = None
         try:
             servers = [RTCIceServer(urls=u) for u in self.settings.ice_servers]
             pc = RTCPeerConnection(RTCConfiguration(iceServers=servers))
-            sess = StreamSession(id=uuid.uuid4().hex, kind=kind, pc=pc, remote=remote)
-            sess.telemetry = TelemetryBuffer(max_age_s=self.settings.telemetry_max_age_s)
-            sess.telemetry_offset_s = self.settings.telemetry_time_offset_s
+            sess = self._new_session(kind, pc, remote)
             self._wire(sess)
             await self._accept_offer(sess, offer_sdp)
             # Only an offer aiortc accepted pays for a pipeline (detector + road network: seconds of CPU).
-            try:
-                pipeline = await asyncio.to_thread(self.pipeline_factory)
-            except AirPatrolError as exc:
-                raise PipelineUnavailable(f"pipeline unavailable: {exc}") from exc
-            if self._shutting_down:  # close_all() ran while the pipeline was being built
-                raise CapacityError("server is shutting down")
+            pipeline = await self._build_pipeline()
             await self._answer(sess)
-            await asyncio.to_thread(self.store.create_session, sess.id, kind, remote)
-            sess.worker = self._worker(sess, pipeline)
-            sess.worker.start()
+            await self._start(sess, pipeline)
             pipeline = None  # the worker owns it now and closes it when the stream ends
-            self.sessions[sess.id] = sess
-            self.bus.add_listener(sess.id, lambda ev, s=sess: self._to_events_channel(s, ev))
             sess.tasks.append(asyncio.create_task(self._consume_video(sess), name=f"video-{sess.id[:8]}"))
-            self.metrics.active_streams.set(len(self.sessions))
-            self.metrics.streams_total.labels(kind).inc()
-            self.bus.publish_threadsafe({"type": "session.started", "session_id": sess.id, "kind": kind})
-            log.info("session %s started (%s from %s)", sess.id, kind, remote or "?")
             pc = None  # owned by the session now
             return sess
         finally:
@@ -308,6 +473,121 @@ class StreamManager:
                 if sess is not None and sess.return_track is not None:
                     sess.return_track.stop()
                 await pc.close()
+
+    async def _create_pull(
+        self,
+        url: str,
+        kind: str,
+        remote: str | None,
+        operator: Telemetry | None,
+        rtmp_key: RtmpKeyRef | None,
+        probe: bool = False,
+    ) -> StreamSession:
+        """A pulled stream (see :mod:`edge_server.pull`); ``probe``: open it before the session starts."""
+        self._reserve()
+        self._loop = asyncio.get_running_loop()
+        pipeline: Pipeline | None = None
+        container = None
+        try:
+            if probe:
+                container = await asyncio.to_thread(open_stream, url, self._pull_options())
+            pipeline = await self._build_pipeline()
+            sess = self._new_session(kind, None, remote)
+            sess.operator, sess.rtmp_key = operator, rtmp_key
+            await self._start(sess, pipeline)
+            pipeline = None
+            sess.reader = self._reader(sess, url, container)
+            container = None  # the reader owns it now
+            sess.reader.start()
+            return sess
+        finally:
+            self._pending -= 1
+            if pipeline is not None:
+                await asyncio.to_thread(close_pipeline, pipeline)
+            if container is not None:
+                container.close()
+
+    def _pull_options(self) -> PullOptions:
+        idle = self.settings.stream_idle_timeout_s
+        return PullOptions(
+            open_timeout_s=max(15.0, idle), read_timeout_s=idle, rtsp_transport=self.settings.rtsp_transport
+        )
+
+    def _reader(self, sess: StreamSession, url: str, container: Any = None) -> PullReader:
+        worker, index = sess.worker, 0
+        assert worker is not None
+
+        def on_frame(frame: Any, media_time: float, perf: float, wall: float) -> None:
+            nonlocal index
+            sess.clock.on_frame(media_time, wall)
+            worker.submit(IncomingFrame(frame, media_time, perf, wall, index))
+            index += 1
+
+        def on_end(reason: str, failed: bool) -> None:
+            if failed:
+                self.metrics.ingest_rejected.labels(
+                    sess.kind, "no video" if "no video" in reason else "stream error"
+                ).inc()
+            loop = self._loop
+            if loop is not None and not loop.is_closed():
+                with contextlib.suppress(RuntimeError):
+                    asyncio.run_coroutine_threadsafe(self._close(sess.id, reason, failed), loop)
+
+        return PullReader(
+            url, on_frame, on_end, self._pull_options(), name=f"pull-{sess.id[:8]}", container=container
+        )
+
+    async def _admit_rtmp(self, key: RtmpKeyRef, remote: str | None, operator: Telemetry | None) -> None:
+        """The stream is set up (pipeline, worker, reader) before nginx gets its answer: the reader
+        is then waiting at nginx when the publisher starts, and no frame of the start is lost (the
+        publisher waits for the answer, as a WebRTC peer waits for the SDP answer)."""
+        if self.rtmp is None:
+            raise CapacityError("RTMP ingest is not running")
+        if self.find_rtmp(key.secret) is not None or key.secret in self._rtmp_starting:
+            raise KeyBusy(f"stream key {key.id} is streaming already: one publisher per key")
+        self._rtmp_starting.add(key.secret)
+        try:
+            await self._create_pull(f"{self.rtmp.play_base}/{key.secret}", "rtmp", remote, operator, key)
+            if not await asyncio.to_thread(self.rtmp.wait_player, key.secret, 3.0):
+                log.warning(
+                    "RTMP key %s: the server's player is not at nginx yet; the stream's start may be lost",
+                    key.id,
+                )
+        finally:
+            self._rtmp_starting.discard(key.secret)
+
+    async def _rtmp_publish_done(self, secret: str, client_id: str | None) -> str | None:
+        sess = self.find_rtmp(secret)
+        if sess is None or sess.rtmp_key is None:
+            return None
+        if client_id and sess.rtmp_key.client_id and client_id != sess.rtmp_key.client_id:
+            return None  # another (refused) publisher of the same key left
+        reader = sess.reader
+        if reader is not None and reader.opened_after_s is None and self.rtmp is not None:
+            # the publisher left before the stream could be opened (no video?): nginx keeps an idle
+            # player waiting, so end the player's wait now; the reader then says what it found
+            await asyncio.to_thread(self.rtmp.drop, secret)
+        await self._drain(sess)
+        if reader is not None and reader.failed and reader.end_reason:  # e.g. it found no video
+            return await self._close(sess.id, reader.end_reason, failed=True)
+        return await self._close(sess.id, "publisher disconnected")
+
+    @staticmethod
+    async def _drain(sess: StreamSession, quiet_s: float = 0.5, max_s: float = 5.0) -> None:
+        """The publisher left: its last frames are still on their way (nginx, the socket, the
+        decoder). Wait until the reader has had none for ``quiet_s`` (at most ``max_s``); a reader
+        still opening the stream is waited for (it may find no video: the session then fails)."""
+        reader = sess.reader
+        if reader is None:
+            return
+        deadline = time.monotonic() + max_s
+        last, since = reader.frames, time.monotonic()
+        while time.monotonic() < deadline and reader.alive:
+            await asyncio.sleep(0.05)
+            if reader.frames != last or reader.opened_after_s is None:  # still opening: its verdict first
+                last, since = reader.frames, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                return
 
     @staticmethod
     async def _accept_offer(sess: StreamSession, offer_sdp: str) -> None:
@@ -485,8 +765,9 @@ class StreamManager:
         with contextlib.suppress(RuntimeError):
             asyncio.run_coroutine_threadsafe(self._close(session_id, reason or status), loop)
 
-    async def _close(self, session_id: str, reason: str) -> str | None:
-        """End a stream: stop the worker (it flushes everything), then close the peer.
+    async def _close(self, session_id: str, reason: str, failed: bool = False) -> str | None:
+        """End a stream: stop its reader (a pulled stream: RTMP's publisher is dropped at nginx), stop
+        the worker (it flushes everything; ``failed``: stored as failed), then close the peer.
 
         Returns ``"ended"`` once the session is flushed and stored, ``"closing"`` when the worker
         is still flushing after ``shutdown_timeout_s`` (it goes on and announces ``session.ended``
@@ -504,8 +785,12 @@ class StreamManager:
             for task in sess.tasks:
                 if task is not current:
                     task.cancel()
+            if sess.reader is not None:
+                sess.reader.stop()
+                if sess.rtmp_key is not None and self.rtmp is not None:
+                    await asyncio.to_thread(self.rtmp.drop, sess.rtmp_key.secret)
             if sess.worker is not None:
-                sess.worker.stop(reason)
+                sess.worker.stop(reason, failed)
                 done = await asyncio.to_thread(sess.worker.join, self.settings.shutdown_timeout_s)
                 if not done:
                     sess.outcome = "closing"
@@ -519,7 +804,8 @@ class StreamManager:
                 await asyncio.sleep(0.2)
             if sess.return_track is not None:
                 sess.return_track.stop()
-            await sess.pc.close()
+            if sess.pc is not None:
+                await sess.pc.close()
         except Exception:  # noqa: BLE001
             log.exception("session %s: error while closing", session_id)
         finally:
@@ -535,6 +821,9 @@ class StreamManager:
         await asyncio.gather(
             *(self._close(sid, reason) for sid in list(self.sessions)), return_exceptions=True
         )
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            await asyncio.to_thread(close_pipeline, spare)
         self._clip_executor.shutdown(wait=True)
 
 

@@ -70,6 +70,10 @@ class ViolationOut(BaseModel):
     drone_latitude: float | None = Field(None, description="drone position from telemetry at the violation")
     drone_longitude: float | None = None
     altitude_m: float | None = None
+    scale_source: Literal["flight", "operator"] | None = Field(
+        None,
+        description="where the altitude and gimbal pitch came from: the drone's telemetry or the operator",
+    )
     false_positive: bool
     snapshot_url: str | None = None
     clip_url: str | None = None
@@ -101,6 +105,7 @@ class ViolationOut(BaseModel):
             drone_latitude=row.drone_latitude,
             drone_longitude=row.drone_longitude,
             altitude_m=row.altitude_m,
+            scale_source=row.scale_source if row.scale_source in ("flight", "operator") else None,
             false_positive=bool(row.false_positive),
             snapshot_url=f"{prefix}/violations/{row.id}/snapshot.jpg" if row.snapshot_path else None,
             clip_url=f"{prefix}/violations/{row.id}/clip.mp4" if row.clip_path else None,
@@ -184,6 +189,10 @@ class HealthOut(BaseModel):
     database: bool
     active_streams: int
     version: str
+    rtmp: str = Field(
+        "off",
+        description="RTMP ingest: 'running on <port>', 'off', or 'unavailable: <why>' (e.g. nginx missing)",
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -253,3 +262,74 @@ class ViolationQuery(StrictQuery):
     sort: SortName = Field("-occurred_at", description="field, '-' for descending")
     limit: int = Field(50, ge=1, le=500)
     cursor: str | None = Field(None, max_length=512, description="next_cursor of the previous page")
+
+
+# ------------------------------------------------------------------------------------------------
+# RTMP keys, RTSP pull, operator telemetry
+
+
+class OperatorTelemetryIn(BaseModel):
+    """Flight values the operator sets for a stream that carries no telemetry (DJI Fly's RTMP, a
+    camera pulled over RTSP): the speeds of that stream are scaled by them, and its violations say
+    so (``scale_source: operator``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    altitude_m: float = Field(gt=0, le=1000, description="camera height above the filmed road, m")
+    gimbal_pitch_deg: float = Field(ge=-90, le=0, description="-90 = straight down, 0 = the horizon")
+    camera: str | None = Field(
+        None,
+        max_length=64,
+        pattern=PLAIN_TEXT,
+        description="camera profile, e.g. 'DJI Mini 4 Pro' (see docs)",
+    )
+    focal_length_35mm: float | None = Field(None, gt=0, le=2000, description="35 mm-equivalent focal length")
+
+
+class RtmpKeyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, max_length=100, pattern=PLAIN_TEXT, description="e.g. the pilot or drone")
+    device_sn: str | None = Field(
+        None,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="the aircraft's serial number: its DJI Cloud API telemetry (MQTT OSD) goes to this key's streams",
+    )
+    operator: OperatorTelemetryIn | None = Field(
+        None, description="for streams of this key without telemetry"
+    )
+
+
+class RtmpKeyOut(BaseModel):
+    id: str
+    name: str | None
+    device_sn: str | None
+    operator: dict[str, Any] | None
+    created_at: dt.datetime
+    last_used_at: dt.datetime | None
+    live_session_id: str | None = Field(None, description="the stream publishing with this key now")
+
+
+class RtmpKeyCreated(RtmpKeyOut):
+    key: str = Field(description="the stream key: shown this once, only its hash is kept")
+    url: str = Field(description="what the pilot enters in the DJI app: rtmp://<edge>:<port>/live/<key>")
+
+
+class RtspIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(
+        min_length=8,
+        max_length=2000,
+        pattern=r"^rtsps?://[^\s\x00-\x1f\x7f]+$",
+        description="rtsp://[user:password@]host[:port]/path (DJI Dock, a fixed camera)",
+    )
+    operator: OperatorTelemetryIn | None = None
+
+
+class StreamStartedOut(BaseModel):
+    session_id: str
+    kind: str
+    events_url: str
+    session_url: str

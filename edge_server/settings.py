@@ -81,9 +81,25 @@ class ServerSettings(BaseSettings):
     # while the worker processes the one before, so a stream uses two cores; only for a stream
     # that starts while no other is live (with several, the cores are taken). False: one thread.
     prepare_ahead: bool = True
+    # One pipeline is kept built ahead (models loaded), so a new stream starts at once: an RTMP
+    # publisher sends from the moment its key is admitted, and the seconds of building a pipeline
+    # then would be a burst of frames to drop. False: each stream builds its own when it starts.
+    warm_pipeline: bool = True
     # Decoded frames waiting for a stream's worker; beyond this the oldest is dropped. 1: only the
     # latest frame waits (lowest latency, drops a frame after every slow one).
     frame_queue: int = Field(2, ge=1, le=30)
+
+    # RTMP ingest (DJI Pilot 2, DJI Fly): nginx with the RTMP module, started with the server
+    # (edge_server/rtmp.py; Debian: nginx-light + libnginx-mod-rtmp). None: off. Without nginx the
+    # server runs on, saying why there is no RTMP (log, /healthz).
+    rtmp_port: int | None = Field(1935, ge=0, le=65535)
+    rtmp_host: str = "0.0.0.0"  # where publishers connect (the RC or phone is on another host)
+    # the address pilots type into the app, e.g. rtmp://edge.example.org:1935; default from the
+    # Host of the request that made the key and rtmp_port
+    rtmp_public_url: str | None = None
+    nginx_path: str | None = None  # the nginx binary; default: PATH, /usr/sbin/nginx
+    # RTSP pull (POST /api/v1/rtsp): the transport asked of the camera
+    rtsp_transport: Literal["tcp", "udp"] = "tcp"
 
     return_video: bool = True  # annotated video back to peers that offer to receive it
     return_video_max_width: int = Field(960, ge=64)

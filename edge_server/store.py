@@ -156,11 +156,34 @@ class ViolationRow(Base):
     drone_latitude: Mapped[float | None] = mapped_column(Float, nullable=True)  # from telemetry
     drone_longitude: Mapped[float | None] = mapped_column(Float, nullable=True)
     altitude_m: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # where the scale (altitude, gimbal pitch) came from: "flight" (the drone's telemetry) or
+    # "operator" (typed in for a stream without telemetry); None: no telemetry, or an older row
+    scale_source: Mapped[str | None] = mapped_column(String(16), nullable=True)
     snapshot_path: Mapped[str | None] = mapped_column(Text, nullable=True)  # relative to the media dir
     clip_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     false_positive: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class RtmpKeyRow(Base):
+    """An RTMP stream key: a publisher pushing to ``rtmp://<edge>:1935/live/<key>`` is admitted.
+
+    Only a SHA-256 of the key is kept (the key is shown once, when it is made), like an API token;
+    ``id`` names the key in the API and in logs. ``operator`` holds the altitude, gimbal pitch and
+    camera the operator set for streams that carry no telemetry (DJI Fly); ``device_sn`` the
+    aircraft whose DJI Cloud API telemetry belongs to streams of this key.
+    """
+
+    __tablename__ = "rtmp_keys"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    key_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    device_sn: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    operator: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -333,6 +356,7 @@ def drone_fields(t: Telemetry | None) -> dict[str, Any]:
         "drone_latitude": None if t is None else t.latitude,
         "drone_longitude": None if t is None else t.longitude,
         "altitude_m": None if t is None else t.altitude_m,
+        "scale_source": None if t is None else t.source,
     }
 
 
@@ -435,6 +459,45 @@ class Store:
                 )
             s.add_all(rows)
         return len(rows)
+
+    # -- RTMP stream keys -----------------------------------------------------------------------
+
+    def add_rtmp_key(
+        self,
+        key_id: str,
+        key_sha256: str,
+        *,
+        name: str | None = None,
+        device_sn: str | None = None,
+        operator: dict[str, Any] | None = None,
+    ) -> RtmpKeyRow:
+        row = RtmpKeyRow(
+            id=key_id,
+            key_sha256=key_sha256,
+            name=name,
+            device_sn=device_sn,
+            operator=operator,
+            created_at=utcnow(),
+        )
+        with self._sessions.begin() as s:
+            s.add(row)
+        return row
+
+    def rtmp_key_by_hash(self, key_sha256: str) -> RtmpKeyRow | None:
+        with self._sessions() as s:
+            return s.scalars(select(RtmpKeyRow).where(RtmpKeyRow.key_sha256 == key_sha256)).first()
+
+    def list_rtmp_keys(self) -> list[RtmpKeyRow]:
+        with self._sessions() as s:
+            return list(s.scalars(select(RtmpKeyRow).order_by(RtmpKeyRow.created_at.desc(), RtmpKeyRow.id)))
+
+    def touch_rtmp_key(self, key_id: str) -> None:
+        with self._sessions.begin() as s:
+            s.execute(update(RtmpKeyRow).where(RtmpKeyRow.id == key_id).values(last_used_at=utcnow()))
+
+    def delete_rtmp_key(self, key_id: str) -> bool:
+        with self._sessions.begin() as s:
+            return bool(s.execute(delete(RtmpKeyRow).where(RtmpKeyRow.id == key_id)).rowcount)
 
     # -- violations -----------------------------------------------------------------------------
 

@@ -229,6 +229,7 @@ class StreamWorker:
         self._speed_limit = pipeline.config.rules.speed_limit_kmh
         self._stop = threading.Event()
         self._stop_reason: str | None = None
+        self._stop_failed = False
         self._size: tuple[int, int] | None = None
         self._first_media_time: float | None = None
         self._first_wall: float | None = None
@@ -262,10 +263,12 @@ class StreamWorker:
         self.stats.dropped += 1
         self.metrics.frames_dropped.inc()
 
-    def stop(self, reason: str) -> None:
-        """Ask the worker to finish (idempotent); the first reason given is kept."""
+    def stop(self, reason: str, failed: bool = False) -> None:
+        """Ask the worker to finish (idempotent); the first reason given is kept, and ``failed``
+        with it (the stream ended on an error of its transport: the session is stored as failed)."""
         if self._stop_reason is None:
             self._stop_reason = reason
+            self._stop_failed = failed
         self._stop.set()
         self.incoming.close()
         self.slot.close()
@@ -330,6 +333,8 @@ class StreamWorker:
             log.exception("session %s: processing failed", self.session_id)
         if reason is None:
             reason = self._stop_reason or "stopped"
+            if self._stop_failed:
+                status = "failed"
         self.incoming.close()
         self.slot.close()
         if self._prepare_thread is not None and self._prepare_thread.is_alive():

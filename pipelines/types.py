@@ -40,6 +40,9 @@ class Telemetry:
     abs_altitude_m: float | None = None
     gimbal_yaw_deg: float | None = None
     camera: str | None = None
+    # where the scale came from: "flight" (the drone's telemetry: SRT, data channel, DJI OSD) or
+    # "operator" (altitude and gimbal pitch typed in for a stream that carries no telemetry)
+    source: str = "flight"
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -37,7 +37,7 @@ MAX_ZOOM = 200.0
 MAX_VERTICAL_SPEED_MPS = 20.0
 ALTITUDE_NOISE_M = 2.0
 
-_NUMERIC_FIELDS = tuple(f.name for f in fields(Telemetry) if f.name != "camera")
+_NUMERIC_FIELDS = tuple(f.name for f in fields(Telemetry) if f.name not in ("camera", "source"))
 # Fields the ground model turns into a scale: one missing between two samples that have it is a hole.
 _GROUND_FIELDS = ("altitude_m", "gimbal_pitch_deg")
 

@@ -53,6 +53,13 @@ OPERATIONS = [
     "GET /api/v1/violations/{violation_id}/snapshot.jpg",
     "GET /api/v1/violations/{violation_id}/clip.mp4",
     "PUT /api/v1/violations/{violation_id}/false_positive",
+    "POST /api/v1/rtmp/keys",
+    "GET /api/v1/rtmp/keys",
+    "DELETE /api/v1/rtmp/keys/{key_id}",
+    "DELETE /api/v1/rtmp/streams/{session_id}",
+    "POST /api/v1/rtsp",
+    "DELETE /api/v1/rtsp/{session_id}",
+    "PUT /api/v1/sessions/{session_id}/operator-telemetry",
 ]
 MAX_EXAMPLES = 50  # generated requests per operation, valid and invalid ones, after the coverage cases
 
@@ -102,6 +109,17 @@ NOT_CHECKED = {
         "positive_data_acceptance": "documented to be refused: 405 is its only answer (RFC 9725)",
         "allow_header_conformance": "Allow names DELETE, the one method the resource supports; the "
         "document lists PATCH only to document its 405",
+    },
+    "POST /api/v1/rtsp": {
+        "positive_data_acceptance": "a URL valid to the document may name no camera: the server opens it "
+        "first and refuses it with the documented 400 stream_unavailable",
+    },
+    "POST /api/v1/rtmp/keys": {
+        "positive_data_acceptance": "a camera name is a string to the document; one that names no camera "
+        "profile is refused with the documented 400 invalid_operator_telemetry",
+    },
+    "PUT /api/v1/sessions/{session_id}/operator-telemetry": {
+        "positive_data_acceptance": "as for the keys: an unknown camera profile is a documented 400",
     },
     "DELETE /whip/{session_id}": {
         "allow_header_conformance": "as for PATCH: PATCH is in the document, not supported, not in Allow",

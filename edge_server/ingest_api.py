@@ -1,0 +1,308 @@
+"""Routes for the stock DJI apps and cameras: RTMP stream keys, nginx's publish callbacks, RTSP
+pull, and the operator's flight values for streams without telemetry. See docs/dji-apps.md."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import secrets
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Path as PathParam
+from fastapi.responses import JSONResponse
+
+from edge_server.api import (
+    ERRORS,
+    STOP_RESPONSES,
+    ApiError,
+    SessionId,
+    _manager,
+    _remote,
+    _stop,
+    _store,
+    require_token,
+    start_errors,
+)
+from edge_server.pull import StreamUnavailable
+from edge_server.rtc import CapacityError, KeyBusy, PipelineUnavailable, RtmpKeyRef, operator_fields
+from edge_server.rtmp import RTMP_APP
+from edge_server.schemas import (
+    API_PREFIX,
+    ErrorOut,
+    OperatorTelemetryIn,
+    RtmpKeyCreated,
+    RtmpKeyIn,
+    RtmpKeyOut,
+    RtspIn,
+    StopOut,
+    StreamStartedOut,
+)
+from edge_server.store import RtmpKeyRow
+from pipelines.camera import UnknownCameraError, get_profile
+from pipelines.errors import TelemetryError
+from pipelines.telemetry import validate_telemetry
+from pipelines.types import Telemetry
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
+callbacks = APIRouter(include_in_schema=False)  # nginx's, authenticated by the secret in the path
+
+KeyId = Annotated[str, PathParam(min_length=1, max_length=16, pattern=r"^[a-f0-9]+$", description="key id")]
+MAX_KEY_CHARS = 128  # ours are 32; a longer stream name is no key of this server
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def operator_telemetry(values: dict[str, Any] | OperatorTelemetryIn | None) -> Telemetry | None:
+    """The operator's values as the engine's telemetry (the same plausibility checks as a flight's);
+    ValueError says what is wrong."""
+    if values is None:
+        return None
+    if isinstance(values, OperatorTelemetryIn):
+        values = values.model_dump(exclude_none=True)
+    if values.get("camera"):
+        try:
+            get_profile(values["camera"])
+        except UnknownCameraError as exc:
+            raise ValueError(str(exc)) from exc
+    t = Telemetry(timestamp_s=0.0, source="operator", **values)
+    try:
+        return validate_telemetry(t)
+    except TelemetryError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def _operator_or_400(values: OperatorTelemetryIn | None) -> Telemetry | None:
+    try:
+        return operator_telemetry(values)
+    except ValueError as exc:
+        raise ApiError(400, "invalid_operator_telemetry", str(exc)) from exc
+
+
+def _key_out(row: RtmpKeyRow, request: Request) -> dict[str, Any]:
+    live = _manager(request).find_rtmp_id(row.id)
+    return {
+        "id": row.id,
+        "name": row.name,
+        "device_sn": row.device_sn,
+        "operator": row.operator,
+        "created_at": row.created_at,
+        "last_used_at": row.last_used_at,
+        "live_session_id": live.id if live else None,
+    }
+
+
+def _rtmp_url(request: Request, key: str) -> str:
+    settings = request.app.state.settings
+    if settings.rtmp_public_url:
+        return f"{settings.rtmp_public_url.rstrip('/')}/{RTMP_APP}/{key}"
+    host = urlsplit(str(request.base_url)).hostname or "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"rtmp://{host}:{settings.rtmp_port}/{RTMP_APP}/{key}"
+
+
+def _rtmp_off(request: Request) -> str | None:
+    """Why RTMP ingest is not running, or None when it is."""
+    return getattr(request.app.state, "rtmp_status", "off") if _manager(request).rtmp is None else None
+
+
+@router.post(
+    f"{API_PREFIX}/rtmp/keys",
+    status_code=201,
+    response_model=RtmpKeyCreated,
+    tags=["ingest"],
+    summary="Make an RTMP stream key: the URL a pilot enters in DJI Pilot 2 or DJI Fly",
+    responses={400: {"model": ErrorOut}},
+)
+async def create_rtmp_key(request: Request, body: RtmpKeyIn) -> RtmpKeyCreated:
+    _operator_or_400(body.operator)
+    key = secrets.token_urlsafe(24)
+    key_id = secrets.token_hex(4)
+    operator = body.operator.model_dump(exclude_none=True) if body.operator else None
+    row = await asyncio.to_thread(
+        _store(request).add_rtmp_key,
+        key_id,
+        hash_key(key),
+        name=body.name,
+        device_sn=body.device_sn,
+        operator=operator,
+    )
+    log.info("RTMP key %s made (%s)", key_id, body.name or "no name")
+    return RtmpKeyCreated(**_key_out(row, request), key=key, url=_rtmp_url(request, key))
+
+
+@router.get(
+    f"{API_PREFIX}/rtmp/keys",
+    response_model=list[RtmpKeyOut],
+    tags=["ingest"],
+    summary="The RTMP stream keys (without the keys themselves) and which one streams now",
+)
+async def list_rtmp_keys(request: Request) -> list[RtmpKeyOut]:
+    rows = await asyncio.to_thread(_store(request).list_rtmp_keys)
+    return [RtmpKeyOut(**_key_out(row, request)) for row in rows]
+
+
+@router.delete(
+    f"{API_PREFIX}/rtmp/keys/{{key_id}}",
+    status_code=204,
+    response_class=Response,
+    tags=["ingest"],
+    summary="Revoke an RTMP stream key; its live stream, if any, ends (flushed and stored)",
+    responses={404: {"model": ErrorOut}},
+)
+async def delete_rtmp_key(request: Request, key_id: KeyId) -> Response:
+    if not await asyncio.to_thread(_store(request).delete_rtmp_key, key_id):
+        raise ApiError(404, "not_found", f"no RTMP key {key_id}")
+    live = _manager(request).find_rtmp_id(key_id)
+    if live is not None:
+        await _manager(request).close(live.id, "RTMP key revoked")
+    return Response(status_code=204)
+
+
+@router.delete(
+    f"{API_PREFIX}/rtmp/streams/{{session_id}}",
+    tags=["ingest"],
+    summary="End an RTMP stream (the publisher is disconnected; the app may reconnect: revoke its key to stop it)",
+    response_model=StopOut,
+    responses=STOP_RESPONSES,
+)
+async def rtmp_stop(request: Request, session_id: SessionId) -> JSONResponse:
+    return await _stop(request, session_id, "ended by operator", "RTMP stream", kind="rtmp")
+
+
+@router.post(
+    f"{API_PREFIX}/rtsp",
+    status_code=201,
+    response_model=StreamStartedOut,
+    tags=["ingest"],
+    summary="Pull an RTSP stream (DJI Dock, a fixed camera) into a new session",
+    responses={
+        400: {"model": ErrorOut, "description": "the camera cannot be reached, or sends no video"},
+        503: {"model": ErrorOut},
+    },
+)
+async def rtsp_start(request: Request, body: RtspIn) -> StreamStartedOut:
+    operator = _operator_or_400(body.operator)
+    try:
+        with start_errors():
+            sess = await _manager(request).create_pull(body.url, "rtsp", _remote(request), operator=operator)
+    except StreamUnavailable as exc:
+        raise ApiError(400, "stream_unavailable", str(exc)) from exc
+    return _started(sess.id, "rtsp")
+
+
+def _started(session_id: str, kind: str) -> StreamStartedOut:
+    return StreamStartedOut(
+        session_id=session_id,
+        kind=kind,
+        events_url=f"{API_PREFIX}/events?session_id={session_id}",
+        session_url=f"{API_PREFIX}/sessions/{session_id}",
+    )
+
+
+@router.delete(
+    f"{API_PREFIX}/rtsp/{{session_id}}",
+    tags=["ingest"],
+    summary="End an RTSP stream",
+    response_model=StopOut,
+    responses=STOP_RESPONSES,
+)
+async def rtsp_stop(request: Request, session_id: SessionId) -> JSONResponse:
+    return await _stop(request, session_id, "ended by client", "RTSP stream", kind="rtsp")
+
+
+@router.put(
+    f"{API_PREFIX}/sessions/{{session_id}}/operator-telemetry",
+    response_model=OperatorTelemetryIn,
+    tags=["sessions"],
+    summary="Set the altitude, gimbal pitch and camera of a live stream that carries no telemetry",
+    responses={400: {"model": ErrorOut}, 404: {"model": ErrorOut}},
+)
+async def set_operator_telemetry(
+    request: Request, session_id: SessionId, body: OperatorTelemetryIn
+) -> OperatorTelemetryIn:
+    operator = _operator_or_400(body)
+    sess = _manager(request).get(session_id)
+    if sess is None:
+        raise ApiError(404, "not_found", f"no active stream {session_id}")
+    sess.operator = operator  # one reference swap: the worker reads it on its next frame
+    log.info("session %s: operator telemetry %s", session_id, operator_fields(operator) if operator else None)
+    return body
+
+
+# ------------------------------------------------------------------------------------------------
+# nginx's callbacks (notify_method get): on_publish admits or refuses a publisher by its key
+
+
+def _callback_ok(request: Request, secret: str) -> None:
+    expected = getattr(request.app.state, "rtmp_callback_secret", None)
+    if not expected or not hmac.compare_digest(secret.encode(), expected.encode()):
+        raise ApiError(404, "not_found", "no such route")
+
+
+def _refuse(request: Request, status: int, reason: str, detail: str) -> Response:
+    request.app.state.metrics.ingest_rejected.labels("rtmp", reason).inc()
+    log.warning("RTMP publisher %s refused: %s", request.query_params.get("addr", "?"), detail)
+    return Response(detail, status_code=status, media_type="text/plain")
+
+
+@callbacks.get("/internal/rtmp/{secret}/publish")
+async def rtmp_on_publish(request: Request, secret: str) -> Response:
+    _callback_ok(request, secret)
+    q = request.query_params
+    key, addr = q.get("name", ""), q.get("addr")
+    if q.get("app") != RTMP_APP:
+        return _refuse(
+            request, 403, "wrong app", f"application {q.get('app')!r}: publish to /{RTMP_APP}/<key>"
+        )
+    row = None
+    if key and len(key) <= MAX_KEY_CHARS:
+        row = await asyncio.to_thread(_store(request).rtmp_key_by_hash, hash_key(key))
+    if row is None:
+        return _refuse(request, 403, "wrong key", "unknown stream key")
+    try:
+        operator = operator_telemetry(row.operator)
+    except ValueError:
+        operator = None
+        log.warning("RTMP key %s: stored operator telemetry no longer valid; ignored", row.id)
+    ref = RtmpKeyRef(row.id, row.name, key, q.get("clientid"))
+    remote = (
+        f"{addr} (RTMP key {row.id}{f' {row.name}' if row.name else ''})" if addr else f"RTMP key {row.id}"
+    )
+    try:
+        await _manager(request).admit_rtmp(ref, remote, operator)
+    except CapacityError as exc:
+        return _refuse(request, 503, "at capacity", str(exc))
+    except KeyBusy as exc:
+        return _refuse(request, 409, "key busy", str(exc))
+    except PipelineUnavailable as exc:
+        return _refuse(request, 503, "pipeline unavailable", str(exc))
+    live = _manager(request).find_rtmp(key)
+    if live is None or live.closing:  # ended (API, revoked key) while nginx waited for this answer
+        return _refuse(request, 403, "ended", "the stream was ended before it started")
+    await asyncio.to_thread(_store(request).touch_rtmp_key, row.id)
+    log.info("RTMP publisher %s admitted with key %s", addr or "?", row.id)
+    return Response("ok", media_type="text/plain")
+
+
+@callbacks.get("/internal/rtmp/{secret}/publish_done")
+async def rtmp_on_publish_done(request: Request, secret: str) -> Response:
+    _callback_ok(request, secret)
+    q = request.query_params
+    key = q.get("name", "")
+    if key and len(key) <= MAX_KEY_CHARS:
+        manager = _manager(request)
+        if manager.find_rtmp(key) is not None:  # ending it flushes the stream: nginx need not wait
+            manager.spawn(manager.rtmp_publish_done(key, q.get("clientid")))
+    return Response("ok", media_type="text/plain")
+
+
+__all__ = ["callbacks", "hash_key", "operator_telemetry", "router"]
