@@ -52,6 +52,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="URL",
         help="push over RTMP to URL (rtmp://edge:1935/live/<key>), as DJI Pilot 2 / DJI Fly do, instead of WebRTC",
     )
+    p.add_argument(
+        "--mqtt",
+        default=None,
+        metavar="URL",
+        help="with --rtmp: send the flight's telemetry as DJI Cloud API OSD to this broker "
+        "(mqtt://user:password@edge:1883), as Pilot 2 does; needs --device-sn",
+    )
+    p.add_argument(
+        "--device-sn", default=None, help="the aircraft serial of the OSD topic (thing/product/<sn>/osd)"
+    )
+    p.add_argument(
+        "--osd-hz", type=float, default=None, help="OSD messages per second (default 0.5, DJI's rate)"
+    )
     p.set_defaults(func=_publish)
 
     p = subparsers.add_parser(
@@ -119,12 +132,35 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _publish_rtmp(args: argparse.Namespace) -> int:
-    """The simulated DJI app: video over RTMP (edge_client/rtmp_publish.py)."""
+    """The simulated DJI app: video over RTMP (edge_client/rtmp_publish.py), with --mqtt its
+    telemetry as DJI Cloud API OSD (edge_client/osd_publish.py)."""
+    from edge_client.osd_publish import DJI_OSD_HZ, OsdPublisher
+    from edge_client.publish import telemetry_source
     from edge_client.rtmp_publish import check_rtmp_url, publish_rtmp
+    from edge_client.tracks import PublishError
 
     check_rtmp_url(args.rtmp)
-    result = publish_rtmp(args.video, args.rtmp, max_seconds=args.max_seconds)
-    sys.stdout.write(json.dumps({"type": "summary", **result.summary()}) + "\n")
+    osd = None
+    if args.mqtt:
+        if not args.device_sn:
+            raise PublishError("--mqtt needs --device-sn: the aircraft serial the OSD topic names")
+        tel = telemetry_source(
+            args.video, args.srt, altitude_m=args.altitude, pitch_deg=args.pitch, focal_35mm=args.focal_35mm
+        )
+        if tel is None:
+            raise PublishError(
+                "no telemetry to send: give --srt (or a .SRT beside the video), or --altitude/--pitch"
+            )
+        osd = OsdPublisher(args.mqtt, args.device_sn, tel, hz=args.osd_hz or DJI_OSD_HZ)
+    try:
+        result = publish_rtmp(
+            args.video, args.rtmp, max_seconds=args.max_seconds, on_frame=osd.on_frame if osd else None
+        )
+    finally:
+        if osd is not None:
+            osd.close()
+    summary = {"type": "summary", **result.summary(), "osd_sent": osd.sent if osd else 0}
+    sys.stdout.write(json.dumps(summary) + "\n")
     if result.error is not None:
         log.error("the stream did not run to its end: %s", result.error)
         return 1

@@ -38,7 +38,12 @@ class RtmpPublishResult:
     error: str | None = None
 
     def summary(self) -> dict[str, object]:
-        return {"frames_sent": self.frames_sent, "duration_s": round(self.duration_s, 2), "error": self.error}
+        return {
+            "frames_sent": self.frames_sent,
+            "duration_s": round(self.duration_s, 2),
+            "first_frame_wall": self.first_frame_wall,
+            "error": self.error,
+        }
 
 
 def publish_rtmp(

@@ -123,7 +123,18 @@ async def healthz(request: Request) -> HealthOut:
         active_streams=_manager(request).active_count,
         version=__version__,
         rtmp=getattr(request.app.state, "rtmp_status", "off"),
+        mqtt=mqtt_status(request.app),
     )
+
+
+def mqtt_status(app: Any) -> str:
+    subscriber = getattr(app.state, "mqtt", None)
+    if subscriber is None:
+        return getattr(app.state, "mqtt_status", "off")
+    where = f"{subscriber.target.host}:{subscriber.target.port}"
+    if subscriber.connected:
+        return f"connected to {where}"
+    return f"unavailable: not connected to {where} ({subscriber.last_error or 'connecting'})"
 
 
 @protected.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response)

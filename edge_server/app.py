@@ -22,6 +22,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from edge_server import __version__
 from edge_server.api import ApiError, json_error, protected, public, require_token
+from edge_server.child_process import loopback
+from edge_server.dji_cloud import MqttTarget, OsdSubscriber, parse_mqtt_url
 from edge_server.events import EventBus
 from edge_server.ice import restrict_ice_host_addresses
 from edge_server.ingest_api import callbacks as rtmp_callbacks
@@ -35,6 +37,7 @@ from edge_server.middleware import (
     LiveReadPacingMiddleware,
     RequestGuardMiddleware,
 )
+from edge_server.mosquitto import BrokerUnavailable, MosquittoBroker, resolve_password
 from edge_server.rtc import StreamManager
 from edge_server.rtmp import RtmpServer, RtmpUnavailable
 from edge_server.settings import ServerSettings, SettingsError
@@ -286,6 +289,7 @@ def _lifespan(
         media = MediaLoop().start()  # WebRTC media on a loop of its own, apart from HTTP
         app.state.manager = manager = StreamManager(settings, store, bus, metrics, pipeline_factory, media)
         manager.rtmp = await asyncio.to_thread(_start_rtmp, app, settings)
+        broker = await asyncio.to_thread(_start_mqtt, app, settings, manager)
         # Import the engine now so the first offer does not pay for it (a few seconds on small CPUs).
         await asyncio.to_thread(importlib.import_module, "pipelines.builder")
         await manager.warm_up()
@@ -297,6 +301,10 @@ def _lifespan(
             await app.state.manager.close_all("server shutdown")
             if manager.rtmp is not None:
                 await asyncio.to_thread(manager.rtmp.stop)
+            if getattr(app.state, "mqtt", None) is not None:
+                await asyncio.to_thread(app.state.mqtt.stop)
+            if broker is not None:
+                await asyncio.to_thread(broker.stop)
             await asyncio.to_thread(media.stop)
             await asyncio.to_thread(store.close)
 
@@ -330,6 +338,49 @@ def _start_rtmp(app: FastAPI, settings: ServerSettings) -> RtmpServer | None:
     app.state.rtmp_callback_secret = secret
     app.state.rtmp_status = f"running on {settings.rtmp_host}:{settings.rtmp_port}"
     return rtmp
+
+
+def _start_mqtt(app: FastAPI, settings: ServerSettings, manager: StreamManager) -> MosquittoBroker | None:
+    """DJI Cloud API telemetry: Mosquitto (unless ``mqtt_url`` names a broker) and the server's OSD
+    subscriber (app.state.mqtt). Like RTMP, a missing broker never stops the server: the reason is
+    in app.state.mqtt_status (/healthz)."""
+    broker = None
+    if settings.mqtt_url:
+        try:
+            target = parse_mqtt_url(settings.mqtt_url)
+        except ValueError as exc:
+            raise SettingsError(f"mqtt_url: {exc}") from exc
+    elif settings.mqtt_port is not None:
+        password = resolve_password(
+            settings.data_dir, settings.mqtt_password and settings.mqtt_password.get_secret_value()
+        )
+        try:
+            broker = MosquittoBroker(
+                settings.data_dir / "mqtt",
+                host=settings.mqtt_host,
+                port=settings.mqtt_port,
+                username=settings.mqtt_username,
+                password=password,
+                mosquitto=settings.mosquitto_path,
+            )
+            broker.start()
+        except BrokerUnavailable as exc:
+            app.state.mqtt_status = f"unavailable: {exc}"
+            log.warning("DJI Cloud API telemetry (MQTT) is off: %s", exc)
+            return None
+        target = MqttTarget(
+            loopback(settings.mqtt_host), settings.mqtt_port, settings.mqtt_username, password
+        )
+    else:
+        app.state.mqtt_status = "off"
+        return None
+    subscriber = OsdSubscriber(target, manager.on_osd, client_id=f"airpatrol-edge-{secrets.token_hex(4)}")
+    if not subscriber.start(timeout_s=10.0):
+        log.warning(
+            "MQTT: not connected to %s:%d yet (%s); retrying", target.host, target.port, subscriber.last_error
+        )
+    app.state.mqtt = subscriber
+    return broker
 
 
 def document_errors(schema: dict[str, Any]) -> dict[str, Any]:

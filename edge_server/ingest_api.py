@@ -193,7 +193,9 @@ async def rtsp_start(request: Request, body: RtspIn) -> StreamStartedOut:
     operator = _operator_or_400(body.operator)
     try:
         with start_errors():
-            sess = await _manager(request).create_pull(body.url, "rtsp", _remote(request), operator=operator)
+            sess = await _manager(request).create_pull(
+                body.url, "rtsp", _remote(request), operator=operator, device_sn=body.device_sn
+            )
     except StreamUnavailable as exc:
         raise ApiError(400, "stream_unavailable", str(exc)) from exc
     return _started(sess.id, "rtsp")
@@ -273,7 +275,7 @@ async def rtmp_on_publish(request: Request, secret: str) -> Response:
     except ValueError:
         operator = None
         log.warning("RTMP key %s: stored operator telemetry no longer valid; ignored", row.id)
-    ref = RtmpKeyRef(row.id, row.name, key, q.get("clientid"))
+    ref = RtmpKeyRef(row.id, row.name, key, q.get("clientid"), row.device_sn)
     remote = (
         f"{addr} (RTMP key {row.id}{f' {row.name}' if row.name else ''})" if addr else f"RTMP key {row.id}"
     )

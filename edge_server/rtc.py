@@ -27,6 +27,7 @@ import numpy as np
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
+from edge_server.dji_cloud import parse_osd
 from edge_server.events import EventBus, dumps
 from edge_server.media import fit_width, lower_thread_priority
 from edge_server.media_loop import MediaLoop
@@ -170,6 +171,7 @@ class StreamSession:
     events_channel: Any = None
     reader: PullReader | None = None
     rtmp_key: RtmpKeyRef | None = None  # the RTMP stream key this stream was published with
+    device_sn: str | None = None  # the aircraft whose DJI Cloud API OSD is this stream's telemetry
     # altitude, gimbal pitch, camera the operator set (a stream without telemetry: DJI Fly's RTMP)
     operator: Telemetry | None = None
     tasks: list[asyncio.Task] = field(default_factory=list)
@@ -214,6 +216,9 @@ class StreamSession:
             out["opened_after_s"] = self.reader.opened_after_s
         if self.rtmp_key is not None:
             out["rtmp_key"] = {"id": self.rtmp_key.id, "name": self.rtmp_key.name}
+        if self.device_sn is not None:
+            out["device_sn"] = self.device_sn
+            out["telemetry_offset_s"] = self.telemetry_offset_s
         if self.operator is not None:
             out["operator_telemetry"] = operator_fields(self.operator)
         return out
@@ -228,6 +233,7 @@ class RtmpKeyRef:
     name: str | None
     secret: str
     client_id: str | None = None
+    device_sn: str | None = None
 
 
 OPERATOR_FIELDS = ("altitude_m", "gimbal_pitch_deg", "focal_length_mm", "focal_length_35mm", "camera")
@@ -289,6 +295,7 @@ class StreamManager:
         self._background: set[asyncio.Task] = set()
         self.rtmp: RtmpServer | None = None  # nginx, when RTMP ingest runs (set by the app)
         self._rtmp_starting: set[str] = set()  # keys admitted whose stream is being set up
+        self._unknown_devices: dict[str, float] = {}  # OSD senders no stream names: last logged
         self._spare: Pipeline | None = None  # built ahead for the next stream (settings.warm_pipeline)
         self._spare_building = False
 
@@ -321,10 +328,13 @@ class StreamManager:
         remote: str | None = None,
         *,
         operator: Telemetry | None = None,
+        device_sn: str | None = None,
     ) -> StreamSession:
         """A new stream read from ``url`` (an RTSP camera): opened first, so that an unreachable
         camera or one without video is a StreamUnavailable to the caller, not a failed session."""
-        return await self._on_media(self._create_pull(url, kind, remote, operator, None, probe=True))
+        return await self._on_media(
+            self._create_pull(url, kind, remote, operator, None, probe=True, device_sn=device_sn)
+        )
 
     async def admit_rtmp(self, key: RtmpKeyRef, remote: str | None, operator: Telemetry | None) -> None:
         """nginx asks whether a publisher with a valid key may start: CapacityError when the server
@@ -482,6 +492,7 @@ class StreamManager:
         operator: Telemetry | None,
         rtmp_key: RtmpKeyRef | None,
         probe: bool = False,
+        device_sn: str | None = None,
     ) -> StreamSession:
         """A pulled stream (see :mod:`edge_server.pull`); ``probe``: open it before the session starts."""
         self._reserve()
@@ -494,6 +505,9 @@ class StreamManager:
             pipeline = await self._build_pipeline()
             sess = self._new_session(kind, None, remote)
             sess.operator, sess.rtmp_key = operator, rtmp_key
+            sess.device_sn = device_sn or (rtmp_key.device_sn if rtmp_key else None)
+            if sess.device_sn:  # OSD over MQTT: its own latency against the video (docs/dji-apps.md)
+                sess.telemetry_offset_s = self.settings.osd_time_offset_s
             await self._start(sess, pipeline)
             pipeline = None
             sess.reader = self._reader(sess, url, container)
@@ -698,14 +712,43 @@ class StreamManager:
         self._spawn(self._close(sess.id, reason))
 
     def _on_telemetry(self, sess: StreamSession, message: str | bytes) -> None:
+        """A "telemetry" data-channel message (docs/telemetry-datachannel.md)."""
         arrival = time.time()
-        try:
-            t = parse_message(
-                message,
-                self.settings.max_telemetry_message_bytes,
-                arrival_s=arrival,
-                max_clock_skew_s=self.settings.telemetry_max_clock_skew_s,
+        skew = self.settings.telemetry_max_clock_skew_s
+        limit = self.settings.max_telemetry_message_bytes
+        self._take_telemetry(
+            sess, arrival, lambda: parse_message(message, limit, arrival_s=arrival, max_clock_skew_s=skew)
+        )
+
+    def on_osd(self, device_sn: str, payload: bytes, arrival_s: float) -> None:
+        """A DJI Cloud API OSD message (MQTT client's thread): handled on the media loop."""
+        loop = self.media.loop if self.media is not None else self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._on_osd, device_sn, payload, arrival_s)
+
+    def _on_osd(self, device_sn: str, payload: bytes, arrival: float) -> None:
+        targets = [s for s in self.sessions.values() if s.device_sn == device_sn and not s.closing]
+        if not targets:
+            self.metrics.ingest_rejected.labels("mqtt", "unknown device").inc()
+            now = time.monotonic()
+            if now - self._unknown_devices.get(device_sn, -1e9) >= 60.0:  # once a minute per device
+                if len(self._unknown_devices) > 1000:
+                    self._unknown_devices.clear()
+                self._unknown_devices[device_sn] = now
+                log.info("OSD from aircraft %s, which no live stream's key names: ignored", device_sn[:64])
+            return
+        skew = self.settings.telemetry_max_clock_skew_s
+        for sess in targets:
+            self._take_telemetry(
+                sess, arrival, lambda: parse_osd(payload, arrival_s=arrival, max_clock_skew_s=skew)
             )
+
+    def _take_telemetry(self, sess: StreamSession, arrival: float, parse: Callable[[], Telemetry]) -> None:
+        """One telemetry message for ``sess``, whichever way it came: into the session's buffer and
+        clock mapping, or counted as rejected (with a hole where its values were absurd)."""
+        try:
+            t = parse()
         except (TelemetryError, ValueError) as exc:
             if isinstance(exc, ImplausibleTelemetry):
                 sess.telemetry.add_hole(exc.timestamp_s)  # frames around it get no telemetry

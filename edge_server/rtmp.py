@@ -20,20 +20,18 @@ stream (``allow play 127.0.0.1``).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.parse
 import urllib.request
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from edge_server.child_process import ChildProcess, ChildUnavailable, free_port, loopback
 from pipelines.errors import AirPatrolError
 
 log = logging.getLogger(__name__)
@@ -133,18 +131,6 @@ http {{
 """
 
 
-def _free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def _port_open(host: str, port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
-        return True
-    return False
-
-
 class RtmpServer:
     """nginx with the RTMP module as a child process of the edge server (see the module doc)."""
 
@@ -167,19 +153,17 @@ class RtmpServer:
         self.binary = find_nginx(nginx)
         self.idle_timeout_s = idle_timeout_s
         self.control_port = 0
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_tail: deque[str] = deque(maxlen=20)
+        self._proc: ChildProcess | None = None
 
     @property
     def play_base(self) -> str:
         """Where the server itself plays streams from (loopback)."""
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        return f"rtmp://{host}:{self.port}/{RTMP_APP}"
+        return f"rtmp://{loopback(self.host)}:{self.port}/{RTMP_APP}"
 
     def start(self, timeout_s: float = 15.0) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "tmp").mkdir(exist_ok=True)
-        self.control_port = _free_port()
+        self.control_port = free_port()
         config = render_config(
             workdir=self.workdir.resolve(),
             module=self.binary.module,
@@ -192,55 +176,27 @@ class RtmpServer:
         path = self.workdir / "nginx.conf"
         path.write_text(config)
         path.chmod(0o600)  # it holds the callback secret
-        errors = self.workdir / "error.log"
-        with contextlib.suppress(OSError):
-            errors.unlink()
+        errors = (self.workdir / "error.log").resolve()
+        argv = [
+            self.binary.path,
+            "-c",
+            str(path.resolve()),
+            "-p",
+            str(self.workdir.resolve()),
+            "-e",
+            str(errors),
+        ]
+        # SIGQUIT: nginx's graceful stop (connections closed, then exit)
+        self._proc = ChildProcess("nginx (RTMP)", argv, errors, stop_signal=signal.SIGQUIT)
         try:
-            self._proc = subprocess.Popen(
-                [
-                    self.binary.path,
-                    "-c",
-                    str(path.resolve()),
-                    "-p",
-                    str(self.workdir.resolve()),
-                    "-e",
-                    str(errors.resolve()),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,  # a Ctrl-C meant for the server does not kill nginx first
-            )
-        except OSError as exc:
-            raise RtmpUnavailable(f"cannot start nginx ({self.binary.path}): {exc}") from exc
-        deadline = time.monotonic() + timeout_s
-        probe = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                break
-            if _port_open(probe, self.port) and _port_open("127.0.0.1", self.control_port):
-                log.info(
-                    "RTMP ingest on rtmp://%s:%d/%s/<stream key> (nginx pid %d)",
-                    self.host,
-                    self.port,
-                    RTMP_APP,
-                    self._proc.pid,
-                )
-                return
-            time.sleep(0.05)
-        detail = self.error_log_tail() or "no error log"
-        self.stop()
-        raise RtmpUnavailable(f"nginx did not start RTMP on {self.host}:{self.port}: {detail}")
-
-    def error_log_tail(self, lines: int = 5) -> str:
-        with contextlib.suppress(OSError):
-            text = (self.workdir / "error.log").read_text(errors="replace").strip().splitlines()
-            return " | ".join(text[-lines:])
-        return ""
+            self._proc.start([(self.host, self.port), ("127.0.0.1", self.control_port)], timeout_s)
+        except ChildUnavailable as exc:
+            raise RtmpUnavailable(str(exc)) from exc
+        log.info("RTMP ingest on rtmp://%s:%d/%s/<stream key>", self.host, self.port, RTMP_APP)
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._proc is not None and self._proc.running
 
     def drop(self, key: str) -> int:
         """Disconnect the publisher and the players of stream ``key`` (nginx's control endpoint);
@@ -284,15 +240,8 @@ class RtmpServer:
         return False
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGQUIT)  # graceful: close connections, exit
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        if self._proc is not None:
+            self._proc.stop(timeout_s)
 
 
 __all__ = ["RTMP_APP", "RtmpServer", "RtmpUnavailable", "find_nginx", "render_config"]

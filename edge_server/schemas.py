@@ -193,6 +193,9 @@ class HealthOut(BaseModel):
         "off",
         description="RTMP ingest: 'running on <port>', 'off', or 'unavailable: <why>' (e.g. nginx missing)",
     )
+    mqtt: str = Field(
+        "off", description="DJI Cloud API telemetry: 'connected to <broker>', 'off', or 'unavailable: <why>'"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -269,14 +272,19 @@ class ViolationQuery(StrictQuery):
 
 
 class OperatorTelemetryIn(BaseModel):
-    """Flight values the operator sets for a stream that carries no telemetry (DJI Fly's RTMP, a
-    camera pulled over RTSP): the speeds of that stream are scaled by them, and its violations say
-    so (``scale_source: operator``)."""
+    """Flight values the operator sets for a stream: the scale of one that carries no telemetry
+    (DJI Fly's RTMP, a camera pulled over RTSP), or what its telemetry lacks (the camera model: DJI
+    Cloud API OSD does not name it). A stream scaled by the operator's altitude or pitch records it
+    on its violations (``scale_source: operator``)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    altitude_m: float = Field(gt=0, le=1000, description="camera height above the filmed road, m")
-    gimbal_pitch_deg: float = Field(ge=-90, le=0, description="-90 = straight down, 0 = the horizon")
+    altitude_m: float | None = Field(
+        None, gt=0, le=1000, description="camera height above the filmed road, m"
+    )
+    gimbal_pitch_deg: float | None = Field(
+        None, ge=-90, le=0, description="-90 = straight down, 0 = the horizon"
+    )
     camera: str | None = Field(
         None,
         max_length=64,
@@ -284,6 +292,12 @@ class OperatorTelemetryIn(BaseModel):
         description="camera profile, e.g. 'DJI Mini 4 Pro' (see docs)",
     )
     focal_length_35mm: float | None = Field(None, gt=0, le=2000, description="35 mm-equivalent focal length")
+
+    @model_validator(mode="after")
+    def _something(self) -> OperatorTelemetryIn:
+        if all(value is None for value in self.model_dump().values()):
+            raise ValueError("give at least one of altitude_m, gimbal_pitch_deg, camera, focal_length_35mm")
+        return self
 
 
 class RtmpKeyIn(BaseModel):
@@ -326,6 +340,12 @@ class RtspIn(BaseModel):
         description="rtsp://[user:password@]host[:port]/path (DJI Dock, a fixed camera)",
     )
     operator: OperatorTelemetryIn | None = None
+    device_sn: str | None = Field(
+        None,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="the aircraft whose DJI Cloud API telemetry (MQTT OSD) belongs to this stream",
+    )
 
 
 class StreamStartedOut(BaseModel):

@@ -98,6 +98,21 @@ class ServerSettings(BaseSettings):
     # Host of the request that made the key and rtmp_port
     rtmp_public_url: str | None = None
     nginx_path: str | None = None  # the nginx binary; default: PATH, /usr/sbin/nginx
+    # DJI Cloud API telemetry (docs/dji-apps.md): the server subscribes to the aircraft's OSD
+    # (thing/product/{sn}/osd) on an MQTT broker. mqtt_url names a broker of the site's
+    # (mqtt://user:password@host:1883); without it the server starts Mosquitto (Debian:
+    # mosquitto) on mqtt_port, which pilots log in to with mqtt_username / mqtt_password (default:
+    # generated once into <data_dir>/mqtt_password). mqtt_port None and no mqtt_url: off.
+    mqtt_url: str | None = None
+    mqtt_port: int | None = Field(1883, ge=0, le=65535)
+    mqtt_host: str = "0.0.0.0"
+    mqtt_username: str = Field("airpatrol", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    mqtt_password: SecretStr | None = None
+    mosquitto_path: str | None = None
+    # OSD telemetry is looked up at (frame's time on the RC's clock - this): how much longer the
+    # video takes to reach the server than the OSD of the same instant, beyond what the arrival
+    # alignment already takes out (docs/dji-apps.md measures it)
+    osd_time_offset_s: float = Field(0.0, ge=-5, le=5)
     # RTSP pull (POST /api/v1/rtsp): the transport asked of the camera
     rtsp_transport: Literal["tcp", "udp"] = "tcp"
 

@@ -110,6 +110,13 @@ def parse_message(
     timestamp further than that from the arrival time is refused: a sample in milliseconds, or
     from a clock that is not the wall clock, cannot be matched to any frame.
     """
+    return telemetry_from_fields(
+        json_object(data, max_bytes), arrival_s=arrival_s, max_clock_skew_s=max_clock_skew_s
+    )
+
+
+def json_object(data: str | bytes, max_bytes: int) -> dict[str, Any]:
+    """One JSON object of at most ``max_bytes``; TelemetryError says what it is instead."""
     if len(data) > max_bytes:
         raise TelemetryError(f"message too large ({len(data)} bytes > {max_bytes})")
     try:
@@ -120,6 +127,15 @@ def parse_message(
         raise TelemetryError("not JSON: nested too deeply") from exc
     if not isinstance(obj, dict):
         raise TelemetryError("a telemetry message must be a JSON object")
+    return obj
+
+
+def telemetry_from_fields(
+    obj: dict[str, Any], *, arrival_s: float | None = None, max_clock_skew_s: float = 0.0
+) -> Telemetry:
+    """The checks every live telemetry path shares (data channel, DJI Cloud API OSD): the fields of
+    :class:`TelemetryMessage` (strict types, ranges, finite), the flight's plausibility
+    (:func:`pipelines.telemetry.validate_telemetry`: ImplausibleTelemetry) and the clock skew."""
     try:
         msg = TelemetryMessage.model_validate(obj)
     except ValidationError as exc:

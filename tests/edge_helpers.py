@@ -113,6 +113,7 @@ def start_server(tmp_path: Path, app_kwargs: dict | None = None, **overrides) ->
         "return_video_max_width": 320,
         "shutdown_timeout_s": 30.0,
         "rtmp_port": None,  # tests/edge_server/test_edge_rtmp.py starts nginx on a port of its own
+        "mqtt_port": None,  # ... and Mosquitto
         "warm_pipeline": False,  # no spare pipeline built by every test server (CPU); the RTMP tests use one
     }
     values.update(overrides)

@@ -229,7 +229,7 @@ def test_operator_ends_a_stream_and_revokes_its_key(rtmp_server: RunningServer) 
         ({"operator": {**OPERATOR, "altitude_m": "50"}}, 422, "invalid_request"),
         ({"operator": {**OPERATOR, "gimbal_pitch_deg": 30.0}}, 422, "invalid_request"),
         ({"operator": {**OPERATOR, "camera": "Hubble"}}, 400, "invalid_operator_telemetry"),
-        ({"operator": {"altitude_m": 50.0}}, 422, "invalid_request"),
+        ({"operator": {}}, 422, "invalid_request"),
         ({"device_sn": "1581F/../x"}, 422, "invalid_request"),
         ({"name": "a\x00b"}, 422, "invalid_request"),
         ({"stream_key": "mine"}, 422, "invalid_request"),

@@ -1,0 +1,215 @@
+"""One recorded flight three ways: offline `airpatrol process`, live over RTMP + DJI Cloud API OSD
+(a simulated Pilot 2), and live over WebRTC + the telemetry data channel (the reference phone app).
+Prints how many of the offline run's violations each live path matched (within 1 s, same vehicle,
+peak speed within 1 km/h), the server's receive -> result latency, and the RTMP path's transport
+delay and clock-alignment error. A benchmark (issue 13's targets), not CI:
+
+    .venv/bin/python eval/examples/dji_paths.py VIDEO --srt SRT --camera dji_mavic_3 [--out DIR]
+
+e.g. the sparse simulated flight of eval/examples/throughput.sh (runs/throughput/v15.mp4 + v15.SRT).
+Needs nginx-light + libnginx-mod-rtmp and mosquitto (the server starts them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+SN = "1581F5BKD225D00A"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:
+    sys.stderr.write("$ " + " ".join(cmd) + "\n")
+    return subprocess.run(cmd, text=True, capture_output=True, check=False, **kw)
+
+
+def last_json(text: str) -> dict:
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    return lines[-1] if lines else {}
+
+
+def match(offline: list[dict], live: list[dict]) -> tuple[int, list[float]]:
+    """Offline violations with a live one of the same vehicle: start within 1 s, box centre within
+    150 px (at the peak), peak speed within 1 km/h. Greedy, one to one."""
+    used: set[int] = set()
+    diffs: list[float] = []
+    for v in offline:
+        cx, cy = (v["bbox_xyxy"][0] + v["bbox_xyxy"][2]) / 2, (v["bbox_xyxy"][1] + v["bbox_xyxy"][3]) / 2
+        best = None
+        for i, w in enumerate(live):
+            if i in used or abs(w["start_time_s"] - v["start_time_s"]) > 1.0 or not w.get("bbox_xyxy"):
+                continue
+            wx, wy = (w["bbox_xyxy"][0] + w["bbox_xyxy"][2]) / 2, (w["bbox_xyxy"][1] + w["bbox_xyxy"][3]) / 2
+            d = abs(w["peak_speed_kmh"] - v["peak_speed_kmh"])
+            if ((wx - cx) ** 2 + (wy - cy) ** 2) ** 0.5 <= 150 and (best is None or d < best[1]):
+                best = (i, d)
+        if best is not None and best[1] <= 1.0:
+            used.add(best[0])
+            diffs.append(best[1])
+    return len(diffs), diffs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("video", type=Path)
+    ap.add_argument("--srt", type=Path, required=True)
+    ap.add_argument("--camera", required=True)
+    ap.add_argument("--out", type=Path, default=Path("runs/dji_paths"))
+    ap.add_argument("--osd-hz", type=float, default=0.5)
+    args = ap.parse_args()
+    ap_cli = [sys.executable, "-m", "airpatrol.cli"]
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    offline_dir = args.out / "offline"
+    r = run(
+        [
+            *ap_cli,
+            "process",
+            str(args.video),
+            "--srt",
+            str(args.srt),
+            "--camera",
+            args.camera,
+            "--out",
+            str(offline_dir),
+            "--no-video",
+            "-q",
+        ]
+    )
+    if r.returncode:
+        sys.stderr.write(r.stderr[-2000:])
+        return 1
+    offline = json.loads((offline_dir / "violations.json").read_text())
+
+    token, mqtt_password = secrets.token_urlsafe(16), secrets.token_urlsafe(12)
+    port, rtmp_port, mqtt_port = free_port(), free_port(), free_port()
+    env = {
+        **os.environ,
+        "AIRPATROL_API_TOKEN": token,
+        "AIRPATROL_RTMP_PORT": str(rtmp_port),
+        "AIRPATROL_RTMP_HOST": "127.0.0.1",
+        "AIRPATROL_MQTT_PORT": str(mqtt_port),
+        "AIRPATROL_MQTT_HOST": "127.0.0.1",
+        "AIRPATROL_MQTT_PASSWORD": mqtt_password,
+        "AIRPATROL_STREAM_IDLE_TIMEOUT_S": "15",
+    }
+    data = args.out / "server"
+    log = open(args.out / "server.log", "w")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(
+        [*ap_cli, "serve", "--port", str(port), "--data-dir", str(data), "--ice-host", "127.0.0.1"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"}
+    results: dict[str, dict] = {}
+    try:
+        for _ in range(300):
+            try:
+                health = httpx.get(f"{url}/healthz", timeout=2).json()
+                if health["mqtt"].startswith("connected"):
+                    break
+            except (httpx.HTTPError, KeyError, ValueError):
+                pass
+            time.sleep(0.3)
+        sys.stderr.write(f"server: {health}\n")
+        time.sleep(15)  # the spare pipeline (warm_pipeline) is built in the background
+        c = httpx.Client(base_url=url, headers=headers, timeout=30)
+        key = c.post("/api/v1/rtmp/keys", json={"device_sn": SN, "operator": {"camera": args.camera}}).json()
+
+        r = run(
+            [
+                *ap_cli,
+                "publish",
+                str(args.video),
+                "--rtmp",
+                key["url"],
+                "--srt",
+                str(args.srt),
+                "--mqtt",
+                f"mqtt://airpatrol:{mqtt_password}@127.0.0.1:{mqtt_port}",
+                "--device-sn",
+                SN,
+                "--osd-hz",
+                str(args.osd_hz),
+            ]
+        )
+        results["rtmp+mqtt"] = {"publisher": last_json(r.stdout)}
+        time.sleep(15)  # the next spare pipeline
+        r = run(
+            [
+                *ap_cli,
+                "publish",
+                str(args.video),
+                "--srt",
+                str(args.srt),
+                "--camera",
+                args.camera,
+                "--server",
+                url,
+                "--token",
+                token,
+                "--no-return-video",
+                "--ice-host",
+                "127.0.0.1",
+            ]
+        )
+        results["webrtc+datachannel"] = {"publisher": last_json(r.stdout)}
+        time.sleep(3)
+        sessions = sorted(c.get("/api/v1/sessions").json()["items"], key=lambda s: s["started_at"])
+        for name, sess in zip(results, sessions, strict=True):
+            detail = c.get(f"/api/v1/sessions/{sess['id']}").json()
+            live = c.get("/api/v1/violations", params={"session_id": sess["id"], "limit": 500}).json()[
+                "items"
+            ]
+            matched, diffs = match(offline, live)
+            results[name].update(
+                session=sess["id"],
+                kind=sess["kind"],
+                frames_received=sess["frames_received"],
+                frames_processed=sess["frames_processed"],
+                frames_dropped=sess["frames_dropped"],
+                telemetry_received=sess["telemetry_received"],
+                latency_p50_ms=sess["latency_p50_ms"],
+                latency_p95_ms=sess["latency_p95_ms"],
+                violations=len(live),
+                matched=matched,
+                matched_share=round(matched / len(offline), 3) if offline else None,
+                speed_diff_max_kmh=round(max(diffs), 3) if diffs else None,
+                clock_sync=detail["info"].get("clock_sync"),
+            )
+        rtmp = results["rtmp+mqtt"]
+        sync, first = rtmp.get("clock_sync") or {}, rtmp["publisher"].get("first_frame_wall")
+        if sync.get("video_offset_s") and first:
+            # least (receive - media time) = first frame's send time + least send -> receive delay
+            rtmp["video_transport_delay_s"] = round(sync["video_offset_s"] - first, 3)
+            rtmp["osd_transport_delay_s"] = round(sync["telemetry_offset_s"], 3)
+            rtmp["alignment_error_s"] = round(sync["video_offset_s"] - first - sync["telemetry_offset_s"], 3)
+    finally:
+        server.terminate()
+        server.wait(60)
+        log.close()
+    report = {"offline_violations": len(offline), "paths": results}
+    (args.out / "report.json").write_text(json.dumps(report, indent=2))
+    sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""DJI Cloud API telemetry: OSD messages mapped to the engine's telemetry (table), and a simulated
+Pilot 2 - video over RTMP to the server's nginx, OSD over MQTT to the server's Mosquitto - with
+hostile messages on the same broker while it streams."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import paho.mqtt.client as mqtt
+import pytest
+from edge_helpers import RunningServer, free_port
+from test_edge_rtmp import NGINX, make_key, rejected, summary, wait_until
+
+from edge_server.dji_cloud import device_of, osd_fields, osd_message, parse_mqtt_url, parse_osd
+from edge_server.mosquitto import MOSQUITTO_CANDIDATES, find_program
+from edge_server.telemetry import ImplausibleTelemetry
+from pipelines.errors import TelemetryError
+from pipelines.types import Telemetry
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _mosquitto() -> str | None:
+    return find_program("mosquitto", os.environ.get("AIRPATROL_TEST_MOSQUITTO"), MOSQUITTO_CANDIDATES)
+
+
+MOSQUITTO = _mosquitto()
+needs_brokers = pytest.mark.skipif(
+    MOSQUITTO is None or NGINX is None,
+    reason="Mosquitto or nginx-rtmp is not installed (.ci/mosquitto.sh and .ci/nginx-rtmp.sh install them; CI fails without)",
+)
+SN = "1581F5BKD225D00A"
+PASSWORD = "osd-test-password"
+
+PILOT2_OSD = {
+    "tid": "6a7bfe89-c386-4043-b600-b518e10096cc",
+    "bid": "42a19f36-5117-4520-bd13-fd61d818d52e",
+    "timestamp": 1764075600123,
+    "gateway": "4LFCJ1H00100A9",
+    "data": {
+        "latitude": 48.137154,
+        "longitude": 11.576124,
+        "height": 598.4,
+        "elevation": 60.2,
+        "attitude_head": 91.5,
+        "attitude_pitch": -2.1,
+        "horizontal_speed": 0.3,
+        "mode_code": 3,
+        "165-0-7": {"payload_index": "165-0-7", "gimbal_pitch": -10.0, "gimbal_yaw": 12.0, "zoom_factor": 1},
+        "66-0-0": {"payload_index": "66-0-0", "gimbal_pitch": -89.9, "gimbal_yaw": 91.0, "zoom_factor": 2.0},
+    },
+}
+
+
+def _osd(**data) -> dict:
+    return {**PILOT2_OSD, "data": {**PILOT2_OSD["data"], **data}}
+
+
+def test_a_pilot2_osd_becomes_telemetry() -> None:
+    t = parse_osd(json.dumps(PILOT2_OSD).encode())
+    assert t.timestamp_s == pytest.approx(1764075600.123)
+    assert (t.altitude_m, t.abs_altitude_m) == (60.2, 598.4)  # elevation: height above take-off
+    # the main gimbal (index 0), not the FPV camera (index 7)
+    assert (t.gimbal_pitch_deg, t.gimbal_yaw_deg, t.digital_zoom) == (-89.9, 91.0, 2.0)
+    assert (t.latitude, t.longitude) == (48.137154, 11.576124)
+    assert t.source == "flight"
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (_osd(latitude=0.0, longitude=0.0), {"latitude": None}),  # no GPS fix
+        ({**PILOT2_OSD, "data": {"elevation": 80.0}}, {"altitude_m": 80.0, "gimbal_pitch_deg": None}),
+        (
+            _osd(**{"66-0-0": {"gimbal_pitch": -30.0, "zoom_factor": 0.5}}),
+            {"gimbal_pitch_deg": -30.0, "digital_zoom": 1.0},
+        ),
+    ],
+)
+def test_osd_fields_that_vary(message: dict, expected: dict) -> None:
+    t = parse_osd(json.dumps(message).encode())
+    for name, value in expected.items():
+        assert getattr(t, name) == value
+
+
+@pytest.mark.parametrize(
+    ("payload", "error", "implausible"),
+    [
+        (b"\x00garbage", "not JSON", False),
+        (b"[1, 2]", "must be a JSON object", False),
+        (json.dumps({"timestamp": 1}).encode(), "no 'data' object", False),
+        (json.dumps({**PILOT2_OSD, "timestamp": "soon"}).encode(), "timestamp.*is not a number", False),
+        (
+            json.dumps({**PILOT2_OSD, "data": {"battery": 80}}).encode(),
+            "without 'elevation' or a gimbal",
+            False,
+        ),
+        (json.dumps(_osd(elevation="60")).encode(), "altitude_m", False),
+        (json.dumps(_osd(elevation=True)).encode(), "altitude_m", False),
+        (json.dumps(_osd(elevation=float("nan"))).encode(), "altitude_m", False),
+        (json.dumps(_osd(elevation=25000.0)).encode(), "altitude_m", False),  # beyond the message's range
+        (json.dumps(_osd(elevation=4000.0)).encode(), "implausible", True),  # no patrol flight goes there
+        (b"{" * 100_000, "too large", False),
+    ],
+)
+def test_bad_osd_is_refused_with_a_reason(payload: bytes, error: str, implausible: bool) -> None:
+    with pytest.raises(TelemetryError, match=error) as info:
+        parse_osd(payload)
+    assert isinstance(info.value, ImplausibleTelemetry) == implausible
+
+
+@pytest.mark.parametrize(
+    ("topic", "sn"),
+    [
+        (f"thing/product/{SN}/osd", SN),
+        (f"thing/product/{SN}/state", None),
+        ("thing/product/../osd", None),
+        ("thing/product//osd", None),
+        (f"sys/product/{SN}/status", None),
+    ],
+)
+def test_only_osd_topics_name_a_device(topic: str, sn: str | None) -> None:
+    assert device_of(topic) == sn
+
+
+def test_the_simulator_writes_what_the_server_reads() -> None:
+    t = Telemetry(
+        10.0, altitude_m=55.0, gimbal_pitch_deg=-80.0, latitude=48.1, longitude=11.5, gimbal_yaw_deg=30.0
+    )
+    fields = osd_fields(osd_message(t, 1764075600000, "RC1", 3))
+    assert fields == {
+        "timestamp": 1764075600.0,
+        "altitude_m": 55.0,
+        "abs_altitude_m": 55.0,
+        "latitude": 48.1,
+        "longitude": 11.5,
+        "gimbal_pitch_deg": -80.0,
+        "gimbal_yaw_deg": 30.0,
+        "digital_zoom": 1.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("url", "parts"),
+    [
+        ("mqtt://u:p%40ss@broker:1884", ("broker", 1884, "u", "p@ss")),
+        ("mqtt://broker", ("broker", 1883, None, None)),
+    ],
+)
+def test_mqtt_urls(url: str, parts: tuple) -> None:
+    target = parse_mqtt_url(url)
+    assert (target.host, target.port, target.username, target.password) == parts
+
+
+@pytest.mark.parametrize("url", ["http://broker", "mqtt://", "broker:1883"])
+def test_bad_mqtt_urls(url: str) -> None:
+    with pytest.raises(ValueError, match="mqtt://"):
+        parse_mqtt_url(url)
+
+
+def _client(port: int, password: str = PASSWORD) -> tuple[mqtt.Client, list]:
+    results: list = []
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"test-{time.monotonic_ns()}")
+    client.username_pw_set("airpatrol", password)
+    client.on_connect = lambda _c, _u, _f, reason, _p: results.append(reason)
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    wait_until(lambda: results, 10, "CONNACK")
+    return client, results
+
+
+@pytest.fixture
+def dji_server(server_factory) -> tuple[RunningServer, int]:
+    port = free_port()
+    srv = server_factory(
+        rtmp_port=free_port(),
+        rtmp_host="127.0.0.1",
+        mqtt_port=port,
+        mqtt_host="127.0.0.1",
+        mqtt_password=PASSWORD,
+        mosquitto_path=MOSQUITTO,
+        nginx_path=NGINX,
+        warm_pipeline=True,
+    )
+    wait_until(lambda: srv.manager.spare_ready, 60, "spare pipeline built")
+    return srv, port
+
+
+@needs_brokers
+def test_pilot2_stream_with_osd_telemetry(dji_server) -> None:
+    """Video over RTMP, OSD over MQTT at 2 Hz: the speeds are scaled by the OSD's elevation; garbage
+    OSD for the same aircraft is counted on its session, OSD of an aircraft no key names is counted
+    by the server, and neither disturbs the stream."""
+    srv, port = dji_server
+    key = make_key(srv, device_sn=SN, operator={"camera": "DJI Mini 4 Pro"})  # OSD does not name the camera
+    cmd = [
+        *(sys.executable, "-m", "airpatrol.cli", "publish", "synthetic", "--rtmp", key["url"]),
+        *("--mqtt", f"mqtt://airpatrol:{PASSWORD}@127.0.0.1:{port}", "--device-sn", SN),
+        *("--max-seconds", "8", "--osd-hz", "2"),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with srv.client() as c:
+        sid = wait_until(lambda: c.get("/api/v1/rtmp/keys").json()[0]["live_session_id"], 30, "stream live")
+        wait_until(lambda: c.get(f"/api/v1/sessions/{sid}").json()["telemetry_received"] >= 2, 30, "OSD")
+    hostile, _ = _client(port)
+    now_ms = round(time.time() * 1000)
+    for payload in (
+        b"not json",
+        json.dumps(_osd(elevation="60", timestamp=now_ms)),
+        json.dumps(_osd(elevation=4000.0, timestamp=now_ms)),
+    ):
+        hostile.publish(f"thing/product/{SN}/osd", payload).wait_for_publish(5)
+    hostile.publish("thing/product/UNKNOWN0001/osd", json.dumps(PILOT2_OSD)).wait_for_publish(5)
+    hostile.disconnect()
+    hostile.loop_stop()
+
+    code, result, err = summary(proc)
+    assert code == 0, err
+    with srv.client() as c:
+        wait_until(lambda: c.get(f"/api/v1/sessions/{sid}").json()["status"] == "ended", 30, "session ended")
+        session = c.get(f"/api/v1/sessions/{sid}").json()
+        violations = c.get("/api/v1/violations", params={"session_id": sid}).json()["items"]
+        health = c.get("/healthz").json()
+    assert result["osd_sent"] >= 14
+    assert session["telemetry_received"] >= result["osd_sent"] - 1
+    assert session["telemetry_rejected"] == 3
+    reasons = " | ".join(session["info"]["telemetry_reject_reasons"])
+    assert "not JSON" in reasons and "altitude_m" in reasons and "implausible" in reasons
+    assert session["frames_received"] >= result["frames_sent"] - 3
+    assert session["info"]["device_sn"] == SN and session["info"]["clock_sync"]["method"] == "arrival"
+    assert violations and {v["scale_source"] for v in violations} == {"flight"}
+    assert {v["altitude_m"] for v in violations} == {50.0}  # the synthetic flight's SRT height
+    assert rejected(srv).get("unknown device", 0) >= 1
+    assert health["mqtt"] == f"connected to 127.0.0.1:{port}"
+
+
+@needs_brokers
+def test_broker_refuses_strangers_and_serves_another_edge(dji_server, server_factory) -> None:
+    srv, port = dji_server
+    client, results = _client(port, password="wrong")
+    assert results[0].is_failure  # not authorised
+    client.loop_stop()
+    # a second server using the first one's broker (mqtt_url) starts none of its own
+    other = server_factory(mqtt_port=None, mqtt_url=f"mqtt://airpatrol:{PASSWORD}@127.0.0.1:{port}")
+    assert wait_until(
+        lambda: httpx.get(f"{other.url}/healthz").json()["mqtt"].startswith("connected"), 15, "mqtt"
+    )
+    assert not (other.settings.data_dir / "mqtt").exists()
+
+
+def test_server_runs_on_without_mosquitto(server_factory) -> None:
+    srv = server_factory(mqtt_port=free_port(), mosquitto_path="/nonexistent/mosquitto")
+    health = httpx.get(f"{srv.url}/healthz").json()
+    assert health["status"] == "ok"
+    assert health["mqtt"].startswith("unavailable: DJI Cloud API telemetry needs an MQTT broker")
+    assert "apt-get install mosquitto" in health["mqtt"]
