@@ -154,7 +154,11 @@ def _publish_rtmp(args: argparse.Namespace) -> int:
         osd = OsdPublisher(args.mqtt, args.device_sn, tel, hz=args.osd_hz or DJI_OSD_HZ)
     try:
         result = publish_rtmp(
-            args.video, args.rtmp, max_seconds=args.max_seconds, on_frame=osd.on_frame if osd else None
+            args.video,
+            args.rtmp,
+            max_seconds=args.max_seconds,
+            passthrough=args.passthrough,
+            on_frame=osd.on_frame if osd else None,
         )
     finally:
         if osd is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -54,58 +54,44 @@ def publish_rtmp(
     speed: float = 1.0,
     bitrate_kbps: int = 4000,
     max_width: int | None = None,
+    passthrough: bool = False,
     on_frame: Callable[[float, float], None] | None = None,
     stop: threading.Event | None = None,
 ) -> RtmpPublishResult:
     """Push ``video`` (file, frame folder or ``synthetic``) to ``url`` in real time (``speed`` x).
 
-    ``on_frame(video_time_s, wall_time)`` is called as each frame is sent (an OSD publisher stamps
-    its messages from it). Errors the publisher cannot get past (server refused the key, network)
-    are returned in ``error``; a video that cannot be read raises :class:`PublishError`.
+    ``passthrough``: relay the file's H.264 packets as they are (no encoding: what an app does with
+    the drone's own stream; the file must be H.264 without B-frames). ``on_frame(video_time_s,
+    wall_time)`` is called as each frame is sent (an OSD publisher stamps its messages from it).
+    Errors the publisher cannot get past (server refused the key, network) are returned in
+    ``error``; a video that cannot be read raises :class:`PublishError`.
     """
     check_video(video)
+    source = _packets(video) if passthrough else _encoded(video, bitrate_kbps, max_width)
     result = RtmpPublishResult()
-    t_start = time.time()
     try:
         container = av.open(url, mode="w", format="flv", timeout=(10.0, 10.0))
     except av.error.FFmpegError as exc:
-        result.error = (
-            f"cannot publish to {_redact(url)}: {exc.strerror or exc} (wrong key, or no RTMP server?)"
-        )
+        result.error = f"cannot publish to {_redact(url)}: {exc.strerror or exc} (no RTMP server there?)"
         return result
-    stream = None
+    t_start = time.time()
     try:
-        for t, image in iter_frames(video):
-            if stop is not None and stop.is_set():
+        for t, packets in source(container):
+            if (stop is not None and stop.is_set()) or (max_seconds is not None and t > max_seconds):
                 break
-            if max_seconds is not None and t > max_seconds:
-                break
-            if max_width and image.shape[1] > max_width:
-                h = round(image.shape[0] * max_width / image.shape[1])
-                image = cv2.resize(image, (max_width, h), interpolation=cv2.INTER_AREA)
-            if stream is None:
-                stream = _video_stream(container, image, bitrate_kbps)
-                t0, t_start = t, time.time()  # the server admitted the key: real time starts now
-            due = t_start + (t - t0) / speed
-            delay = due - time.time()
+            if result.first_frame_wall is None:
+                t_start = time.time()  # the server admitted the key: real time starts now
+            delay = t_start + t / speed - time.time()
             if delay > 0:
                 time.sleep(delay)
-            frame = av.VideoFrame.from_ndarray(
-                np.ascontiguousarray(image[: stream.height, : stream.width]), format="bgr24"
-            )
-            frame.pts = round((t - t0) * 1000)
-            frame.time_base = FLV_TIME_BASE
             wall = time.time()
-            for packet in stream.encode(frame):
+            for packet in packets():
                 container.mux(packet)
             if result.first_frame_wall is None:
                 result.first_frame_wall = wall
             result.frames_sent += 1
             if on_frame is not None:
-                on_frame(t - t0, wall)
-        if stream is not None:
-            for packet in stream.encode():
-                container.mux(packet)
+                on_frame(t, wall)
     except av.error.FFmpegError as exc:
         if result.first_frame_wall is None or time.time() - result.first_frame_wall < REFUSED_WITHIN_S:
             result.error = (
@@ -123,6 +109,54 @@ def publish_rtmp(
             log.debug("closing the RTMP output failed", exc_info=True)
     result.duration_s = time.time() - t_start
     return result
+
+
+# A source yields (video time from 0, a callable giving that frame's packets, encoded when called)
+Source = Callable[[av.container.OutputContainer], Iterator[tuple[float, Callable[[], list[av.Packet]]]]]
+
+
+def _encoded(video: str | Path, bitrate_kbps: int, max_width: int | None) -> Source:
+    def frames(
+        container: av.container.OutputContainer,
+    ) -> Iterator[tuple[float, Callable[[], list[av.Packet]]]]:
+        stream, t0 = None, 0.0
+        for t, image in iter_frames(video):
+            if max_width and image.shape[1] > max_width:
+                h = round(image.shape[0] * max_width / image.shape[1])
+                image = cv2.resize(image, (max_width, h), interpolation=cv2.INTER_AREA)
+            if stream is None:
+                stream, t0 = _video_stream(container, image, bitrate_kbps), t
+            frame = av.VideoFrame.from_ndarray(
+                np.ascontiguousarray(image[: stream.height, : stream.width]), format="bgr24"
+            )
+            frame.pts, frame.time_base = round((t - t0) * 1000), FLV_TIME_BASE
+            yield t - t0, lambda s=stream, f=frame: list(s.encode(f))
+        if stream is not None:  # zerolatency, no B-frames: nothing is held back, but flush anyway
+            for packet in stream.encode():
+                container.mux(packet)
+
+    return frames
+
+
+def _packets(video: str | Path) -> Source:
+    def packets(
+        container: av.container.OutputContainer,
+    ) -> Iterator[tuple[float, Callable[[], list[av.Packet]]]]:
+        with av.open(str(video)) as src:
+            vs = src.streams.video[0]
+            if vs.codec_context.name != "h264" or vs.codec_context.has_b_frames:
+                raise PublishError(f"{video}: passthrough relays H.264 without B-frames (encode with -bf 0)")
+            out = container.add_stream_from_template(vs)
+            t0 = None
+            for packet in src.demux(vs):
+                if packet.dts is None or packet.pts is None:
+                    continue
+                t = float(packet.pts * packet.time_base)
+                t0 = t if t0 is None else t0
+                packet.stream = out
+                yield t - t0, lambda p=packet: [p]
+
+    return packets
 
 
 def _video_stream(

@@ -107,6 +107,7 @@ class PullReader:
         self.decode_errors = 0
         self.codec: str | None = None
         self.opened_after_s: float | None = None
+        self._last_time: float | None = None
         self.end_reason: str | None = None  # set when the thread ends
         self.failed = False
 
@@ -123,6 +124,18 @@ class PullReader:
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    def _media_time(self, t: float | None, stream: Any) -> float:
+        """The frame's presentation time; a frame without one (RTSP's first, before the RTP clock is
+        known) follows the one before by a frame interval; times never go backwards."""
+        last = self._last_time
+        if t is None:
+            rate = float(stream.average_rate or stream.guessed_rate or 30)
+            t = 0.0 if last is None else last + 1.0 / rate
+        elif last is not None and t <= last:
+            t = last + 1e-3
+        self._last_time = t
+        return float(t)
 
     def _run(self) -> None:
         reason, failed = "stream ended", False
@@ -166,7 +179,7 @@ class PullReader:
                     continue
                 for frame in frames:
                     perf, wall = time.perf_counter(), time.time()
-                    media_time = frame.time if frame.time is not None else perf - t0
+                    media_time = self._media_time(frame.time, stream)
                     if self.frames == 0:
                         log.info(
                             "%s: first frame (t=%.3f s) %.2f s after connecting",
@@ -175,7 +188,7 @@ class PullReader:
                             perf - t0,
                         )
                     self.frames += 1
-                    self._on_frame(frame, float(media_time), perf, wall)
+                    self._on_frame(frame, media_time, perf, wall)
             return "publisher ended the stream"
         finally:
             container.close()

@@ -9,7 +9,8 @@ bash scripts/install.sh --dev
 #   .ci/chromium.sh: installs Debian's chromium and chromedriver for the browser tests (web pages in
 #   a real headless browser);
 #   .ci/nginx-rtmp.sh: installs Debian's nginx with the RTMP module for the RTMP ingest tests;
-#   .ci/mosquitto.sh: installs Debian's Mosquitto (MQTT broker) for the DJI Cloud API telemetry tests.
+#   .ci/mosquitto.sh: installs Debian's Mosquitto (MQTT broker) for the DJI Cloud API telemetry tests;
+#   .ci/gst-rtsp.sh: installs Debian's GStreamer RTSP server for the RTSP pull tests.
 use_service() {  # VARIABLE SCRIPT WHAT (what could not be set up) TESTS (which tests then skip)
   if [ -n "${!1:-}" ] || [ ! -f "$2" ]; then return 0; fi
   local env
@@ -26,4 +27,5 @@ use_service AIRPATROL_TEST_POSTGRES_URL .ci/postgres.sh "PostgreSQL could not be
 use_service AIRPATROL_TEST_CHROMIUM .ci/chromium.sh "chromium could not be installed" "browser tests"
 use_service AIRPATROL_TEST_NGINX .ci/nginx-rtmp.sh "nginx with the RTMP module could not be installed" "RTMP ingest tests"
 use_service AIRPATROL_TEST_MOSQUITTO .ci/mosquitto.sh "Mosquitto could not be installed" "DJI Cloud API telemetry tests"
+use_service AIRPATROL_TEST_RTSP_PYTHON .ci/gst-rtsp.sh "the GStreamer RTSP server could not be installed" "RTSP pull tests"
 exec .venv/bin/python -m pytest -q "$@"
