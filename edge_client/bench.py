@@ -117,6 +117,9 @@ class ServerProcess:
                 "AIRPATROL_MAX_STREAMS": str(max(max(args.streams), 1)),
                 "AIRPATROL_STREAM_IDLE_TIMEOUT_S": "15",
                 "AIRPATROL_STATS_INTERVAL_S": "0.5",
+                # WebRTC streams only: no nginx or Mosquitto beside the measured server
+                "AIRPATROL_RTMP_PORT": "null",
+                "AIRPATROL_MQTT_PORT": "null",
             }
         )
         if args.process_max_width:

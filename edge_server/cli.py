@@ -30,7 +30,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="ADDR",
         help="offer only this host address in ICE (repeatable; e.g. 127.0.0.1 for loopback tests)",
     )
+    p.add_argument(
+        "--rtmp-port",
+        type=_port_or_off,
+        default=None,
+        metavar="PORT|off",
+        help="RTMP ingest for the DJI apps (nginx-rtmp; default 1935); off: none",
+    )
+    p.add_argument(
+        "--mqtt-port",
+        type=_port_or_off,
+        default=None,
+        metavar="PORT|off",
+        help="the MQTT broker of DJI Cloud API telemetry (Mosquitto; default 1883); off: none",
+    )
     p.set_defaults(func=_serve)
+
+
+OFF = "off"
+
+
+def _port_or_off(text: str) -> int | str:
+    if text.lower() == OFF:
+        return OFF
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port (0-65535) or 'off', got {text!r}")
+    return port
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -46,5 +75,10 @@ def _serve(args: argparse.Namespace) -> int:
         database_url=args.database_url,
         max_streams=args.max_streams,
     )
+    ports = {
+        name: getattr(args, name) for name in ("rtmp_port", "mqtt_port") if getattr(args, name) is not None
+    }
+    if ports:  # flags win; "off" is None, which load() would take for "not given"
+        settings = settings.model_copy(update={k: None if v == OFF else v for k, v in ports.items()})
     serve(settings, ice_host_addresses=args.ice_host)
     return 0

@@ -33,7 +33,10 @@ class SettingsError(AirPatrolError, ValueError):
 class ServerSettings(BaseSettings):
     """Everything ``airpatrol serve`` can be told. Env names are ``AIRPATROL_<FIELD>``."""
 
-    model_config = SettingsConfigDict(env_prefix="AIRPATROL_", extra="forbid", validate_default=True)
+    # AIRPATROL_RTMP_PORT=null (any optional setting): None, e.g. RTMP ingest off
+    model_config = SettingsConfigDict(
+        env_prefix="AIRPATROL_", extra="forbid", validate_default=True, env_parse_none_str="null"
+    )
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)

@@ -316,3 +316,29 @@ OP = Telemetry(
 )
 def test_operator_values_fill_what_the_flight_lacks(flight, operator, expected) -> None:
     assert with_operator_values(flight, operator, 5.0) == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "expected"),
+    [
+        ({}, [], (1935, 1883)),
+        ({"AIRPATROL_RTMP_PORT": "null", "AIRPATROL_MQTT_PORT": "1884"}, [], (None, 1884)),
+        ({"AIRPATROL_RTMP_PORT": "1936"}, ["--rtmp-port", "off", "--mqtt-port", "off"], (None, None)),
+        ({}, ["--rtmp-port", "19350"], (19350, 1883)),
+    ],
+)
+def test_rtmp_and_mqtt_ports_from_env_and_flags(monkeypatch, env: dict, argv: list, expected: tuple) -> None:
+    """``airpatrol serve --rtmp-port off`` and ``AIRPATROL_RTMP_PORT=null`` turn the ingest off."""
+    import argparse
+
+    from edge_server import cli
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    seen = {}
+    monkeypatch.setattr("edge_server.app.serve", lambda settings, **_: seen.setdefault("s", settings))
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    args = parser.parse_args(["serve", *argv])
+    assert args.func(args) == 0
+    assert (seen["s"].rtmp_port, seen["s"].mqtt_port) == expected
