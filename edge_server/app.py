@@ -27,6 +27,7 @@ from edge_server.dji_cloud import MqttTarget, OsdSubscriber, parse_mqtt_url
 from edge_server.events import EventBus
 from edge_server.ice import restrict_ice_host_addresses
 from edge_server.ingest_api import callbacks as rtmp_callbacks
+from edge_server.ingest_api import pages as pilot2_pages
 from edge_server.ingest_api import router as ingest_router
 from edge_server.media import remove_partial_clips
 from edge_server.media_loop import MediaLoop
@@ -257,9 +258,10 @@ def create_app(
     app.include_router(protected)
     app.include_router(ingest_router)
     app.include_router(rtmp_callbacks)
+    app.include_router(pilot2_pages)
     app.state.route_methods = [
         (route.path, route.path_regex, route.methods)
-        for router in (public, protected, ingest_router, rtmp_callbacks)
+        for router in (public, protected, ingest_router, rtmp_callbacks, pilot2_pages)
         for route in router.routes
         if getattr(route, "methods", None)
     ]

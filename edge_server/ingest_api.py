@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi import Path as PathParam
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 
 from edge_server.api import (
     ERRORS,
@@ -24,16 +24,21 @@ from edge_server.api import (
     _remote,
     _stop,
     _store,
+    mqtt_status,
     require_token,
     start_errors,
 )
+from edge_server.pilot2 import PILOT2_PAGE
 from edge_server.pull import StreamUnavailable
 from edge_server.rtc import CapacityError, KeyBusy, PipelineUnavailable, RtmpKeyRef, operator_fields
 from edge_server.rtmp import RTMP_APP
 from edge_server.schemas import (
     API_PREFIX,
+    DjiLicenseOut,
     ErrorOut,
+    MqttLoginOut,
     OperatorTelemetryIn,
+    Pilot2ConfigOut,
     RtmpKeyCreated,
     RtmpKeyIn,
     RtmpKeyOut,
@@ -51,6 +56,7 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
 callbacks = APIRouter(include_in_schema=False)  # nginx's, authenticated by the secret in the path
+pages = APIRouter(include_in_schema=False)  # public pages with no secret in them
 
 KeyId = Annotated[str, PathParam(min_length=1, max_length=16, pattern=r"^[a-f0-9]+$", description="key id")]
 MAX_KEY_CHARS = 128  # ours are 32; a longer stream name is no key of this server
@@ -241,6 +247,52 @@ async def set_operator_telemetry(
 
 
 # ------------------------------------------------------------------------------------------------
+# DJI Pilot 2's Open Platform page (edge_server/pilot2.py)
+
+
+@pages.get("/dji/pilot2")
+async def pilot2_page() -> HTMLResponse:
+    return HTMLResponse(PILOT2_PAGE, headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
+
+
+@router.get(
+    f"{API_PREFIX}/dji/pilot2-config",
+    response_model=Pilot2ConfigOut,
+    tags=["ingest"],
+    summary="What DJI Pilot 2's Open Platform page (/dji/pilot2) tells the app: the MQTT login and the DJI license",
+    responses={409: {"model": ErrorOut, "description": "DJI Cloud API telemetry (MQTT) is off on this server"}},
+)
+async def pilot2_config(request: Request) -> Pilot2ConfigOut:
+    settings = request.app.state.settings
+    subscriber = getattr(request.app.state, "mqtt", None)
+    if subscriber is None:
+        raise ApiError(409, "mqtt_off", f"DJI Cloud API telemetry is {mqtt_status(request.app)}")
+    target = subscriber.target
+    host = settings.mqtt_public_url
+    if not host:
+        port = target.port if settings.mqtt_url else settings.mqtt_port
+        page_host = urlsplit(str(request.base_url)).hostname or "127.0.0.1"
+        if target.host not in ("127.0.0.1", "localhost"):  # a broker elsewhere: its own address
+            page_host = target.host
+        host = f"tcp://{page_host}:{port}"
+    license = None
+    if settings.dji_app_id and settings.dji_app_key and settings.dji_app_license:
+        license = DjiLicenseOut(
+            app_id=settings.dji_app_id,
+            app_key=settings.dji_app_key.get_secret_value(),
+            license=settings.dji_app_license.get_secret_value(),
+        )
+    return Pilot2ConfigOut(
+        workspace_name=f"AirPatrol {urlsplit(str(request.base_url)).hostname}",
+        mqtt=MqttLoginOut(host=host, username=target.username, password=target.password),
+        license=license,
+        license_missing=None
+        if license
+        else "no DJI Cloud API license: set dji_app_id, dji_app_key and dji_app_license (developer.dji.com)",
+    )
+
+
+# ------------------------------------------------------------------------------------------------
 # nginx's callbacks (notify_method get): on_publish admits or refuses a publisher by its key
 
 
@@ -307,4 +359,4 @@ async def rtmp_on_publish_done(request: Request, secret: str) -> Response:
     return Response("ok", media_type="text/plain")
 
 
-__all__ = ["callbacks", "hash_key", "operator_telemetry", "router"]
+__all__ = ["callbacks", "hash_key", "operator_telemetry", "pages", "router"]

@@ -353,3 +353,24 @@ class StreamStartedOut(BaseModel):
     kind: str
     events_url: str
     session_url: str
+
+
+class MqttLoginOut(BaseModel):
+    host: str = Field(description="tcp://host:port, as Pilot 2's thing module takes it")
+    username: str | None
+    password: str | None
+
+
+class DjiLicenseOut(BaseModel):
+    app_id: str
+    app_key: str
+    license: str
+
+
+class Pilot2ConfigOut(BaseModel):
+    workspace_name: str
+    mqtt: MqttLoginOut
+    license: DjiLicenseOut | None = Field(
+        description="the site's DJI Cloud API license; null when not configured"
+    )
+    license_missing: str | None = Field(None, description="what to configure when license is null")

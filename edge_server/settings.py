@@ -112,6 +112,14 @@ class ServerSettings(BaseSettings):
     mqtt_username: str = Field("airpatrol", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     mqtt_password: SecretStr | None = None
     mosquitto_path: str | None = None
+    # what Pilot 2 is told to connect to (its Open Platform page, /dji/pilot2), e.g.
+    # tcp://edge.example.org:1883; default: the page's host and mqtt_port
+    mqtt_public_url: str | None = None
+    # the site's DJI Cloud API license (developer.dji.com: app id, app key, app license): Pilot 2
+    # verifies it before it connects to any third-party cloud
+    dji_app_id: str | None = None
+    dji_app_key: SecretStr | None = None
+    dji_app_license: SecretStr | None = None
     # OSD telemetry is looked up at (frame's time on the RC's clock - this): how much longer the
     # video takes to reach the server than the OSD of the same instant, beyond what the arrival
     # alignment already takes out (docs/dji-apps.md measures it)

@@ -60,6 +60,7 @@ OPERATIONS = [
     "POST /api/v1/rtsp",
     "DELETE /api/v1/rtsp/{session_id}",
     "PUT /api/v1/sessions/{session_id}/operator-telemetry",
+    "GET /api/v1/dji/pilot2-config",
 ]
 MAX_EXAMPLES = 50  # generated requests per operation, valid and invalid ones, after the coverage cases
 
@@ -120,6 +121,9 @@ NOT_CHECKED = {
     },
     "PUT /api/v1/sessions/{session_id}/operator-telemetry": {
         "positive_data_acceptance": "as for the keys: an unknown camera profile is a documented 400",
+    },
+    "GET /api/v1/dji/pilot2-config": {
+        "positive_data_acceptance": "the fuzzed server runs without MQTT: its documented answer is 409 mqtt_off",
     },
     "DELETE /whip/{session_id}": {
         "allow_header_conformance": "as for PATCH: PATCH is in the document, not supported, not in Allow",
