@@ -562,7 +562,7 @@ class StreamManager:
         self._rtmp_starting.add(key.secret)
         try:
             await self._create_pull(f"{self.rtmp.play_base}/{key.secret}", "rtmp", remote, operator, key)
-            if not await asyncio.to_thread(self.rtmp.wait_player, key.secret, 3.0):
+            if not await asyncio.to_thread(self.rtmp.wait_player, key.secret, 5.0):
                 log.warning(
                     "RTMP key %s: the server's player is not at nginx yet; the stream's start may be lost",
                     key.id,
