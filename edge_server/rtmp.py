@@ -101,7 +101,8 @@ rtmp {{
         listen {listen};
         chunk_size 4096;
         notify_method get;
-        # on_publish waits while the server builds the stream's pipeline (a few s on small CPUs)
+        # on_publish waits while the server sets the stream up (its player joins; without a spare
+        # pipeline, one is built: seconds on small CPUs)
         netcall_timeout 20s;
         application {RTMP_APP} {{
             live on;
