@@ -122,9 +122,18 @@ async def healthz(request: Request) -> HealthOut:
         database=db_ok,
         active_streams=_manager(request).active_count,
         version=__version__,
-        rtmp=getattr(request.app.state, "rtmp_status", "off"),
+        rtmp=rtmp_status(request.app),
         mqtt=mqtt_status(request.app),
     )
+
+
+def rtmp_status(app: Any) -> str:
+    """RTMP ingest as it is now: nginx may have died since it started."""
+    manager = getattr(app.state, "manager", None)
+    rtmp = manager.rtmp if manager is not None else None
+    if rtmp is not None and not rtmp.running:
+        return f"unavailable: nginx exited ({rtmp.workdir / 'error.log'}: {rtmp.error_tail() or 'no log'})"
+    return getattr(app.state, "rtmp_status", "off")
 
 
 def mqtt_status(app: Any) -> str:

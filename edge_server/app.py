@@ -291,7 +291,7 @@ def _lifespan(
         media = MediaLoop().start()  # WebRTC media on a loop of its own, apart from HTTP
         app.state.manager = manager = StreamManager(settings, store, bus, metrics, pipeline_factory, media)
         manager.rtmp = await asyncio.to_thread(_start_rtmp, app, settings)
-        broker = await asyncio.to_thread(_start_mqtt, app, settings, manager)
+        broker = app.state.mqtt_broker = await asyncio.to_thread(_start_mqtt, app, settings, manager)
         # Import the engine now so the first offer does not pay for it (a few seconds on small CPUs).
         await asyncio.to_thread(importlib.import_module, "pipelines.builder")
         await manager.warm_up()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -30,6 +31,15 @@ def port_open(host: str, port: int) -> bool:
     return False
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def loopback(host: str) -> str:
     """Where to reach a service listening on ``host`` from this machine."""
     return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
@@ -39,14 +49,44 @@ class ChildProcess:
     """``argv`` run in a session of its own (a Ctrl-C meant for the server does not kill it first),
     its output in ``log_path``; up once every ``(host, port)`` of :meth:`start` accepts connections."""
 
-    def __init__(self, name: str, argv: list[str], log_path: Path, stop_signal: int = signal.SIGTERM) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        log_path: Path,
+        stop_signal: int = signal.SIGTERM,
+        pid_file: Path | None = None,
+    ) -> None:
+        """``pid_file``: where the program writes its pid; one left by a server that was killed (its
+        children outlive it, holding their ports) names a process that is stopped before starting."""
         self.name = name
         self.argv = argv
         self.log_path = log_path
         self.stop_signal = stop_signal
+        self.pid_file = pid_file
         self._proc: subprocess.Popen[bytes] | None = None
 
+    def _stop_leftover(self) -> None:
+        """The process of ``pid_file`` when it runs this very command (its arguments: nginx rewrites
+        its process title around them): a previous run's."""
+        if self.pid_file is None:
+            return
+        try:
+            pid = int(self.pid_file.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            return
+        if not alive(pid) or not all(arg in cmdline for arg in self.argv[1:]):
+            return
+        log.warning("stopping %s (pid %d) left running by a previous server", self.name, pid)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     def start(self, listening: list[tuple[str, int]], timeout_s: float = 15.0) -> None:
+        self._stop_leftover()
         with contextlib.suppress(OSError):
             self.log_path.unlink()
         try:
@@ -76,16 +116,25 @@ class ChildProcess:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
     def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop it gracefully (``stop_signal``), then whatever is left of its process group (nginx's
+        workers outlive a master that was killed)."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        proc.send_signal(self.stop_signal)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        if proc.poll() is None:
+            proc.send_signal(self.stop_signal)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the group is its own
 
 
-__all__ = ["ChildProcess", "ChildUnavailable", "free_port", "loopback", "port_open"]
+__all__ = ["ChildProcess", "ChildUnavailable", "alive", "free_port", "loopback", "port_open"]

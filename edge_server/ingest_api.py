@@ -260,7 +260,9 @@ async def pilot2_page() -> HTMLResponse:
     response_model=Pilot2ConfigOut,
     tags=["ingest"],
     summary="What DJI Pilot 2's Open Platform page (/dji/pilot2) tells the app: the MQTT login and the DJI license",
-    responses={409: {"model": ErrorOut, "description": "DJI Cloud API telemetry (MQTT) is off on this server"}},
+    responses={
+        409: {"model": ErrorOut, "description": "DJI Cloud API telemetry (MQTT) is off on this server"}
+    },
 )
 async def pilot2_config(request: Request) -> Pilot2ConfigOut:
     settings = request.app.state.settings

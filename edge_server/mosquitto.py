@@ -36,13 +36,14 @@ def find_program(name: str, given: str | None, candidates: tuple[str, ...]) -> s
     return path if path and Path(path).exists() else None
 
 
-def render_config(*, host: str, port: int, password_file: Path, user: str) -> str:
+def render_config(*, host: str, port: int, password_file: Path, user: str, pid_file: Path) -> str:
     listen = f"listener {port}" + ("" if host in ("", "0.0.0.0") else f" {host}")
     return f"""# written by airpatrol serve at every start; edits are lost
 {listen}
 allow_anonymous false
 password_file {password_file}
 persistence false
+pid_file {pid_file}
 log_dest stderr
 log_type error
 log_type warning
@@ -97,11 +98,18 @@ class MosquittoBroker:
         config = self.workdir / "mosquitto.conf"
         config.write_text(
             render_config(
-                host=self.host, port=self.port, password_file=passwd.resolve(), user=getpass.getuser()
+                host=self.host,
+                port=self.port,
+                password_file=passwd.resolve(),
+                user=getpass.getuser(),
+                pid_file=(self.workdir / "mosquitto.pid").resolve(),
             )
         )
         self._proc = ChildProcess(
-            "mosquitto (MQTT)", [self.binary, "-c", str(config.resolve())], self.workdir / "mosquitto.log"
+            "mosquitto (MQTT)",
+            [self.binary, "-c", str(config.resolve())],
+            self.workdir / "mosquitto.log",
+            pid_file=self.workdir / "mosquitto.pid",
         )
         try:
             self._proc.start([(self.host, self.port)], timeout_s)
@@ -111,6 +119,10 @@ class MosquittoBroker:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.running
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
 
     def stop(self) -> None:
         if self._proc is not None:

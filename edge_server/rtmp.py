@@ -188,7 +188,9 @@ class RtmpServer:
             str(errors),
         ]
         # SIGQUIT: nginx's graceful stop (connections closed, then exit)
-        self._proc = ChildProcess("nginx (RTMP)", argv, errors, stop_signal=signal.SIGQUIT)
+        self._proc = ChildProcess(
+            "nginx (RTMP)", argv, errors, stop_signal=signal.SIGQUIT, pid_file=self.workdir / "nginx.pid"
+        )
         try:
             self._proc.start([(self.host, self.port), ("127.0.0.1", self.control_port)], timeout_s)
         except ChildUnavailable as exc:
@@ -198,6 +200,13 @@ class RtmpServer:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.running
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def error_tail(self) -> str:
+        return self._proc.log_tail(2) if self._proc is not None else ""
 
     def drop(self, key: str) -> int:
         """Disconnect the publisher and the players of stream ``key`` (nginx's control endpoint);

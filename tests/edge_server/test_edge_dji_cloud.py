@@ -16,6 +16,7 @@ import pytest
 from edge_helpers import RunningServer, free_port
 from test_edge_rtmp import NGINX, make_key, rejected, summary, wait_until
 
+from edge_server.child_process import alive
 from edge_server.dji_cloud import device_of, osd_fields, osd_message, parse_mqtt_url, parse_osd
 from edge_server.mosquitto import MOSQUITTO_CANDIDATES, find_program
 from edge_server.telemetry import ImplausibleTelemetry
@@ -259,3 +260,30 @@ def test_server_runs_on_without_mosquitto(server_factory) -> None:
     assert health["status"] == "ok"
     assert health["mqtt"].startswith("unavailable: DJI Cloud API telemetry needs an MQTT broker")
     assert "apt-get install mosquitto" in health["mqtt"]
+
+
+@needs_brokers
+def test_brokers_left_by_a_killed_server_are_stopped_at_the_next_start(server_factory, tmp_path) -> None:
+    """kill -9 of the server leaves nginx and Mosquitto running (their own sessions) on its ports:
+    the next server on the same data folder stops them (pid files) and starts its own."""
+    ports = {
+        "rtmp_port": free_port(),
+        "rtmp_host": "127.0.0.1",
+        "mqtt_port": free_port(),
+        "mqtt_host": "127.0.0.1",
+    }
+    data = tmp_path / "data"
+    first = server_factory(
+        data_dir=data, mqtt_password=PASSWORD, nginx_path=NGINX, mosquitto_path=MOSQUITTO, **ports
+    )
+    pids = [first.manager.rtmp.pid, first.app.state.mqtt_broker.pid]
+    first.manager.rtmp._proc = None  # as if the server died: nothing stops them
+    first.app.state.mqtt_broker._proc = None
+    first.stop()
+    assert all(alive(pid) for pid in pids)
+    second = server_factory(
+        data_dir=data, mqtt_password=PASSWORD, nginx_path=NGINX, mosquitto_path=MOSQUITTO, **ports
+    )
+    health = httpx.get(f"{second.url}/healthz").json()
+    assert health["rtmp"].startswith("running") and health["mqtt"].startswith("connected"), health
+    assert not any(alive(pid) for pid in pids)

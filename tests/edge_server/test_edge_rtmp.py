@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -220,6 +221,11 @@ def test_operator_ends_a_stream_and_revokes_its_key(rtmp_server: RunningServer) 
         assert c.delete(f"/api/v1/rtmp/keys/{key['id']}").status_code == 404
     code, result, _ = summary(publish(key["url"], 2.0))
     assert code == 1 and "refused" in result["error"]
+    # nginx gone (killed): /healthz says so instead of "running"
+    os.kill(srv.manager.rtmp.pid, signal.SIGKILL)
+    wait_until(
+        lambda: httpx.get(f"{srv.url}/healthz").json()["rtmp"].startswith("unavailable: nginx exited"), 10, ""
+    )
 
 
 @pytest.mark.parametrize(
