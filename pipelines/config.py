@@ -17,7 +17,23 @@ from pipelines.errors import AirPatrolError
 Point = tuple[float, float]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_WEIGHTS_DIR = REPO_ROOT / "weights"
+
+
+def shipped_weights_dir() -> Path:
+    """Where the shipped models are: ``weights/`` of a checkout (or an editable install), else the
+    installed package ``airpatrol_weights`` (a wheel: setup.py maps it onto ``weights/``)."""
+    checkout = REPO_ROOT / "weights"
+    if checkout.is_dir():
+        return checkout
+    try:
+        import importlib.resources
+
+        return Path(str(importlib.resources.files("airpatrol_weights")))
+    except ModuleNotFoundError:
+        return checkout  # none installed: the builder says what is missing where
+
+
+DEFAULT_WEIGHTS_DIR = shipped_weights_dir()
 DEFAULT_ROAD_INPUT_SIZE = (512, 288)
 DEFAULT_ROAD_THRESHOLD = 0.5
 

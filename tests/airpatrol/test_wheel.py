@@ -1,0 +1,110 @@
+"""The wheel carries the models: built from this tree, installed into a fresh virtual environment
+with no source tree on its path (its dependencies reused from the project's environment, not
+reinstalled), it finds the shipped models and runs `airpatrol demo`."""
+
+from __future__ import annotations
+
+import json
+import site
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from shared_material import REPO
+
+pytestmark = pytest.mark.timeout(600)
+
+SHIPPED = [
+    "airpatrol_weights/airpatrol_vehicles_n_int8_openvino_model/airpatrol_vehicles_n.xml",
+    "airpatrol_weights/airpatrol_vehicles_n_int8_openvino_model/airpatrol_vehicles_n.bin",
+    "airpatrol_weights/airpatrol_vehicles_n_int8_openvino_model/metadata.yaml",
+    "airpatrol_weights/airpatrol_road_unet_mnv3s.pt",
+    "airpatrol_weights/airpatrol_vehicles_n.md",
+    "edge_server/alembic.ini",
+    "edge_server/migrations/versions/0002_rtmp_keys.py",
+]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    dist = tmp_path_factory.mktemp("dist")
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(REPO),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dist),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    (path,) = dist.glob("airpatrol-*.whl")
+    return path
+
+
+def test_the_wheel_holds_the_models_and_the_migrations(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    missing = [name for name in SHIPPED if name not in names]
+    assert not missing, missing
+    assert not any(name.startswith(("tests/", "runs/", "weights/")) for name in names)
+
+
+def test_installed_wheel_runs_the_demo_without_the_source_tree(wheel: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    # the project's installed dependencies, after the venv's own packages (a plain path: the
+    # project's editable-install hook there is not run, so `pipelines` can only come from the wheel)
+    Path(purelib, "project_dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    install = subprocess.run(
+        [str(py), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert install.returncode == 0, install.stderr[-3000:]
+
+    where = subprocess.run(
+        [
+            str(py),
+            "-c",
+            "import pipelines, pipelines.config as c; print(pipelines.__file__); print(c.DEFAULT_WEIGHTS_DIR)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    ).stdout.split()
+    assert all(path.startswith(purelib) for path in where), where
+    assert where[1].endswith("airpatrol_weights")
+
+    out = tmp_path / "demo"
+    demo = subprocess.run(
+        [str(venv / "bin" / "airpatrol"), "demo", "-q", "--duration", "3", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=400,
+    )
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    summary = (out / "result" / "summary.json").read_text()
+    assert f"{purelib}/airpatrol_weights/" in summary  # the models the run used: the wheel's
+    assert str(REPO) not in summary
+    score = json.loads((out / "result" / "score.json").read_text())
+    assert score["tracking"]["MOTA"] > 0.25, score["tracking"]
