@@ -16,6 +16,7 @@ import sys
 COMMAND_MODULES = (
     "pipelines.cli",  # process, bench, cameras
     "airpatrol.demo",  # demo
+    "airpatrol.doctor",  # doctor
     "eval.cli",  # eval, simulate
     "edge_server.cli",  # serve
     "edge_client.cli",  # publish, serve-bench

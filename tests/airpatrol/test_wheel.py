@@ -1,10 +1,11 @@
 """The wheel carries the models: built from this tree, installed into a fresh virtual environment
 with no source tree on its path (its dependencies reused from the project's environment, not
-reinstalled), it finds the shipped models and runs `airpatrol demo`."""
+reinstalled), it finds the shipped models, `airpatrol doctor` passes and `airpatrol demo` runs."""
 
 from __future__ import annotations
 
 import json
+import os
 import site
 import subprocess
 import sys
@@ -93,6 +94,25 @@ def test_installed_wheel_runs_the_demo_without_the_source_tree(wheel: Path, tmp_
     ).stdout.split()
     assert all(path.startswith(purelib) for path in where), where
     assert where[1].endswith("airpatrol_weights")
+
+    env = {
+        **os.environ,
+        "AIRPATROL_DATA_DIR": str(tmp_path / "data"),
+        "AIRPATROL_RTMP_PORT": "null",
+        "AIRPATROL_MQTT_PORT": "null",
+    }
+    env.pop("AIRPATROL_SETTINGS_FILE", None)
+    doctor = subprocess.run(
+        [str(venv / "bin" / "airpatrol"), "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr[-2000:]
+    models = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "models")
+    assert models["status"] == "ok" and f"{purelib}/airpatrol_weights" in models["detail"], models
 
     out = tmp_path / "demo"
     demo = subprocess.run(
