@@ -157,7 +157,9 @@ def check_database(settings) -> Check:
     shown = url.split("@", 1)[-1] if "@" in url else url
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         return Check("database", OK, f"{shown}: created at the first `airpatrol serve`")
-    head = sorted(p.stem.split("_", 1)[0] for p in (MIGRATIONS_DIR / "versions").glob("0*.py"))
+    from alembic.script import ScriptDirectory
+
+    newest = ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()  # what migrate() upgrades to
     engine = make_engine(
         url, **({} if url.startswith("sqlite") else {"connect_args": {"connect_timeout": 3}})
     )
@@ -170,7 +172,6 @@ def check_database(settings) -> Check:
         return Check("database", FAIL, f"{shown}: not reachable: {str(exc).splitlines()[0][:200]}")
     finally:
         engine.dispose()
-    newest = head[-1] if head else None
     if version != newest:
         return Check("database", OK, f"{shown}: schema {version}, migrated to {newest} at the next start")
     return Check("database", OK, f"{shown}: reachable, schema {version} (newest)")

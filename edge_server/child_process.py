@@ -137,4 +137,22 @@ class ChildProcess:
             os.killpg(proc.pid, signal.SIGKILL)  # its own session: the group is its own
 
 
-__all__ = ["ChildProcess", "ChildUnavailable", "alive", "free_port", "loopback", "port_open"]
+class ChildService:
+    """A service the server runs as a child process (nginx, Mosquitto): its ``_proc`` once started."""
+
+    _proc: ChildProcess | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.running
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if self._proc is not None:
+            self._proc.stop(timeout_s)
+
+
+__all__ = ["ChildProcess", "ChildService", "ChildUnavailable", "alive", "free_port", "loopback", "port_open"]

@@ -49,11 +49,6 @@ def device_of(topic: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _number(data: dict[str, Any], name: str) -> Any:
-    """A field as sent; absent is None (the strict checks refuse a non-number later)."""
-    return data.get(name)
-
-
 def osd_fields(message: dict[str, Any]) -> dict[str, Any]:
     """The telemetry fields (:class:`edge_server.telemetry.TelemetryMessage`) of one OSD message;
     TelemetryError when it is no aircraft OSD."""
@@ -66,7 +61,7 @@ def osd_fields(message: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {"timestamp": stamp / 1000.0}
     for ours, theirs in (("altitude_m", "elevation"), ("abs_altitude_m", "height")):
         if theirs in data:
-            fields[ours] = _number(data, theirs)
+            fields[ours] = data[theirs]  # as sent: the strict checks refuse a non-number
     lat, lon = data.get("latitude"), data.get("longitude")
     if lat is not None and lon is not None and not (lat == 0 and lon == 0):  # 0, 0: no GPS fix
         fields["latitude"], fields["longitude"] = lat, lon
@@ -74,7 +69,7 @@ def osd_fields(message: dict[str, Any]) -> dict[str, Any]:
     if gimbal is not None:
         for ours, theirs in (("gimbal_pitch_deg", "gimbal_pitch"), ("gimbal_yaw_deg", "gimbal_yaw")):
             if theirs in gimbal:
-                fields[ours] = _number(gimbal, theirs)
+                fields[ours] = gimbal[theirs]
         zoom = gimbal.get("zoom_factor")
         if isinstance(zoom, int | float) and not isinstance(zoom, bool) and zoom >= 1:
             fields["digital_zoom"] = float(zoom)

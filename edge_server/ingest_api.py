@@ -115,11 +115,6 @@ def _rtmp_url(request: Request, key: str) -> str:
     return f"rtmp://{host}:{settings.rtmp_port}/{RTMP_APP}/{key}"
 
 
-def _rtmp_off(request: Request) -> str | None:
-    """Why RTMP ingest is not running, or None when it is."""
-    return getattr(request.app.state, "rtmp_status", "off") if _manager(request).rtmp is None else None
-
-
 @router.post(
     f"{API_PREFIX}/rtmp/keys",
     status_code=201,

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from edge_server.child_process import ChildProcess, ChildUnavailable
+from edge_server.child_process import ChildProcess, ChildService, ChildUnavailable
 from pipelines.errors import AirPatrolError
 
 MOSQUITTO_CANDIDATES = ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto", "/usr/bin/mosquitto")
@@ -54,7 +54,7 @@ user {user}
 """
 
 
-class MosquittoBroker:
+class MosquittoBroker(ChildService):
     def __init__(
         self,
         workdir: Path,
@@ -115,18 +115,6 @@ class MosquittoBroker:
             self._proc.start([(self.host, self.port)], timeout_s)
         except ChildUnavailable as exc:
             raise BrokerUnavailable(str(exc)) from exc
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.running
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    def stop(self) -> None:
-        if self._proc is not None:
-            self._proc.stop()
 
 
 def resolve_password(data_dir: Path, configured: str | None) -> str:

@@ -80,7 +80,8 @@ def redact(url: str) -> str:
 
 class PullReader:
     """Reads ``url`` in a thread of its own: ``on_frame(frame, media_time_s, perf, wall)`` for each
-    decoded video frame; ``on_end(reason, failed)`` once, when the stream ends for any reason.
+    decoded video frame; ``on_end(reason, failure)`` once, when the stream ends for any reason
+    (``failure``: None for a stream that ended, else what failed: "no video" or "stream error").
 
     :meth:`stop` asks the thread to end; a read blocked on the network returns within
     ``read_timeout_s`` (RTMP: the server also drops the player at nginx, which ends it at once).
@@ -90,7 +91,7 @@ class PullReader:
         self,
         url: str,
         on_frame: Callable[[Any, float, float, float], None],
-        on_end: Callable[[str, bool], None],
+        on_end: Callable[[str, str | None], None],
         options: PullOptions | None = None,
         name: str = "pull",
         container: Any = None,
@@ -109,7 +110,7 @@ class PullReader:
         self.opened_after_s: float | None = None
         self._last_time: float | None = None
         self.end_reason: str | None = None  # set when the thread ends
-        self.failed = False
+        self.failure: str | None = None  # ... and what failed, if anything (see on_end)
 
     def start(self) -> None:
         self._thread.start()
@@ -137,27 +138,34 @@ class PullReader:
         self._last_time = t
         return float(t)
 
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
     def _run(self) -> None:
-        reason, failed = "stream ended", False
+        reason, failure = "stream ended", None
         try:
             reason = self._read()
+        except NoVideoError as exc:
+            reason, failure = str(exc), "no video"
         except StreamUnavailable as exc:
-            reason, failed = str(exc), True
+            reason, failure = str(exc), "stream error"
         except av.error.ExitError:  # PyAV's timeout interrupted a read
             reason = f"no video for {self.options.read_timeout_s:g} s (publisher gone?)"
         except av.error.FFmpegError as exc:
             if self._stop.is_set():
                 reason = "stopped"
             else:
-                reason, failed = f"stream error: {exc.strerror or type(exc).__name__}", self.frames == 0
+                reason = f"stream error: {exc.strerror or type(exc).__name__}"
+                failure = "stream error" if self.frames == 0 else None
         except Exception as exc:  # noqa: BLE001 - the stream ends, the server goes on
             log.exception("reading %s failed", redact(self.url))
-            reason, failed = f"stream error: {type(exc).__name__}: {exc}", True
-        if self._stop.is_set() and not failed:
+            reason, failure = f"stream error: {type(exc).__name__}: {exc}", "stream error"
+        if self._stop.is_set() and failure is None:
             reason = "stopped"
         log.info("pulled stream %s ended after %d frames: %s", redact(self.url), self.frames, reason)
-        self.end_reason, self.failed = reason, failed
-        self._on_end(reason, failed)
+        self.end_reason, self.failure = reason, failure
+        self._on_end(reason, failure)
 
     def _read(self) -> str:
         t0 = time.perf_counter()

@@ -385,17 +385,15 @@ class StreamManager:
 
     async def _build_pipeline(self) -> Pipeline:
         """The spare pipeline when one is ready (``settings.warm_pipeline``), else a new one."""
-        spare, self._spare = self._spare, None
-        if spare is not None:
-            self._warm_up()
-            return spare
-        try:
-            pipeline = await asyncio.to_thread(self.pipeline_factory)
-        except AirPatrolError as exc:
-            raise PipelineUnavailable(f"pipeline unavailable: {exc}") from exc
-        if self._shutting_down:  # close_all() ran while the pipeline was being built
-            await asyncio.to_thread(close_pipeline, pipeline)
-            raise CapacityError("server is shutting down")
+        pipeline, self._spare = self._spare, None
+        if pipeline is None:
+            try:
+                pipeline = await asyncio.to_thread(self.pipeline_factory)
+            except AirPatrolError as exc:
+                raise PipelineUnavailable(f"pipeline unavailable: {exc}") from exc
+            if self._shutting_down:  # close_all() ran while the pipeline was being built
+                await asyncio.to_thread(close_pipeline, pipeline)
+                raise CapacityError("server is shutting down")
         self._warm_up()
         return pipeline
 
@@ -537,15 +535,13 @@ class StreamManager:
             worker.submit(IncomingFrame(frame, media_time, perf, wall, index))
             index += 1
 
-        def on_end(reason: str, failed: bool) -> None:
-            if failed:
-                self.metrics.ingest_rejected.labels(
-                    sess.kind, "no video" if "no video" in reason else "stream error"
-                ).inc()
+        def on_end(reason: str, failure: str | None) -> None:
+            if failure is not None:
+                self.metrics.ingest_rejected.labels(sess.kind, failure).inc()
             loop = self._loop
             if loop is not None and not loop.is_closed():
                 with contextlib.suppress(RuntimeError):
-                    asyncio.run_coroutine_threadsafe(self._close(sess.id, reason, failed), loop)
+                    asyncio.run_coroutine_threadsafe(self._close(sess.id, reason, failure is not None), loop)
 
         return PullReader(
             url, on_frame, on_end, self._pull_options(), name=f"pull-{sess.id[:8]}", container=container

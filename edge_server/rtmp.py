@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
-from edge_server.child_process import ChildProcess, ChildUnavailable, free_port, loopback
+from edge_server.child_process import ChildProcess, ChildService, ChildUnavailable, free_port, loopback
 from pipelines.errors import AirPatrolError
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ http {{
 """
 
 
-class RtmpServer:
+class RtmpServer(ChildService):
     """nginx with the RTMP module as a child process of the edge server (see the module doc)."""
 
     def __init__(
@@ -197,14 +197,6 @@ class RtmpServer:
             raise RtmpUnavailable(str(exc)) from exc
         log.info("RTMP ingest on rtmp://%s:%d/%s/<stream key>", self.host, self.port, RTMP_APP)
 
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.running
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
     def error_tail(self) -> str:
         return self._proc.log_tail(2) if self._proc is not None else ""
 
@@ -248,10 +240,6 @@ class RtmpServer:
                 return True
             time.sleep(0.02)
         return False
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        if self._proc is not None:
-            self._proc.stop(timeout_s)
 
 
 __all__ = ["RTMP_APP", "RtmpServer", "RtmpUnavailable", "find_nginx", "render_config"]
