@@ -1,9 +1,10 @@
-"""Packaging beyond what pyproject.toml can say: the shipped models.
+"""Packaging beyond what pyproject.toml can say: the shipped models and guides.
 
 The models live in the top-level ``weights/`` folder of a checkout; in a wheel they are the package
 ``airpatrol_weights`` (``package_dir`` maps it onto ``weights/``), read through
-``importlib.resources`` (``pipelines.config.DEFAULT_WEIGHTS_DIR``). Everything else is in
-pyproject.toml.
+``importlib.resources`` (``pipelines.config.DEFAULT_WEIGHTS_DIR``). The guides (``docs/``) are the
+package ``airpatrol_docs`` the same way, served by the edge server at ``/guide``. Everything else
+is in pyproject.toml.
 """
 
 from setuptools import find_packages, setup
@@ -11,11 +12,12 @@ from setuptools import find_packages, setup
 PACKAGES = ["airpatrol*", "pipelines*", "eval*", "edge_server*", "edge_client*", "training*"]
 
 setup(
-    packages=[*find_packages(include=PACKAGES), "airpatrol_weights"],
-    package_dir={"airpatrol_weights": "weights"},
+    packages=[*find_packages(include=PACKAGES), "airpatrol_weights", "airpatrol_docs"],
+    package_dir={"airpatrol_weights": "weights", "airpatrol_docs": "docs"},
     package_data={
         "edge_server": ["migrations/*", "migrations/**/*", "alembic.ini"],
         "pipelines": ["*.yaml"],
         "airpatrol_weights": ["*.md", "*.pt", "*_openvino_model/*"],
+        "airpatrol_docs": ["*.md"],
     },
 )

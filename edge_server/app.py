@@ -25,6 +25,7 @@ from edge_server.api import ApiError, json_error, protected, public, require_tok
 from edge_server.child_process import loopback
 from edge_server.dji_cloud import MqttTarget, OsdSubscriber, parse_mqtt_url
 from edge_server.events import EventBus
+from edge_server.guides import router as guides
 from edge_server.ice import restrict_ice_host_addresses
 from edge_server.ingest_api import callbacks as rtmp_callbacks
 from edge_server.ingest_api import pages as pilot2_pages
@@ -211,8 +212,10 @@ def create_app(
         version=__version__,
         description=(
             "Live drone traffic monitoring: WebRTC ingest (phone app offer API and WHIP), telemetry over a "
-            "data channel, live violation events, and the violation store. All routes but /healthz need "
-            "`Authorization: Bearer <token>`. See docs/api.md and docs/telemetry-datachannel.md."
+            "data channel, live violation events, and the violation store. All routes but /healthz and the "
+            "guides need `Authorization: Bearer <token>`. Guides, served by this server: "
+            "[API and settings](/guide/api), [telemetry data channel](/guide/telemetry-datachannel), "
+            "[DJI apps](/guide/dji-apps), [all](/guide)."
         ),
         lifespan=lifespan,
         docs_url=None,
@@ -259,9 +262,10 @@ def create_app(
     app.include_router(ingest_router)
     app.include_router(rtmp_callbacks)
     app.include_router(pilot2_pages)
+    app.include_router(guides)
     app.state.route_methods = [
         (route.path, route.path_regex, route.methods)
-        for router in (public, protected, ingest_router, rtmp_callbacks, pilot2_pages)
+        for router in (public, protected, ingest_router, rtmp_callbacks, pilot2_pages, guides)
         for route in router.routes
         if getattr(route, "methods", None)
     ]

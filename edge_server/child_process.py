@@ -87,6 +87,14 @@ class ChildProcess:
 
     def start(self, listening: list[tuple[str, int]], timeout_s: float = 15.0) -> None:
         self._stop_leftover()
+        # a port someone else holds (another server's broker, a system nginx) would pass the check
+        # below while this program fails to bind: the server would talk to a stranger
+        taken = [port for host, port in listening if port_open(loopback(host), port)]
+        if taken:
+            raise ChildUnavailable(
+                f"{self.name}: port {', '.join(map(str, taken))} is in use by another program "
+                f"(`ss -ltnp 'sport = :{taken[0]}'` names it)"
+            )
         with contextlib.suppress(OSError):
             self.log_path.unlink()
         try:

@@ -100,6 +100,9 @@ rtmp {{
     server {{
         listen {listen};
         chunk_size 4096;
+        # the RTMP module's own access log defaults to /var/log/nginx/access.log, which an
+        # unprivileged server (the container's user) cannot open: nginx would not start
+        access_log off;
         notify_method get;
         # on_publish waits while the server sets the stream up (its player joins; without a spare
         # pipeline, one is built: seconds on small CPUs)

@@ -1,6 +1,7 @@
-"""The wheel carries the models: built from this tree, installed into a fresh virtual environment
-with no source tree on its path (its dependencies reused from the project's environment, not
-reinstalled), it finds the shipped models, `airpatrol doctor` passes and `airpatrol demo` runs."""
+"""The wheel carries the models and the guides: built from this tree, installed into a fresh virtual
+environment with no source tree on its path (its dependencies reused from the project's environment,
+not reinstalled), it finds the shipped models and guides, `airpatrol doctor` passes, `airpatrol demo`
+runs and `airpatrol process` runs on the demo's recorded flight (video + .SRT)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ SHIPPED = [
     "airpatrol_weights/airpatrol_vehicles_n_int8_openvino_model/metadata.yaml",
     "airpatrol_weights/airpatrol_road_unet_mnv3s.pt",
     "airpatrol_weights/airpatrol_vehicles_n.md",
+    "airpatrol_docs/api.md",
+    "airpatrol_docs/dji-apps.md",
+    "airpatrol_docs/telemetry-datachannel.md",
     "edge_server/alembic.ini",
     "edge_server/migrations/versions/0002_rtmp_keys.py",
 ]
@@ -85,7 +89,9 @@ def test_installed_wheel_runs_the_demo_without_the_source_tree(wheel: Path, tmp_
         [
             str(py),
             "-c",
-            "import pipelines, pipelines.config as c; print(pipelines.__file__); print(c.DEFAULT_WEIGHTS_DIR)",
+            "import pipelines, pipelines.config as c; from edge_server import guides;"
+            "print(pipelines.__file__); print(c.DEFAULT_WEIGHTS_DIR); print(guides.guides_dir());"
+            "assert '<h1' in guides.render('dji-apps')",
         ],
         capture_output=True,
         text=True,
@@ -93,7 +99,7 @@ def test_installed_wheel_runs_the_demo_without_the_source_tree(wheel: Path, tmp_
         check=True,
     ).stdout.split()
     assert all(path.startswith(purelib) for path in where), where
-    assert where[1].endswith("airpatrol_weights")
+    assert where[1].endswith("airpatrol_weights") and where[2].endswith("airpatrol_docs")
 
     env = {
         **os.environ,
@@ -128,3 +134,31 @@ def test_installed_wheel_runs_the_demo_without_the_source_tree(wheel: Path, tmp_
     assert str(REPO) not in summary
     score = json.loads((out / "result" / "score.json").read_text())
     assert score["tracking"]["MOTA"] > 0.25, score["tracking"]
+
+    # the recorded flight the demo wrote (video + DJI .SRT), processed as a user's flight is
+    processed = tmp_path / "processed"
+    process = subprocess.run(
+        [
+            str(venv / "bin" / "airpatrol"),
+            "process",
+            str(out / "flight" / "video.mp4"),
+            "--srt",
+            str(out / "flight" / "video.SRT"),
+            "--max-frames",
+            "45",
+            "--no-video",
+            "-q",
+            "--out",
+            str(processed),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=400,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    summary = json.loads((processed / "summary.json").read_text())
+    assert summary["frames"] == 45, summary
+    assert f"{purelib}/airpatrol_weights/" in json.dumps(summary)
+    assert (processed / "tracks.txt").read_text().strip(), "no track"

@@ -287,3 +287,26 @@ def test_brokers_left_by_a_killed_server_are_stopped_at_the_next_start(server_fa
     health = httpx.get(f"{second.url}/healthz").json()
     assert health["rtmp"].startswith("running") and health["mqtt"].startswith("connected"), health
     assert not any(alive(pid) for pid in pids)
+
+
+@needs_brokers
+def test_ports_held_by_another_server_are_refused_not_shared(server_factory, tmp_path) -> None:
+    """A second server (its own data folder) on the ports of a running one: its RTMP and MQTT say the
+    ports are taken (found by running the image: it took the other's Mosquitto for its own, which
+    refused its password), and the first server's brokers carry on."""
+    ports = {
+        "rtmp_port": free_port(),
+        "rtmp_host": "127.0.0.1",
+        "mqtt_port": free_port(),
+        "mqtt_host": "127.0.0.1",
+    }
+    brokers = {"nginx_path": NGINX, "mosquitto_path": MOSQUITTO}
+    first = server_factory(data_dir=tmp_path / "one", mqtt_password=PASSWORD, **brokers, **ports)
+    second = server_factory(data_dir=tmp_path / "two", mqtt_password=PASSWORD + "x", **brokers, **ports)
+    health = httpx.get(f"{second.url}/healthz").json()
+    for kind in ("rtmp", "mqtt"):
+        port = ports[f"{kind}_port"]
+        assert health[kind].startswith("unavailable:"), health
+        assert f"port {port} is in use by another program" in health[kind], health
+    health = httpx.get(f"{first.url}/healthz").json()
+    assert health["rtmp"].startswith("running") and health["mqtt"].startswith("connected"), health

@@ -1,12 +1,16 @@
-"""docker/compose.yaml works as shipped: every file it bind-mounts exists and the site config loads.
+"""docker/compose.yaml works as shipped: every file it bind-mounts exists and the site config loads;
+docker/Dockerfile builds the wheel from every package the wheel has and installs it, not the tree.
 
-Docker is not run here; the compose file is read as Compose would read it with an empty
-docker/.env (``${VAR:-default}`` -> default).
+No Docker engine runs in CI; the compose file is read as Compose would read it with an empty
+docker/.env (``${VAR:-default}`` -> default). The image itself is built and checked (doctor, demo, a
+simulated DJI Pilot 2 stream) by docker/build-offline.sh, by hand: docs/install.md has its figures.
 """
 
 from __future__ import annotations
 
+import ast
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -52,3 +56,26 @@ def test_default_site_config_is_mounted_where_the_server_reads_it() -> None:
     assert wanted in mounted
     config = PipelineConfig.from_yaml(DOCKER / mounted[wanted])
     assert config.rules.speed_limit_kmh > 0
+
+
+def _setup_call() -> dict:
+    tree = ast.parse((DOCKER.parent / "setup.py").read_text())
+    values = {n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign)}
+    call = next(n.value for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call))
+    return {"PACKAGES": ast.literal_eval(values["PACKAGES"]), **{k.arg: k.value for k in call.keywords}}
+
+
+def test_the_wheel_stage_copies_every_package_of_the_wheel() -> None:
+    setup = _setup_call()
+    folders = {pattern.rstrip("*") for pattern in setup["PACKAGES"]}
+    folders |= set(ast.literal_eval(setup["package_dir"]).values())  # weights/, docs/
+    dockerfile = (DOCKER / "Dockerfile").read_text()
+    copied = set(re.findall(r"^COPY (\w+) \./\1$", dockerfile, re.M))
+    assert folders <= copied, f"not copied into the wheel stage: {sorted(folders - copied)}"
+    assert "pip wheel" in dockerfile and "pip install --no-deps /dist/airpatrol-*.whl" in dockerfile
+    assert "pip install -e" not in dockerfile and "rm -rf /dist" in dockerfile
+
+
+def test_the_offline_build_script_parses() -> None:
+    run = subprocess.run(["bash", "-n", str(DOCKER / "build-offline.sh")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 from edge_helpers import RunningServer, free_port
+from shared_material import REPO
 
 from edge_client import synthetic
 from edge_server.rtc import with_operator_values
@@ -298,6 +301,34 @@ def test_nginx_config_admits_publishers_through_the_server(tmp_path: Path) -> No
         "drop_idle_publisher 10s;",
     ):
         assert line in text
+
+
+UNPRIVILEGED_NGINX = """
+import sys
+from pathlib import Path
+from edge_server.rtmp import RtmpServer
+rtmp = RtmpServer(Path(sys.argv[1]), host="127.0.0.1", port=int(sys.argv[2]),
+                  callback_base="http://127.0.0.1:9/internal/rtmp/S", nginx=sys.argv[3])
+rtmp.start()
+print("listening", flush=True)
+rtmp.stop()
+"""
+
+
+@needs_nginx
+def test_nginx_starts_as_an_unprivileged_user() -> None:
+    """The container runs the server as its own user: nginx must open no root-only default path
+    (the RTMP module's access log defaulted to /var/log/nginx/access.log, found by running the image)."""
+    workdir = Path(tempfile.mkdtemp(prefix="airpatrol-rtmp-"))
+    try:
+        workdir.chmod(0o777)
+        argv = [sys.executable, "-c", UNPRIVILEGED_NGINX, str(workdir / "rtmp"), str(free_port()), NGINX]
+        if os.geteuid() == 0:  # as root: run it as nobody, as the image runs it as airpatrol
+            argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert run.returncode == 0 and "listening" in run.stdout, run.stderr[-2000:]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 T = Telemetry(timestamp_s=1.0, altitude_m=80.0, gimbal_pitch_deg=-60.0, latitude=48.1)
