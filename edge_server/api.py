@@ -7,7 +7,7 @@ import contextlib
 import datetime as dt
 import hmac
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,7 +22,7 @@ from fastapi import (
     WebSocketDisconnect,
 )
 from fastapi import Path as PathParam
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.datastructures import Headers
@@ -43,11 +43,13 @@ from edge_server.schemas import (
     SessionPage,
     SessionQuery,
     StopOut,
+    ViolationFilterQuery,
     ViolationOut,
     ViolationPage,
     ViolationQuery,
 )
 from edge_server.store import MAX_ROW_ID, CursorError, Store, ViolationFilter
+from edge_server.violation_csv import CSV_COLUMNS, csv_line, csv_values
 
 log = logging.getLogger(__name__)
 
@@ -377,18 +379,71 @@ async def get_session(request: Request, session_id: SessionId) -> SessionDetail:
     responses={400: {"model": ErrorOut}, 422: {"model": ErrorOut}},
 )
 async def list_violations(request: Request, query: Annotated[ViolationQuery, Query()]) -> ViolationPage:
-    since, until = _utc(query.since, "since"), _utc(query.until, "until")
-    if since and until and since >= until:
-        raise ApiError(422, "invalid_request", "'since' must be before 'until'")
-    q = query
-    flt = ViolationFilter(q.session_id, since, until, q.min_speed_kmh, q.zone, q.false_positive)
+    flt = _violation_filter(query)
     try:
         page = await asyncio.to_thread(
-            _store(request).list_violations, flt, sort=q.sort, limit=q.limit, cursor=q.cursor
+            _store(request).list_violations, flt, sort=query.sort, limit=query.limit, cursor=query.cursor
         )
     except CursorError as exc:
         raise ApiError(400, "invalid_cursor", str(exc)) from exc
     return ViolationPage(items=[ViolationOut.from_row(r) for r in page.items], next_cursor=page.next_cursor)
+
+
+def _violation_filter(q: ViolationFilterQuery) -> ViolationFilter:
+    since, until = _utc(q.since, "since"), _utc(q.until, "until")
+    if since and until and since >= until:
+        raise ApiError(422, "invalid_request", "'since' must be before 'until'")
+    if q.min_speed_kmh is not None and q.max_speed_kmh is not None and q.min_speed_kmh > q.max_speed_kmh:
+        raise ApiError(422, "invalid_request", "'min_speed_kmh' must not be above 'max_speed_kmh'")
+    return ViolationFilter(
+        q.session_id,
+        since,
+        until,
+        q.min_speed_kmh,
+        q.zone,
+        q.false_positive,
+        max_speed_kmh=q.max_speed_kmh,
+        class_name=q.class_name,
+    )
+
+
+CSV_PAGE = 500  # rows read from the store at a time while the export streams
+
+
+@protected.get(
+    f"{API_PREFIX}/violations.csv",
+    tags=["violations"],
+    summary="The violations of the list's filters as CSV (all of them, streamed)",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {"text/csv": {}}, "description": f"header row, then {', '.join(CSV_COLUMNS)}"},
+        422: {"model": ErrorOut},
+    },
+)
+async def export_violations(
+    request: Request, query: Annotated[ViolationFilterQuery, Query()]
+) -> StreamingResponse:
+    flt = _violation_filter(query)
+    store = _store(request)
+
+    async def rows() -> AsyncIterator[str]:
+        yield csv_line(CSV_COLUMNS)
+        cursor = None
+        while True:  # keyset pages: memory stays flat whatever the count; rows added meanwhile are safe
+            page = await asyncio.to_thread(
+                store.list_violations, flt, sort=query.sort, limit=CSV_PAGE, cursor=cursor
+            )
+            yield "".join(csv_line(csv_values(ViolationOut.from_row(r))) for r in page.items)
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    headers = {
+        "Content-Disposition": f'attachment; filename="violations-{stamp}.csv"',
+        "Cache-Control": "no-store",
+    }
+    return StreamingResponse(rows(), media_type="text/csv; charset=utf-8", headers=headers)
 
 
 def _utc(value: dt.datetime | None, name: str) -> dt.datetime | None:

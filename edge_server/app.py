@@ -23,6 +23,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from edge_server import __version__
 from edge_server.api import ApiError, json_error, protected, public, require_token
 from edge_server.child_process import loopback
+from edge_server.console import mount_console
+from edge_server.console import router as console
 from edge_server.dji_cloud import MqttTarget, OsdSubscriber, parse_mqtt_url
 from edge_server.events import EventBus
 from edge_server.guides import router as guides
@@ -263,14 +265,16 @@ def create_app(
     app.include_router(rtmp_callbacks)
     app.include_router(pilot2_pages)
     app.include_router(guides)
+    app.include_router(console)
     app.state.route_methods = [
         (route.path, route.path_regex, route.methods)
-        for router in (public, protected, ingest_router, rtmp_callbacks, pilot2_pages, guides)
+        for router in (public, protected, ingest_router, rtmp_callbacks, pilot2_pages, guides, console)
         for route in router.routes
         if getattr(route, "methods", None)
     ]
 
     _install_docs(app)
+    mount_console(app)
     _install_error_handlers(app)
     return app
 

@@ -255,14 +255,21 @@ class SessionQuery(StrictQuery):
     cursor: str | None = Field(None, max_length=512, description="next_cursor of the previous page")
 
 
-class ViolationQuery(StrictQuery):
+class ViolationFilterQuery(StrictQuery):
+    """What selects violations: the list and the CSV export take the same filters."""
+
     session_id: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT)
     since: IsoDateTime | None = Field(None, description="occurred_at >= since (ISO 8601, naive = UTC)")
     until: IsoDateTime | None = Field(None, description="occurred_at < until (ISO 8601, naive = UTC)")
     min_speed_kmh: float | None = Field(None, ge=0, le=1000, description="peak speed at least")
+    max_speed_kmh: float | None = Field(None, ge=0, le=1000, description="peak speed at most")
     zone: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT)
+    class_name: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT, description="e.g. car, truck")
     false_positive: bool | None = Field(None, description="only (un)marked ones")
     sort: SortName = Field("-occurred_at", description="field, '-' for descending")
+
+
+class ViolationQuery(ViolationFilterQuery):
     limit: int = Field(50, ge=1, le=500)
     cursor: str | None = Field(None, max_length=512, description="next_cursor of the previous page")
 

@@ -250,6 +250,8 @@ class ViolationFilter:
     min_speed_kmh: float | None = None  # peak speed
     zone: str | None = None
     false_positive: bool | None = None
+    max_speed_kmh: float | None = None  # peak speed
+    class_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -563,8 +565,12 @@ class Store:
             stmt = stmt.where(ViolationRow.occurred_at < flt.until)
         if flt.min_speed_kmh is not None:
             stmt = stmt.where(ViolationRow.peak_speed_kmh >= flt.min_speed_kmh)
+        if flt.max_speed_kmh is not None:
+            stmt = stmt.where(ViolationRow.peak_speed_kmh <= flt.max_speed_kmh)
         if flt.zone:
             stmt = stmt.where(ViolationRow.zone == flt.zone)
+        if flt.class_name:
+            stmt = stmt.where(ViolationRow.class_name == flt.class_name)
         if flt.false_positive is not None:
             stmt = stmt.where(ViolationRow.false_positive == flt.false_positive)
         if cursor:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import csv
+import io
 import json
 import re
 import shutil
@@ -13,7 +15,7 @@ import cv2
 import numpy as np
 import pytest
 import websockets
-from edge_helpers import TOKEN, RunningServer, seed_store
+from edge_helpers import SEED_T0, TOKEN, RunningServer, seed_store
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,6 +37,7 @@ def seeded(server: RunningServer) -> RunningServer:
         ],
     )
     server.store.update_violation(ids[1], snapshot_path="../../etc/passwd")  # never served
+    server.store.update_violation(ids[2], class_name="truck")
     server.seeded_ids = ids
     return server
 
@@ -51,6 +54,7 @@ def test_auth_everywhere_but_healthz(server: RunningServer) -> None:
         )
         for method, path in [
             ("GET", "/api/v1/violations"),
+            ("GET", "/api/v1/violations.csv"),
             ("GET", "/api/v1/sessions"),
             ("GET", "/metrics"),
             ("GET", "/docs"),
@@ -283,6 +287,16 @@ def test_violation_filters_and_detail(seeded: RunningServer) -> None:
         assert speeds(since="2025-06-01T14:01:00+02:00") == [55.0, 70.0, 70.0, 75.0, 90.5, 120.0]  # 12:01Z
         assert speeds(since="2025-06-01T12:10:00") == [55.0, 70.0, 120.0]  # naive = UTC
         assert speeds(session_id="sess-a", zone="global", min_speed_kmh=65) == [70.0]
+        assert speeds(max_speed_kmh=70) == [55.0, 61.0, 70.0, 70.0]
+        assert speeds(min_speed_kmh=61, max_speed_kmh=75) == [61.0, 70.0, 70.0, 75.0]
+        assert speeds(class_name="truck") == [90.5] and speeds(class_name="bus") == []
+        assert speeds(class_name="vehicle", zone="school") == [75.0]
+        for params, needle in [
+            ({"min_speed_kmh": 80, "max_speed_kmh": 70}, "'min_speed_kmh' must not be above 'max_speed_kmh'"),
+            ({"class_name": "car\x00"}, "class_name"),
+        ]:
+            r = c.get("/api/v1/violations", params=params)
+            assert r.status_code == 422 and needle in r.json()["detail"], r.text
 
         vid = seeded.seeded_ids[0]
         detail = c.get(f"/api/v1/violations/{vid}").json()
@@ -291,6 +305,64 @@ def test_violation_filters_and_detail(seeded: RunningServer) -> None:
         assert detail["snapshot_url"] == f"/api/v1/violations/{vid}/snapshot.jpg"
         assert detail["clip_url"] == f"/api/v1/violations/{vid}/clip.mp4"
         assert detail["bbox_xyxy"] == [10, 20, 50, 40]
+
+
+def test_csv_export_streams_every_filtered_violation(seeded: RunningServer) -> None:
+    """The list's filters; every matching row however many (read in pages of CSV_PAGE); a text
+    cell that a spreadsheet would run as a formula is defused."""
+    from edge_server.api import CSV_PAGE
+    from edge_server.violation_csv import CSV_COLUMNS
+    from pipelines.types import Violation
+
+    with seeded.client() as c:
+        r = c.get("/api/v1/violations.csv", params={"zone": "school", "sort": "peak_speed_kmh"})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv"), r.text
+        assert re.fullmatch(
+            r'attachment; filename="violations-\d{8}T\d{6}Z\.csv"', r.headers["content-disposition"]
+        )
+        rows = list(csv.DictReader(io.StringIO(r.text)))
+        assert tuple(rows[0]) == CSV_COLUMNS
+        assert [(row["session_id"], row["peak_speed_kmh"], row["zone"]) for row in rows] == [
+            ("sess-a", "75.0", "school"),
+            ("sess-a", "90.5", "school"),
+        ]
+        assert rows[0]["false_positive"] == "false" and rows[0]["occurred_at"].startswith(
+            "2025-06-01T12:01:00"
+        )
+        first = next(
+            iter(csv.DictReader(io.StringIO(c.get("/api/v1/violations.csv", params={"sort": "id"}).text)))
+        )
+        assert first["snapshot_url"] == f"/api/v1/violations/{seeded.seeded_ids[0]}/snapshot.jpg"
+
+        many = 2 * CSV_PAGE + 3
+        for i in range(many):
+            v = Violation(
+                track_id=i,
+                zone="=HYPERLINK(1)" if i == 0 else "bulk",
+                speed_limit_kmh=50.0,
+                peak_speed_kmh=60.0 + i % 40,
+                mean_speed_kmh=58.0,
+                sigma_kmh=1.0,
+                start_frame=1,
+                end_frame=2,
+                start_time_s=0.0,
+                end_time_s=1.0,
+            )
+            seeded.store.add_violation("sess-b", v, occurred_at=SEED_T0)
+        r = c.get("/api/v1/violations.csv", params={"session_id": "sess-b", "sort": "-peak_speed_kmh"})
+        rows = list(csv.DictReader(io.StringIO(r.text)))
+        assert len(rows) == many + 3 and len({row["id"] for row in rows}) == len(rows)
+        speeds = [float(row["peak_speed_kmh"]) for row in rows]
+        assert speeds == sorted(speeds, reverse=True)
+        assert "'=HYPERLINK(1)" in {row["zone"] for row in rows} and "=HYPERLINK(1)" not in r.text.replace(
+            "'=", ""
+        )
+        for params, needle in [
+            ({"limit": 5}, "query.limit: unknown query parameter"),
+            ({"min_speed_kmh": 9, "max_speed_kmh": 1}, "must not be above"),
+        ]:
+            r = c.get("/api/v1/violations.csv", params=params)
+            assert r.status_code == 422 and needle in r.json()["detail"], r.text
 
 
 def test_sorting_and_cursor_pagination(seeded: RunningServer) -> None:

@@ -49,6 +49,7 @@ OPERATIONS = [
     "GET /api/v1/sessions",
     "GET /api/v1/sessions/{session_id}",
     "GET /api/v1/violations",
+    "GET /api/v1/violations.csv",
     "GET /api/v1/violations/{violation_id}",
     "GET /api/v1/violations/{violation_id}/snapshot.jpg",
     "GET /api/v1/violations/{violation_id}/clip.mp4",

@@ -1,0 +1,68 @@
+"""The operator console: a small browser app served by the server itself at ``/console``.
+
+Plain ES modules and one style sheet (``edge_server/console/``, package data, in the wheel): no CDN,
+no build step, nothing fetched from outside, since an edge box is often offline. The page is public
+and holds no data; everything it shows comes from the token-protected API, with the token the
+operator enters (kept in the tab's sessionStorage, sent as ``Authorization: Bearer``; the events
+WebSocket takes it as ``?token=``). Snapshots and clips are fetched with the token and shown from
+blob URLs, so no media URL ever carries it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse, RedirectResponse
+from starlette.staticfiles import StaticFiles
+from starlette.types import Message, Receive, Scope, Send
+
+ASSETS = Path(__file__).resolve().parent / "console"
+ASSETS_PATH = "/console/assets"
+
+# Scripts and styles only from here; media from blob: URLs made of API responses; the events
+# WebSocket on this origin; never framed (click-jacking of the false-positive toggle).
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
+        "media-src 'self' blob:; connect-src 'self' ws: wss:; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+
+class ConsoleAssets(StaticFiles):
+    """The console's files with the console's headers; revalidated (ETag) at every load, so an
+    upgraded server never runs an old script."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                extra = [
+                    (k.lower().encode(), v.encode())
+                    for k, v in {**HEADERS, "Cache-Control": "no-cache"}.items()
+                ]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await super().__call__(scope, receive, send_with_headers)
+
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/console")
+async def console_root() -> RedirectResponse:
+    return RedirectResponse("/console/", status_code=308)
+
+
+@router.get("/console/")
+async def console_page() -> FileResponse:
+    return FileResponse(ASSETS / "index.html", headers={**HEADERS, "Cache-Control": "no-cache"})
+
+
+def mount_console(app) -> None:
+    app.mount(ASSETS_PATH, ConsoleAssets(directory=str(ASSETS)), name="console-assets")

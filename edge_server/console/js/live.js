@@ -1,0 +1,182 @@
+// Live: one card per active stream with its figures as the server sends them (every stats
+// interval), its latest violation with the snapshot, and the feed of events as they happen.
+import { get, objectUrl, stopPath, del } from "./api.js";
+import { errorText, h, num, shortId, when } from "./dom.js";
+
+const FEED_LENGTH = 50;
+const feedEntries = []; // [time, text, kind], newest first: kept across page switches
+let showEntry = null; // the mounted page's
+
+function record(text, kind) {
+  const item = [new Date().toLocaleTimeString(), text, kind];
+  feedEntries.unshift(item);
+  feedEntries.splice(FEED_LENGTH);
+  if (showEntry) showEntry(item);
+}
+
+// The feed listens from sign-in on (main.js), whichever page is shown.
+export function follow(events) {
+  events.addEventListener("session.started", (e) => record(`Stream ${shortId(e.detail.session_id)} started (${e.detail.kind})`, "start"));
+  events.addEventListener("session.ended", (e) =>
+    record(`Stream ${shortId(e.detail.session_id)} ended${e.detail.reason ? `: ${e.detail.reason}` : ""}`, "end"),
+  );
+  events.addEventListener("violation", (e) => {
+    const v = e.detail.violation;
+    record(`${num(v.peak_speed_kmh)} km/h ${v.class_name} (limit ${num(v.speed_limit_kmh, 0)}, ${v.zone}) in ${shortId(v.session_id)}`, "violation");
+  });
+}
+
+export function mount(container, { events }) {
+  const health = h("p", { class: "status", id: "health" });
+  const cards = h("div", { class: "cards", id: "streams" });
+  const empty = h("p", { class: "hint", id: "no-streams" }, "No stream is live. Streams appear here as soon as they start.");
+  const feed = h("ol", { class: "feed", id: "feed" });
+  container.append(
+    h("h1", {}, "Live"),
+    health,
+    h("div", { class: "split" }, h("div", {}, empty, cards), h("aside", { class: "detail" }, h("h2", {}, "Events"), feed)),
+  );
+
+  const streams = new Map(); // session id -> { card, figures, violation, session }
+  let urls = [];
+
+  const entry = ([time, text, kind]) => h("li", { class: kind }, h("time", {}, time), " ", text);
+  showEntry = (item) => {
+    feed.prepend(entry(item));
+    while (feed.children.length > FEED_LENGTH) feed.lastChild.remove();
+  };
+  const log = record;
+  feed.append(...feedEntries.map(entry));
+
+  function figuresOf(stream) {
+    const s = stream.session || {};
+    const f = { ...s, ...stream.stats };
+    return [
+      ["fps", num(f.processed_fps)],
+      ["frames", `${f.frames_received ?? "–"} in, ${f.frames_processed ?? "–"} done`],
+      ["dropped", f.frames_dropped ?? "–"],
+      ["latency p50 / p95", `${num(f.latency_p50_ms, 0)} / ${num(f.latency_p95_ms, 0)} ms`],
+      ["telemetry rejected", f.telemetry_rejected ?? "–"],
+      ["violations", stream.violations],
+    ];
+  }
+
+  function render(id) {
+    const stream = streams.get(id);
+    const s = stream.session || { id };
+    const end = s.kind && stopPath(s) ? h("button", { type: "button", class: "danger", onclick: () => stop(s) }, "End stream") : null;
+    const last = stream.violation;
+    const card = h(
+      "article",
+      { class: "card", dataset: { id } },
+      h("header", {}, h("strong", { title: id }, shortId(id)), " ", h("span", { class: "badge active" }, s.kind || "stream"), h("span", { class: "spacer" }), end),
+      s.width ? h("p", { class: "hint" }, `${s.width}×${s.height}${s.camera ? `, ${s.camera}` : ""} · since ${when(s.started_at)}`) : null,
+      h("dl", { class: "figures" }, ...figuresOf(stream).flatMap(([k, v]) => [h("dt", {}, k), h("dd", { dataset: { figure: k } }, v)])),
+      last
+        ? h(
+            "div",
+            { class: "last-violation" },
+            stream.snapshot ? h("img", { src: stream.snapshot, alt: `snapshot of violation ${last.id}` }) : null,
+            h("p", {}, h("a", { href: `#/violations?session_id=${encodeURIComponent(id)}` }, `${num(last.peak_speed_kmh)} km/h`), ` ${last.class_name} in ${last.zone} (limit ${num(last.speed_limit_kmh, 0)}) at ${when(last.occurred_at)}`),
+          )
+        : null,
+    );
+    if (stream.card) stream.card.replaceWith(card);
+    else cards.append(card);
+    stream.card = card;
+    empty.hidden = streams.size > 0;
+  }
+
+  async function add(id) {
+    if (!streams.has(id)) streams.set(id, { card: null, stats: {}, violations: 0, violation: null, snapshot: null, session: null });
+    render(id);
+    try {
+      const session = await get(`/api/v1/sessions/${encodeURIComponent(id)}`);
+      const stream = streams.get(id);
+      if (!stream) return;
+      stream.session = session;
+      stream.violations = Math.max(stream.violations, session.violations_count);
+      render(id);
+    } catch {
+      // not stored yet: the next stats event fills the card
+    }
+  }
+
+  function remove(id) {
+    const stream = streams.get(id);
+    if (!stream) return;
+    stream.card.remove();
+    streams.delete(id);
+    empty.hidden = streams.size > 0;
+  }
+
+  async function stop(s) {
+    if (!confirm(`End the ${s.kind} stream ${shortId(s.id)}? Its violations and clips are kept.`)) return;
+    try {
+      await del(stopPath(s));
+    } catch (error) {
+      log(`Cannot end ${shortId(s.id)}: ${errorText(error)}`, "error");
+    }
+  }
+
+  async function showHealth() {
+    try {
+      const r = await fetch("/healthz", { cache: "no-store" });
+      const hz = await r.json();
+      health.textContent = `Server ${hz.version}: ${hz.status}, database ${hz.database ? "ok" : "unreachable"}, RTMP ${hz.rtmp}, MQTT ${hz.mqtt}`;
+      health.classList.toggle("error", hz.status !== "ok");
+    } catch (error) {
+      health.textContent = `Server unreachable: ${errorText(error)}`;
+      health.classList.add("error");
+    }
+  }
+
+  const handlers = {
+    hello: (e) => {
+      for (const id of [...streams.keys()]) if (!e.detail.active_sessions.includes(id)) remove(id);
+      for (const id of e.detail.active_sessions) add(id);
+    },
+    "session.started": (e) => add(e.detail.session_id),
+    "session.ended": (e) => remove(e.detail.session_id),
+    stats: (e) => {
+      const stream = streams.get(e.detail.session_id);
+      if (!stream) return add(e.detail.session_id);
+      stream.stats = e.detail;
+      render(e.detail.session_id);
+    },
+    violation: (e) => {
+      const v = e.detail.violation;
+      const stream = streams.get(v.session_id);
+      if (!stream) return;
+      stream.violations += 1;
+      stream.violation = v;
+      render(v.session_id);
+      if (v.snapshot_url) {
+        objectUrl(v.snapshot_url)
+          .then((url) => {
+            urls.push(url);
+            if (stream.violation !== v) return;
+            stream.snapshot = url;
+            render(v.session_id);
+          })
+          .catch(() => {});
+      }
+    },
+  };
+  for (const [type, handler] of Object.entries(handlers)) events.addEventListener(type, handler);
+  // the hello of a link opened before this page was shown: ask for the live streams ourselves
+  get("/api/v1/sessions", { status: "active", limit: 100 })
+    .then((page) => page.items.forEach((s) => add(s.id)))
+    .catch((error) => log(`Cannot list live streams: ${errorText(error)}`, "error"));
+  showHealth();
+  const timer = setInterval(showHealth, 10000);
+  empty.hidden = false;
+
+  return () => {
+    showEntry = null;
+    clearInterval(timer);
+    for (const [type, handler] of Object.entries(handlers)) events.removeEventListener(type, handler);
+    for (const url of urls) URL.revokeObjectURL(url);
+    urls = [];
+  };
+}

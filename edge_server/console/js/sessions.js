@@ -1,0 +1,186 @@
+// Sessions: live and past streams (paged), one's summary and tracked vehicles, ending a live
+// stream, and the operator's altitude / pitch / camera for a stream that carries no telemetry.
+import { del, get, put, stopPath } from "./api.js";
+import { errorText, h, num, shortId, when } from "./dom.js";
+import { PagedTable } from "./paged.js";
+
+function operatorForm(session, say) {
+  const field = (label, name, attrs) => h("label", {}, label, h("input", { name, ...attrs }));
+  const form = h(
+    "form",
+    { class: "operator", id: "operator-form" },
+    h("h3", {}, "Flight values set by the operator"),
+    h("p", { class: "hint" }, "For a stream whose telemetry lacks them (DJI Fly, a pulled camera): they scale its speeds."),
+    field("Altitude (m)", "altitude_m", { type: "number", min: 1, max: 1000, step: "any" }),
+    field("Gimbal pitch (°)", "gimbal_pitch_deg", { type: "number", min: -90, max: 0, step: "any", placeholder: "-90 = down" }),
+    field("Camera", "camera", { placeholder: "e.g. DJI Mini 4 Pro", maxlength: 64 }),
+    field("Focal length (35 mm eq.)", "focal_length_35mm", { type: "number", min: 1, max: 2000, step: "any" }),
+    h("button", { type: "submit" }, "Apply to the stream"),
+  );
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const body = {};
+    for (const [key, value] of new FormData(form).entries()) {
+      if (value === "") continue;
+      body[key] = key === "camera" ? value : Number(value);
+    }
+    try {
+      await put(`/api/v1/sessions/${encodeURIComponent(session.id)}/operator-telemetry`, body);
+      say("Applied: the next frames use these values.");
+    } catch (error) {
+      say(`Not applied: ${errorText(error)}`, true);
+    }
+  });
+  return form;
+}
+
+export function mount(container, { events }) {
+  const statusFilter = h(
+    "select",
+    { id: "session-status", "aria-label": "status" },
+    ...["", "active", "ended", "failed"].map((s) => h("option", { value: s }, s || "all")),
+  );
+  const body = h("tbody");
+  const status = h("p", { class: "status" });
+  const more = h("button", { type: "button", hidden: true }, "Load more");
+  const detail = h("aside", { class: "detail", id: "session-detail", hidden: true });
+  const headings = ["Session", "Kind", "Status", "Started", "Frames in / dropped", "fps", "Violations", ""];
+  container.append(
+    h("h1", {}, "Sessions"),
+    h("div", { class: "filters" }, h("label", {}, "Status", statusFilter)),
+    h(
+      "div",
+      { class: "split" },
+      h("div", { class: "scroll" }, h("table", { class: "list", id: "sessions" }, h("thead", {}, h("tr", {}, ...headings.map((t) => h("th", {}, t)))), body), status, more),
+      detail,
+    ),
+  );
+
+  let selected = null;
+
+  function row(s) {
+    const stop =
+      s.status === "active" && stopPath(s)
+        ? h("button", { type: "button", class: "danger stop", onclick: (e) => (e.stopPropagation(), end(s)) }, "End stream")
+        : null;
+    const tr = h(
+      "tr",
+      { dataset: { id: s.id }, class: `status-${s.status}`, tabindex: 0 },
+      h("td", { title: s.id }, shortId(s.id)),
+      h("td", {}, s.kind),
+      h("td", { title: s.end_reason || "" }, h("span", { class: `badge ${s.status}` }, s.status)),
+      h("td", {}, when(s.started_at)),
+      h("td", {}, `${s.frames_received} / ${s.frames_dropped}`),
+      h("td", {}, num(s.processed_fps)),
+      h("td", {}, h("a", { href: `#/violations?session_id=${encodeURIComponent(s.id)}`, onclick: (e) => e.stopPropagation() }, s.violations_count)),
+      h("td", {}, stop),
+    );
+    tr.addEventListener("click", () => select(s.id));
+    tr.addEventListener("keydown", (e) => e.key === "Enter" && select(s.id));
+    return tr;
+  }
+
+  const table = new PagedTable({ body, status, more, path: "/api/v1/sessions", query: () => ({ status: statusFilter.value }), render: row, noun: "session" });
+
+  async function refresh(id) {
+    try {
+      const s = await get(`/api/v1/sessions/${encodeURIComponent(id)}`);
+      if (!statusFilter.value || statusFilter.value === s.status) table.put(s, { prepend: !table.has(id) });
+      else table.remove(id);
+      table.showStatus();
+      if (selected === id) show(s);
+    } catch {
+      // gone or not yet stored: the next event or load shows it
+    }
+  }
+
+  async function end(s) {
+    if (!confirm(`End the ${s.kind} stream ${shortId(s.id)}? Its violations and clips are kept.`)) return;
+    try {
+      const result = await del(stopPath(s));
+      table.say(`Stream ${shortId(s.id)} ${result && result.status === "ended" ? "ended" : "is ending"}.`);
+    } catch (error) {
+      table.say(`Cannot end it: ${errorText(error)}`, true);
+    }
+  }
+
+  function show(s) {
+    const note = h("p", { class: "status", role: "status" });
+    const say = (text, bad = false) => {
+      note.textContent = text;
+      note.classList.toggle("error", bad);
+    };
+    const info = s.info || {};
+    const facts = [
+      ["Status", `${s.status}${s.end_reason ? ` (${s.end_reason})` : ""}`],
+      ["Kind", `${s.kind}${s.remote ? ` from ${s.remote}` : ""}`],
+      ["Started", when(s.started_at)],
+      ["Ended", when(s.ended_at)],
+      ["Video", s.width ? `${s.width}×${s.height}${s.camera ? `, ${s.camera}` : ""}` : "–"],
+      ["Frames", `${s.frames_received} received, ${s.frames_processed} processed, ${s.frames_dropped} dropped`],
+      ["Telemetry", `${s.telemetry_received} received, ${s.telemetry_rejected} rejected`],
+      ["Speed", `${num(s.processed_fps)} fps; latency p50 ${num(s.latency_p50_ms, 0)} ms, p95 ${num(s.latency_p95_ms, 0)} ms`],
+    ];
+    const reasons = info.telemetry_reject_reasons || [];
+    const tracks = (s.tracks || []).slice(0, 200);
+    detail.hidden = false;
+    const parts = [
+      h("h2", {}, `Session ${shortId(s.id)}`),
+      h("dl", {}, ...facts.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+      reasons.length ? h("p", { class: "hint" }, `Rejected telemetry: ${reasons.join("; ")}`) : null,
+      s.status === "active" ? operatorForm(s, say) : null,
+      note,
+      tracks.length
+        ? h(
+            "table",
+            { class: "list compact" },
+            h("thead", {}, h("tr", {}, ...["Track", "Class", "Seen s", "Peak km/h", "Mean km/h", "Violated"].map((t) => h("th", {}, t)))),
+            h(
+              "tbody",
+              {},
+              ...tracks.map((t) =>
+                h(
+                  "tr",
+                  { class: t.violated ? "violated" : null },
+                  h("td", {}, t.track_id),
+                  h("td", {}, t.class_name),
+                  h("td", {}, `${num(t.first_time_s)}–${num(t.last_time_s)}`),
+                  h("td", {}, num(t.peak_speed_kmh)),
+                  h("td", {}, num(t.mean_speed_kmh)),
+                  h("td", {}, t.violated ? "yes" : ""),
+                ),
+              ),
+            ),
+          )
+        : h("p", { class: "hint" }, "No tracked vehicle stored yet."),
+    ];
+    detail.replaceChildren(...parts.filter(Boolean));
+  }
+
+  async function select(id) {
+    selected = id;
+    table.select(id);
+    try {
+      show(await get(`/api/v1/sessions/${encodeURIComponent(id)}`));
+    } catch (error) {
+      detail.hidden = false;
+      detail.replaceChildren(h("p", { class: "error" }, errorText(error)));
+    }
+  }
+
+  const onChange = (e) => refresh(e.detail.session_id);
+  const onStats = (e) => {
+    const session = table.item(e.detail.session_id);
+    if (session) table.put({ ...session, ...e.detail, type: undefined });
+  };
+  events.addEventListener("session.started", onChange);
+  events.addEventListener("session.ended", onChange);
+  events.addEventListener("stats", onStats);
+  statusFilter.addEventListener("change", () => table.load(true));
+  table.load(true);
+  return () => {
+    events.removeEventListener("session.started", onChange);
+    events.removeEventListener("session.ended", onChange);
+    events.removeEventListener("stats", onStats);
+  };
+}

@@ -1,0 +1,237 @@
+// Violations: filters, a paged table (50 at a time, "Load more" follows the server's cursor, so
+// the page never asks for all of them), the detail of one (snapshot, clip, figures), the
+// false-positive toggle, CSV export of the filtered set; new ones arrive live.
+import { get, objectUrl, put, request } from "./api.js";
+import { errorText, h, num, shortId, when } from "./dom.js";
+import { PagedTable } from "./paged.js";
+const CLASSES = ["", "car", "van", "truck", "bus", "motorcycle", "vehicle"];
+
+function filterForm(params) {
+  const field = (label, name, attrs = {}) =>
+    h("label", {}, label, h("input", { name, value: params.get(name) || "", ...attrs }));
+  return h(
+    "form",
+    { class: "filters", id: "violation-filters" },
+    field("From", "since", { type: "datetime-local", step: 1 }),
+    field("To", "until", { type: "datetime-local", step: 1 }),
+    field("Session", "session_id", { placeholder: "id", size: 10 }),
+    field("Zone", "zone", { placeholder: "global", size: 8 }),
+    h(
+      "label",
+      {},
+      "Class",
+      h("select", { name: "class_name" }, ...CLASSES.map((c) => h("option", { value: c, selected: params.get("class_name") === c }, c || "any"))),
+    ),
+    field("Min km/h", "min_speed_kmh", { type: "number", min: 0, max: 1000, step: "any", size: 5 }),
+    field("Max km/h", "max_speed_kmh", { type: "number", min: 0, max: 1000, step: "any", size: 5 }),
+    h(
+      "label",
+      {},
+      "False positives",
+      h(
+        "select",
+        { name: "false_positive" },
+        h("option", { value: "" }, "shown"),
+        h("option", { value: "false", selected: params.get("false_positive") === "false" }, "hidden"),
+        h("option", { value: "true", selected: params.get("false_positive") === "true" }, "only"),
+      ),
+    ),
+    h("button", { type: "submit" }, "Apply"),
+    h("button", { type: "button", class: "quiet", id: "export-csv" }, "Export CSV"),
+  );
+}
+
+// datetime-local is the browser's local time: the API wants ISO 8601 with its offset.
+function filtersOf(form) {
+  const data = Object.fromEntries(new FormData(form).entries());
+  for (const key of ["since", "until"]) {
+    if (data[key]) data[key] = new Date(data[key]).toISOString();
+  }
+  for (const key of Object.keys(data)) if (data[key] === "") delete data[key];
+  return data;
+}
+
+// Whether a violation pushed live belongs in the table as filtered.
+function matches(v, f) {
+  if (f.session_id && v.session_id !== f.session_id) return false;
+  if (f.zone && v.zone !== f.zone) return false;
+  if (f.class_name && v.class_name !== f.class_name) return false;
+  if (f.min_speed_kmh && v.peak_speed_kmh < Number(f.min_speed_kmh)) return false;
+  if (f.max_speed_kmh && v.peak_speed_kmh > Number(f.max_speed_kmh)) return false;
+  if (f.false_positive && String(v.false_positive) !== f.false_positive) return false;
+  if (f.since && new Date(v.occurred_at) < new Date(f.since)) return false;
+  if (f.until && new Date(v.occurred_at) >= new Date(f.until)) return false;
+  return true;
+}
+
+export function mount(container, { events, params }) {
+  const form = filterForm(params);
+  const body = h("tbody");
+  const status = h("p", { class: "status", id: "violation-status" });
+  const more = h("button", { type: "button", id: "load-more", hidden: true }, "Load more");
+  const detail = h("aside", { class: "detail", id: "violation-detail", hidden: true });
+  const grid = h(
+    "table",
+    { class: "list", id: "violations" },
+    h(
+      "thead",
+      {},
+      h("tr", {}, ...["#", "Time", "Class", "Zone", "Peak km/h", "Limit", "Session", "False positive"].map((t) => h("th", {}, t))),
+    ),
+    body,
+  );
+  container.append(
+    h("h1", {}, "Violations"),
+    form,
+    h("div", { class: "split" }, h("div", { class: "scroll" }, grid, status, more), detail),
+  );
+
+  let filters = filtersOf(form);
+  let selected = null;
+  let urls = [];
+  function row(v) {
+    const toggle = h("input", { type: "checkbox", class: "fp", "aria-label": `violation ${v.id} is a false positive` });
+    toggle.checked = v.false_positive;
+    toggle.addEventListener("click", (e) => e.stopPropagation());
+    toggle.addEventListener("change", () => setFalsePositive(v.id, toggle.checked, toggle));
+    const tr = h(
+      "tr",
+      { dataset: { id: v.id }, class: v.false_positive ? "dismissed" : null, tabindex: 0 },
+      h("td", {}, v.id),
+      h("td", {}, when(v.occurred_at)),
+      h("td", {}, v.class_name),
+      h("td", {}, v.zone),
+      h("td", { class: "speed" }, `${num(v.peak_speed_kmh)} ± ${num(v.sigma_kmh)}`),
+      h("td", {}, num(v.speed_limit_kmh, 0)),
+      h("td", { title: v.session_id }, shortId(v.session_id)),
+      h("td", {}, toggle),
+    );
+    tr.addEventListener("click", () => select(v.id));
+    tr.addEventListener("keydown", (e) => e.key === "Enter" && select(v.id));
+    return tr;
+  }
+
+  const table = new PagedTable({ body, status, more, path: "/api/v1/violations", query: () => filters, render: row, noun: "violation matches" });
+
+  async function setFalsePositive(id, value, toggle) {
+    try {
+      table.put(await put(`/api/v1/violations/${id}/false_positive`, { false_positive: value }));
+      if (selected === id) select(id);
+    } catch (error) {
+      toggle.checked = !value;
+      table.say(`Not saved: ${errorText(error)}`, true);
+    }
+  }
+
+  function release() {
+    for (const url of urls) URL.revokeObjectURL(url);
+    urls = [];
+  }
+
+  async function select(id) {
+    selected = id;
+    table.select(id);
+    release();
+    let v;
+    try {
+      v = await get(`/api/v1/violations/${id}`);
+    } catch (error) {
+      detail.hidden = false;
+      detail.replaceChildren(h("p", { class: "error" }, errorText(error)));
+      return;
+    }
+    const snapshot = h("div", { class: "snapshot" }, v.snapshot_url ? "Loading snapshot…" : "No snapshot.");
+    const clip = h("div", { class: "clip" });
+    const facts = [
+      ["Peak", `${num(v.peak_speed_kmh)} km/h ± ${num(v.sigma_kmh)} (mean ${num(v.mean_speed_kmh)})`],
+      ["Limit", `${num(v.speed_limit_kmh, 0)} km/h in ${v.zone}`],
+      ["When", `${when(v.occurred_at)} (stream ${num(v.start_time_s, 2)}–${num(v.end_time_s, 2)} s, frames ${v.start_frame}–${v.end_frame})`],
+      ["Vehicle", `${v.class_name}, track ${v.track_id}`],
+      ["Position", v.latitude !== null ? `${num(v.latitude, 6)}, ${num(v.longitude, 6)}` : "–"],
+      ["Drone", v.drone_latitude !== null ? `${num(v.drone_latitude, 6)}, ${num(v.drone_longitude, 6)}` : "–"],
+      ["Altitude", v.altitude_m !== null ? `${num(v.altitude_m)} m (${v.scale_source || "?"})` : "–"],
+      ["Session", v.session_id],
+    ];
+    detail.hidden = false;
+    detail.replaceChildren(
+      h("h2", {}, `Violation ${v.id}`, v.false_positive ? h("span", { class: "tag" }, "false positive") : null),
+      snapshot,
+      clip,
+      h("dl", {}, ...facts.flatMap(([k, val]) => [h("dt", {}, k), h("dd", {}, val)])),
+    );
+    if (v.snapshot_url) {
+      objectUrl(v.snapshot_url)
+        .then((url) => {
+          if (selected !== id) return URL.revokeObjectURL(url);
+          urls.push(url);
+          snapshot.replaceChildren(h("img", { src: url, alt: `snapshot of violation ${id}` }));
+        })
+        .catch((error) => snapshot.replaceChildren(`No snapshot: ${errorText(error)}`));
+    }
+    if (v.clip_url) {
+      const play = h("button", { type: "button", id: "play-clip" }, "Play clip");
+      play.addEventListener("click", async () => {
+        play.disabled = true;
+        try {
+          const url = await objectUrl(v.clip_url);
+          if (selected !== id) return URL.revokeObjectURL(url);
+          urls.push(url);
+          clip.replaceChildren(h("video", { src: url, controls: true, autoplay: true, muted: true, playsinline: true }));
+        } catch (error) {
+          clip.replaceChildren(`No clip: ${errorText(error)}`);
+        }
+      });
+      clip.replaceChildren(play);
+    } else {
+      clip.replaceChildren("Clip not written yet.");
+    }
+  }
+
+  async function exportCsv() {
+    table.say("Exporting…");
+    try {
+      const blob = await request("GET", "/api/v1/violations.csv", { params: filters, as: "blob" });
+      const url = URL.createObjectURL(blob);
+      const link = h("a", { href: url, download: `violations-${new Date().toISOString().slice(0, 19)}.csv` });
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+      table.showStatus();
+    } catch (error) {
+      table.say(`Export failed: ${errorText(error)}`, true);
+    }
+  }
+
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    filters = filtersOf(form);
+    table.load(true);
+  });
+  form.querySelector("#export-csv").addEventListener("click", exportCsv);
+
+  const onViolation = (e) => {
+    const v = e.detail.violation;
+    if (!matches(v, filters) || table.has(v.id)) return;
+    table.put(v, { prepend: true }).classList.add("new");
+    table.showStatus();
+  };
+  const onUpdated = (e) => {
+    const v = e.detail.violation;
+    if (table.has(v.id)) table.put(v);
+  };
+  const onClip = (e) => {
+    if (selected === e.detail.violation_id) select(selected);
+  };
+  events.addEventListener("violation", onViolation);
+  events.addEventListener("violation.updated", onUpdated);
+  events.addEventListener("violation.clip_ready", onClip);
+  table.load(true);
+
+  return () => {
+    events.removeEventListener("violation", onViolation);
+    events.removeEventListener("violation.updated", onUpdated);
+    events.removeEventListener("violation.clip_ready", onClip);
+    release();
+  };
+}

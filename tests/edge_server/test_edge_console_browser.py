@@ -1,0 +1,255 @@
+"""The operator console (/console) in headless chromium against a real server on 127.0.0.1: a wrong
+token is refused; the violations page filters, shows a snapshot and plays a clip, exports CSV, and a
+false positive marked there persists across a reload; a real stream (`airpatrol publish synthetic`
+over WebRTC, speeding vehicles) appears on the live page, its violations arrive in the table without
+a reload, and the sessions page ends it. How fast pages load with 10,000 violations stored and how
+soon a violation shows: eval/examples/console_bench.py (a benchmark, not a timed test).
+
+Screenshots of every page go to $AIRPATROL_SCREENSHOTS (default runs/screenshots/): look at them.
+Waits are explicit (on what the page shows), never sleeps.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from browser_helpers import WAIT_S, console_errors, require_selenium
+from edge_helpers import TOKEN, RunningServer, seed_store
+from shared_material import REPO
+
+require_selenium()
+
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+SCREENSHOTS = Path(os.environ.get("AIRPATROL_SCREENSHOTS", REPO / "runs" / "screenshots"))
+ROWS = (By.CSS_SELECTOR, "#violations tbody tr")
+
+
+def shot(driver: WebDriver, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"console-{name}.png"))
+
+
+def wait(driver: WebDriver) -> WebDriverWait:
+    """Pages redraw rows and cards as events arrive (a live stream's stats every 0.5 s here): an
+    element found a moment ago may be gone; the wait looks again."""
+    return WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
+
+
+def click(driver: WebDriver, locator: tuple[str, str]) -> None:
+    """Find and click in one step, again if the element was redrawn in between."""
+
+    def attempt(d: WebDriver) -> bool:
+        d.find_element(*locator).click()
+        return True
+
+    wait(driver).until(attempt)
+
+
+def js(driver: WebDriver, expression: str):
+    """Read the page in one step (no element reference to go stale)."""
+    return driver.execute_script(f"return {expression}")
+
+
+def sign_in(driver: WebDriver, server: RunningServer, token: str = TOKEN) -> None:
+    driver.get(f"{server.url}/console/")
+    field = wait(driver).until(ec.visibility_of_element_located((By.ID, "token")))
+    field.send_keys(token)
+    driver.find_element(By.CSS_SELECTOR, "#login-form button[type=submit]").click()
+
+
+def go(driver: WebDriver, page: str) -> None:
+    driver.find_element(By.CSS_SELECTOR, f"#nav a[data-page='{page}']").click()
+    wait(driver).until(lambda d: d.find_element(By.ID, "page").get_attribute("data-page") == page)
+
+
+def row_ids(driver: WebDriver) -> list[int]:
+    return [
+        int(i)
+        for i in js(driver, "[...document.querySelectorAll('#violations tbody tr')].map(tr => tr.dataset.id)")
+    ]
+
+
+@pytest.fixture
+def seeded(server: RunningServer) -> RunningServer:
+    server.seeded_ids = seed_store(
+        server,
+        {"sess-a": "webrtc", "sess-b": "whip"},
+        [
+            ("sess-a", 0, 61.0, "global"),
+            ("sess-a", 1, 75.0, "school"),
+            ("sess-a", 2, 90.5, "school"),
+            ("sess-b", 10, 55.0, "global"),
+            ("sess-b", 11, 120.0, "global"),
+        ],
+        sigma_kmh=1.2,
+    )
+    return server
+
+
+def test_a_wrong_token_is_refused(server: RunningServer, chromium: WebDriver) -> None:
+    sign_in(chromium, server, "not-the-token")
+    error = wait(chromium).until(ec.visibility_of_element_located((By.ID, "login-error")))
+    assert "refused" in error.text
+    assert not chromium.find_element(By.ID, "nav").is_displayed()
+    assert chromium.execute_script("return sessionStorage.getItem('airpatrol.token')") is None
+    shot(chromium, "login-refused")
+    field = chromium.find_element(By.ID, "token")
+    field.send_keys(TOKEN)
+    chromium.find_element(By.CSS_SELECTOR, "#login-form button[type=submit]").click()
+    wait(chromium).until(ec.visibility_of_element_located((By.ID, "nav")))
+    assert not chromium.find_element(By.ID, "login").is_displayed()
+    # the 401 of the refused sign-in is the only error the console caused
+    errors = [e for e in console_errors(chromium) if "401" not in e["message"]]
+    assert errors == []
+
+
+def test_violations_review_persists_a_false_positive(
+    seeded: RunningServer, chromium: WebDriver, tmp_path: Path
+) -> None:
+    sign_in(chromium, seeded)
+    go(chromium, "violations")
+    wait(chromium).until(lambda d: len(row_ids(d)) == 5)
+    assert row_ids(chromium) == sorted(seeded.seeded_ids, reverse=True)  # newest first
+
+    form = chromium.find_element(By.ID, "violation-filters")
+    form.find_element(By.NAME, "zone").send_keys("school")
+    form.find_element(By.NAME, "min_speed_kmh").send_keys("80")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(chromium).until(lambda d: row_ids(d) == [seeded.seeded_ids[2]])
+    form.find_element(By.NAME, "zone").clear()
+    form.find_element(By.NAME, "min_speed_kmh").clear()
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(chromium).until(lambda d: len(row_ids(d)) == 5)
+
+    first = seeded.seeded_ids[0]  # the one with a snapshot and a clip on disk
+    click(chromium, (By.CSS_SELECTOR, f"#violations tr[data-id='{first}'] td"))
+    image = wait(chromium).until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#violation-detail img")))
+    assert image.get_attribute("src").startswith("blob:")
+    wait(chromium).until(
+        lambda d: (
+            d.execute_script("return document.querySelector('#violation-detail img').naturalWidth") == 80
+        )
+    )
+    assert "61.0 km/h ± 1.2" in chromium.find_element(By.ID, "violation-detail").text
+    chromium.find_element(By.ID, "play-clip").click()
+    video = wait(chromium).until(ec.presence_of_element_located((By.CSS_SELECTOR, "#violation-detail video")))
+    assert video.get_attribute("src").startswith("blob:")
+    wait(chromium).until(
+        lambda d: d.execute_script("return document.querySelector('#violation-detail video').readyState") >= 1
+    )
+    assert (
+        chromium.execute_script("return document.querySelector('#violation-detail video').videoWidth") == 160
+    )
+    shot(chromium, "violations")
+
+    # CSV export of what the filters select, downloaded by the browser
+    chromium.execute_cdp_cmd(
+        "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)}
+    )
+    form.find_element(By.NAME, "session_id").send_keys("sess-b")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(chromium).until(lambda d: len(row_ids(d)) == 2)
+    chromium.find_element(By.ID, "export-csv").click()
+    wait(chromium).until(lambda d: [p for p in tmp_path.glob("violations-*.csv") if p.stat().st_size])
+    (exported,) = tmp_path.glob("violations-*.csv")
+    rows = list(csv.DictReader(io.StringIO(exported.read_text())))
+    assert sorted(float(r["peak_speed_kmh"]) for r in rows) == [55.0, 120.0]
+
+    # false positive: marked in the table, stored, still marked after a reload
+    target = seeded.seeded_ids[4]
+    toggle = (By.CSS_SELECTOR, f"#violations tr[data-id='{target}'] input.fp")
+    click(chromium, toggle)
+    wait(chromium).until(
+        lambda d: (
+            "dismissed" in d.find_element(By.CSS_SELECTOR, f"tr[data-id='{target}']").get_attribute("class")
+        )
+    )
+    with seeded.client() as c:
+        assert c.get(f"/api/v1/violations/{target}").json()["false_positive"] is True
+    chromium.refresh()  # the token stays in the tab's sessionStorage: still signed in
+    go(chromium, "violations")
+    wait(chromium).until(lambda d: len(row_ids(d)) == 5)
+    marked = js(
+        chromium,
+        "[...document.querySelectorAll('#violations input.fp:checked')].map(i => i.closest('tr').dataset.id)",
+    )
+    assert marked == [str(target)]
+    assert console_errors(chromium) == []
+
+
+def test_a_live_stream_on_every_page(server: RunningServer, chromium: WebDriver) -> None:
+    sign_in(chromium, server)
+    wait(chromium).until(ec.visibility_of_element_located((By.ID, "no-streams")))
+    wait(chromium).until(lambda d: d.find_element(By.ID, "link-state").text == "live")
+    publisher = subprocess.Popen(
+        [sys.executable, "-m", "airpatrol.cli", "publish", "synthetic", "--server", server.url]
+        + ["--token", TOKEN, "--max-seconds", "30", "--no-return-video"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # live page: the stream's card appears and its figures move
+        session_id = wait(chromium).until(
+            lambda d: js(d, "document.querySelector('#streams .card')?.dataset.id")
+        )
+        fps = (By.CSS_SELECTOR, "#streams .card dd[data-figure='fps']")
+        wait(chromium).until(lambda d: d.find_element(*fps).text not in ("–", "0.0"))
+
+        # violations page, opened before the first violation: it arrives without a reload (how
+        # fast: eval/examples/console_bench.py measures it)
+        go(chromium, "violations")
+        wait(chromium).until(lambda d: "No violation" in d.find_element(By.ID, "violation-status").text)
+        wait(chromium).until(lambda d: d.find_elements(*ROWS))
+        assert js(chromium, "document.querySelector('#violations tbody tr').classList.contains('new')")
+        shot(chromium, "violations-live")
+
+        go(chromium, "live")
+        wait(chromium).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#streams .card .last-violation"))
+        wait(chromium).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#feed li.violation"))
+        shot(chromium, "live")
+
+        # sessions page: the stream is there, live; the operator ends it
+        go(chromium, "sessions")
+        click(chromium, (By.CSS_SELECTOR, f"#sessions tr[data-id='{session_id}'] button.stop"))
+        wait(chromium).until(ec.alert_is_present()).accept()
+        ended = (By.CSS_SELECTOR, f"#sessions tr[data-id='{session_id}'] .badge.ended")
+        wait(chromium).until(ec.presence_of_element_located(ended))
+        click(chromium, (By.CSS_SELECTOR, f"#sessions tr[data-id='{session_id}'] td"))
+        wait(chromium).until(lambda d: "ended" in d.find_element(By.ID, "session-detail").text)
+        shot(chromium, "sessions")
+        publisher.wait(60)
+    finally:
+        if publisher.poll() is None:
+            publisher.kill()
+            publisher.wait()
+    with server.client() as c:
+        session = c.get(f"/api/v1/sessions/{session_id}").json()
+    assert session["status"] == "ended" and session["end_reason"] == "ended by client", session
+    assert console_errors(chromium) == []
+
+
+def test_console_assets_are_served_with_a_strict_policy(server: RunningServer) -> None:
+    with httpx.Client(base_url=server.url, timeout=30) as anonymous:
+        assert anonymous.get("/console", follow_redirects=False).status_code == 308
+        page = anonymous.get("/console/")
+        assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+        for asset in ("console.css", "js/main.js", "js/violations.js"):
+            r = anonymous.get(f"/console/assets/{asset}")
+            assert r.status_code == 200 and r.headers["x-content-type-options"] == "nosniff", asset
+            assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
+        assert anonymous.get("/console/assets/js/../../app.py").status_code == 404
+        assert anonymous.get("/api/v1/violations").status_code == 401  # the data stays behind the token
