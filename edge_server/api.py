@@ -36,6 +36,8 @@ from edge_server.schemas import (
     ErrorOut,
     FalsePositiveIn,
     HealthOut,
+    RulesIn,
+    RulesOut,
     SdpIn,
     SdpOut,
     SessionDetail,
@@ -47,9 +49,11 @@ from edge_server.schemas import (
     ViolationOut,
     ViolationPage,
     ViolationQuery,
+    ZoneIn,
 )
 from edge_server.store import MAX_ROW_ID, CursorError, Store, ViolationFilter
 from edge_server.violation_csv import CSV_COLUMNS, csv_line, csv_values
+from pipelines.config import RulesConfig
 
 log = logging.getLogger(__name__)
 
@@ -365,6 +369,70 @@ async def get_session(request: Request, session_id: SessionId) -> SessionDetail:
     detail = SessionDetail.from_row_full(row, tracks, live.live_stats())
     info = {**(row.info or {}), **live.info(), "stage_ms_mean": live.stats.stage_ms_mean()}
     return detail.model_copy(update={"info": info})
+
+
+def _live_worker(request: Request, session_id: str) -> Any:
+    live = _manager(request).get(session_id)
+    if live is None:
+        raise ApiError(404, "not_found", f"no active stream {session_id}")
+    if live.worker is None:
+        raise ApiError(409, "not_started", f"stream {session_id} has not started yet; try again in a moment")
+    return live.worker
+
+
+def _rules_out(rules: RulesConfig) -> RulesOut:
+    return RulesOut(
+        speed_limit_kmh=rules.speed_limit_kmh,
+        zones=[
+            ZoneIn(
+                name=z.name,
+                polygon=[[float(x), float(y)] for x, y in z.polygon],
+                speed_limit_kmh=z.speed_limit_kmh,
+            )
+            for z in rules.zones
+        ],
+        tolerance_kmh=rules.tolerance_kmh,
+        min_duration_s=rules.min_duration_s,
+        use_lower_bound=rules.use_lower_bound,
+    )
+
+
+RULES_RESPONSES: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}}
+
+
+@protected.get(
+    f"{API_PREFIX}/sessions/{{session_id}}/rules",
+    response_model=RulesOut,
+    tags=["sessions"],
+    summary="A live stream's speed limits and zones",
+    responses=RULES_RESPONSES,
+)
+async def get_rules(request: Request, session_id: SessionId) -> RulesOut:
+    return _rules_out(_live_worker(request, session_id).rules)
+
+
+@protected.put(
+    f"{API_PREFIX}/sessions/{{session_id}}/rules",
+    response_model=RulesOut,
+    tags=["sessions"],
+    summary="Set a live stream's speed limit, zones, tolerance and minimum duration (from its next frame)",
+    responses=RULES_RESPONSES,
+)
+async def set_rules(request: Request, session_id: SessionId, body: RulesIn) -> RulesOut:
+    worker = _live_worker(request, session_id)
+    current = worker.rules.model_dump()
+    update = body.model_dump(exclude_none=True)
+    update["speed_limit_kmh"] = body.speed_limit_kmh  # null is a value here: zones only
+    if body.speed_limit_kmh is None and not (body.zones if body.zones is not None else current["zones"]):
+        raise ApiError(422, "invalid_request", "no limit at all: give speed_limit_kmh or at least one zone")
+    rules = RulesConfig(**{**current, **update})
+    worker.set_rules(rules)
+    out = _rules_out(rules)
+    log.info("session %s: rules set by the operator: %s", session_id, out.model_dump_json())
+    request.app.state.bus.publish(
+        {"type": "session.rules", "session_id": session_id, "rules": out.model_dump()}
+    )
+    return out
 
 
 # ------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import importlib.resources
 import logging
+import math
 import secrets
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -506,6 +507,10 @@ def _allowed_methods(request: Request) -> list[str]:
 
 
 def _short(value: Any) -> Any:
+    """The offending input as the error repeats it: JSON-safe (a NaN or infinity, which Python's
+    JSON parser takes, as its text: JSON has no such number and the error would fail to encode)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     if isinstance(value, str | int | float | bool) or value is None:
         return value if not isinstance(value, str) else value[:200]
     return None

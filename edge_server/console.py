@@ -64,5 +64,11 @@ async def console_page() -> FileResponse:
     return FileResponse(ASSETS / "index.html", headers={**HEADERS, "Cache-Control": "no-cache"})
 
 
+@router.get("/console/publish")
+async def publisher_page() -> FileResponse:
+    """The phone-browser publisher: the device's camera over WHIP with the operator's flight values."""
+    return FileResponse(ASSETS / "publish.html", headers={**HEADERS, "Cache-Control": "no-cache"})
+
+
 def mount_console(app) -> None:
     app.mount(ASSETS_PATH, ConsoleAssets(directory=str(ASSETS)), name="console-assets")

@@ -275,6 +275,49 @@ class ViolationQuery(ViolationFilterQuery):
 
 
 # ------------------------------------------------------------------------------------------------
+# a live stream's rules
+
+
+FiniteCoordinate = Annotated[float, Field(ge=-100_000, le=100_000)]
+ImagePoint = Annotated[list[FiniteCoordinate], Field(min_length=2, max_length=2, description="[x, y]")]
+
+
+class ZoneIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]*$")
+    polygon: list[ImagePoint] = Field(
+        min_length=3, max_length=64, description="corners in the stream's image pixels, in order"
+    )
+    speed_limit_kmh: float = Field(gt=0, le=300)
+
+
+class RulesIn(BaseModel):
+    """A live stream's limits and zones, from its next frame on. ``speed_limit_kmh`` is required
+    (null: only the zones have limits); the other fields, left out, keep their current values."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    speed_limit_kmh: float | None = Field(..., gt=0, le=300, description="global limit; null: zones only")
+    zones: list[ZoneIn] | None = Field(None, max_length=32, description="first match wins; null: unchanged")
+    tolerance_kmh: float | None = Field(None, ge=0, le=50, description="allowance above a limit")
+    min_duration_s: float | None = Field(None, ge=0, le=10, description="how long above it counts")
+
+    @model_validator(mode="after")
+    def _unique_zone_names(self) -> RulesIn:
+        names = [z.name for z in self.zones or []]
+        if len(set(names)) != len(names) or "global" in names:
+            raise ValueError("zone names must be unique and not 'global' (the global limit's name)")
+        return self
+
+
+class RulesOut(BaseModel):
+    speed_limit_kmh: float | None
+    zones: list[ZoneIn]
+    tolerance_kmh: float
+    min_duration_s: float
+    use_lower_bound: bool = Field(description="speed - 1 sigma is compared to the limit (site setting)")
+
+
+# ------------------------------------------------------------------------------------------------
 # RTMP keys, RTSP pull, operator telemetry
 
 

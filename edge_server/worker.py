@@ -36,6 +36,7 @@ from edge_server.store import Store
 from edge_server.stream_stats import StreamStats, TrackSummaries
 from edge_server.violations import ViolationRecorder
 from pipelines.annotate import annotate
+from pipelines.config import RulesConfig
 from pipelines.serialize import to_jsonable
 from pipelines.types import Frame, FrameResult, Telemetry, Violation
 
@@ -227,6 +228,9 @@ class StreamWorker:
         self.incoming = FrameQueue(services.settings.frame_queue)
         self.slot = FrameQueue(1 if self._prepare_thread is not None else services.settings.frame_queue)
         self._speed_limit = pipeline.config.rules.speed_limit_kmh
+        # the operator's rules for this stream (PUT .../rules), applied by this thread at its next frame
+        self._rules_lock = threading.Lock()
+        self._pending_rules: RulesConfig | None = None
         self._stop = threading.Event()
         self._stop_reason: str | None = None
         self._stop_failed = False
@@ -385,7 +389,34 @@ class StreamWorker:
         finally:  # the worker's whole time per frame: what its fps is bound by
             self.stats.stage_ms_sum["worker"] += (time.perf_counter() - t_start) * 1000.0
 
+    @property
+    def rules(self) -> RulesConfig:
+        """The limits and zones this stream is (or, from its next frame, will be) measured against."""
+        pending = self._pending_rules
+        return pending if pending is not None else self.pipeline.rules.cfg
+
+    def set_rules(self, rules: RulesConfig) -> None:
+        """New limits and zones from the next frame on (called from the API's thread)."""
+        with self._rules_lock:
+            self._pending_rules = rules
+
+    def _apply_rules(self) -> None:
+        with self._rules_lock:
+            rules, self._pending_rules = self._pending_rules, None
+        if rules is None:
+            return
+        closing = self.pipeline.rules.set_rules(rules)
+        self._speed_limit = rules.speed_limit_kmh
+        log.info(
+            "session %s: rules now global limit %s km/h, %d zone(s), tolerance %.1f km/h (%d open episode(s) closed)",
+            self.session_id, rules.speed_limit_kmh, len(rules.zones), rules.tolerance_kmh, len(closing),
+        )  # fmt: skip
+        for v in closing:
+            self._record(v, None, self._last_telemetry)
+
     def _process_one(self, item: IncomingFrame | ReadyFrame) -> None:
+        if self._pending_rules is not None:
+            self._apply_rules()
         prepared = None
         if isinstance(item, ReadyFrame):
             if item.error is not None:

@@ -293,6 +293,18 @@ class ViolationDetector:
         out = [self._close(ep) for ep in list(self._open.values())]
         return sorted((v for v in out if v is not None), key=lambda v: (v.track_id, v.start_time_s))
 
+    def set_rules(self, cfg: RulesConfig) -> list[Violation]:
+        """New limits and zones from the next frame on (an operator's change during a stream).
+
+        Open episodes were measured against the old limits: they end here, under the old rules
+        (a violation when they lasted long enough), and are returned like :meth:`finish`'s. A track
+        still above a limit opens a new episode under the new rules at its next estimate; one that
+        already has a violation in a zone gets no second one there.
+        """
+        closed = self.finish()
+        self.cfg = cfg
+        return closed
+
 
 __all__ = [
     "GLOBAL_ZONE",

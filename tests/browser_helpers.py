@@ -108,9 +108,9 @@ def chromium_options(binary: str, profile_dir: Path):
     return options
 
 
-@pytest.fixture
-def chromium(tmp_path: Path) -> Iterator[WebDriver]:
-    """A headless chromium (Selenium WebDriver) with a fresh profile; quit after the test."""
+def start_chromium(tmp_path: Path, extra_args: tuple[str, ...] = ()) -> WebDriver:
+    """A headless chromium (Selenium WebDriver) with a fresh profile in ``tmp_path`` and
+    ``extra_args`` beside the usual ones (e.g. a fake camera); the caller quits it."""
     binary, driver_path = require_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -118,13 +118,36 @@ def chromium(tmp_path: Path) -> Iterator[WebDriver]:
     profile = tmp_path / "chromium-profile"
     profile.mkdir()
     service = Service(executable_path=driver_path, log_output=str(tmp_path / "chromedriver.log"))
-    driver = webdriver.Chrome(service=service, options=chromium_options(binary, profile))
+    options = chromium_options(binary, profile)
+    for arg in extra_args:
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=service, options=options)
     driver.set_page_load_timeout(WAIT_S)
     driver.set_script_timeout(WAIT_S)
+    return driver
+
+
+@pytest.fixture
+def chromium(tmp_path: Path) -> Iterator[WebDriver]:
+    """A headless chromium (Selenium WebDriver) with a fresh profile; quit after the test."""
+    driver = start_chromium(tmp_path)
     try:
         yield driver
     finally:
         driver.quit()
+
+
+SCREENSHOTS = Path(
+    os.environ.get("AIRPATROL_SCREENSHOTS", Path(__file__).resolve().parents[1] / "runs" / "screenshots")
+)
+
+
+def screenshot(driver: WebDriver, name: str) -> Path:
+    """The page as it looks now, to $AIRPATROL_SCREENSHOTS/<name>.png (default runs/screenshots/)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    driver.save_screenshot(str(path))
+    return path
 
 
 def console_errors(driver: WebDriver) -> list[dict]:

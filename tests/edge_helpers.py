@@ -147,6 +147,17 @@ def server(tmp_path: Path) -> Iterator[RunningServer]:
     srv.stop()
 
 
+def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
+    """``predicate()``'s first truthy value, asked every 50 ms; AssertionError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not met within {timeout} s")
+
+
 async def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

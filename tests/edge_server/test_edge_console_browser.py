@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
-from browser_helpers import WAIT_S, console_errors, require_selenium
+from browser_helpers import WAIT_S, console_errors, require_selenium, screenshot
 from edge_helpers import TOKEN, RunningServer, seed_store
-from shared_material import REPO
 
 require_selenium()
 
@@ -33,13 +31,11 @@ from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
-SCREENSHOTS = Path(os.environ.get("AIRPATROL_SCREENSHOTS", REPO / "runs" / "screenshots"))
 ROWS = (By.CSS_SELECTOR, "#violations tbody tr")
 
 
 def shot(driver: WebDriver, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(SCREENSHOTS / f"console-{name}.png"))
+    screenshot(driver, f"console-{name}")
 
 
 def wait(driver: WebDriver) -> WebDriverWait:
@@ -224,6 +220,18 @@ def test_a_live_stream_on_every_page(server: RunningServer, chromium: WebDriver)
 
         # sessions page: the stream is there, live; the operator ends it
         go(chromium, "sessions")
+        # its limit, changed from the session's detail while it streams
+        click(chromium, (By.CSS_SELECTOR, f"#sessions tr[data-id='{session_id}'] td"))
+        limit = (By.CSS_SELECTOR, "#rules-form input[name=speed_limit_kmh]")
+        wait(chromium).until(lambda d: d.find_element(*limit).get_attribute("value") == "50")
+        chromium.find_element(*limit).clear()
+        chromium.find_element(*limit).send_keys("40")
+        click(chromium, (By.CSS_SELECTOR, "#rules-form button[type=submit]"))
+        with server.client() as c:
+            wait(chromium).until(
+                lambda _: c.get(f"/api/v1/sessions/{session_id}/rules").json()["speed_limit_kmh"] == 40
+            )
+        shot(chromium, "session-live")
         click(chromium, (By.CSS_SELECTOR, f"#sessions tr[data-id='{session_id}'] button.stop"))
         wait(chromium).until(ec.alert_is_present()).accept()
         ended = (By.CSS_SELECTOR, f"#sessions tr[data-id='{session_id}'] .badge.ended")

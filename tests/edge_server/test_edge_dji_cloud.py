@@ -13,8 +13,8 @@ import time
 import httpx
 import paho.mqtt.client as mqtt
 import pytest
-from edge_helpers import RunningServer, free_port
-from test_edge_rtmp import NGINX, make_key, rejected, summary, wait_until
+from edge_helpers import RunningServer, free_port, wait_until
+from test_edge_rtmp import NGINX, make_key, rejected, summary
 
 from edge_server.child_process import alive
 from edge_server.dji_cloud import device_of, osd_fields, osd_message, parse_mqtt_url, parse_osd

@@ -14,12 +14,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from edge_helpers import RunningServer, free_port
+from edge_helpers import RunningServer, free_port, wait_until
 from shared_material import REPO
 
 from edge_client import synthetic
@@ -83,16 +82,6 @@ def summary(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, dict
     out, err = proc.communicate(timeout=timeout)
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     return proc.returncode, (lines[-1] if lines else {}), err
-
-
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not met within {timeout} s")
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from edge_helpers import RunningServer, free_port
-from test_edge_rtmp import OPERATOR, wait_until
+from edge_helpers import RunningServer, free_port, wait_until
+from test_edge_rtmp import OPERATOR
 
 from edge_client.synthetic import write_video
 

@@ -350,3 +350,29 @@ def test_a_propagated_box_never_opens_a_violation(propagated: list[bool], opened
     assert [v.start_frame for v in got] == ([] if opened_at is None else [opened_at])
     if opened_at is not None:
         assert got[0].end_frame == len(propagated)
+
+
+@pytest.mark.parametrize(
+    "before, new, after, closed_limit, later",
+    [
+        # 60 km/h for 1 s under 50, then the limit goes to 30: the episode ends under the old
+        # rules (its violation, limit 50); the track already has one in "global": no second there
+        ([60.0] * 30, RulesConfig(speed_limit_kmh=30.0), [60.0] * 30 + [10.0], 50.0, []),
+        # too short under the old rules when the change comes: nothing; under the new, lower
+        # limit the track opens a new episode and gets its violation (limit 30)
+        ([60.0] * 5, RulesConfig(speed_limit_kmh=30.0), [40.0] * 30 + [10.0], None, [30.0]),
+        # the limit raised above the speed: the open episode is closed, nothing follows
+        ([60.0] * 30, RulesConfig(speed_limit_kmh=80.0), [60.0] * 30 + [10.0], 50.0, []),
+        # a zone added where the track is: its limit from the next frame on
+        ([40.0] * 5, RulesConfig(speed_limit_kmh=50.0, zones=[SCHOOL]), [40.0] * 30 + [10.0], None, [30.0]),
+    ],
+)
+def test_rules_changed_during_a_stream(before, new, after, closed_limit, later) -> None:
+    det = ViolationDetector(RulesConfig(speed_limit_kmh=50.0))
+    box = BOX_LEFT
+    assert run(det, before, box=box) == []
+    closed = det.set_rules(new)
+    assert [v.speed_limit_kmh for v in closed] == ([closed_limit] if closed_limit else [])
+    assert det.cfg is new and det.open_track_ids == []
+    emitted = run(det, after, box=box, start=len(before))
+    assert [v.speed_limit_kmh for _, vs in emitted for v in vs] == later

@@ -34,6 +34,47 @@ function operatorForm(session, say) {
   return form;
 }
 
+// A live stream's limits (PUT /api/v1/sessions/{id}/rules): they apply from its next frame.
+function rulesForm(session, say) {
+  const path = `/api/v1/sessions/${encodeURIComponent(session.id)}/rules`;
+  const field = (label, name, attrs) => h("label", {}, label, h("input", { name, type: "number", step: "any", ...attrs }));
+  const zones = h("p", { class: "hint" });
+  const form = h(
+    "form",
+    { class: "operator", id: "rules-form" },
+    h("h3", {}, "Speed limits of this stream"),
+    field("Limit (km/h)", "speed_limit_kmh", { min: 1, max: 300, placeholder: "zones only" }),
+    field("Tolerance (km/h)", "tolerance_kmh", { min: 0, max: 50 }),
+    field("Minimum time above (s)", "min_duration_s", { min: 0, max: 10 }),
+    h("button", { type: "submit" }, "Apply limits"),
+    zones,
+  );
+  const show = (rules) => {
+    form.elements.speed_limit_kmh.value = rules.speed_limit_kmh ?? "";
+    form.elements.tolerance_kmh.value = rules.tolerance_kmh;
+    form.elements.min_duration_s.value = rules.min_duration_s;
+    zones.textContent = rules.zones.length
+      ? `Zones (first match wins): ${rules.zones.map((z) => `${z.name} ${num(z.speed_limit_kmh, 0)} km/h`).join(", ")}`
+      : "No zones: the limit applies everywhere.";
+  };
+  get(path)
+    .then(show)
+    .catch((error) => say(`Cannot read the limits: ${errorText(error)}`, true));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const value = (name) => form.elements[name].value;
+    const body = { speed_limit_kmh: value("speed_limit_kmh") === "" ? null : Number(value("speed_limit_kmh")) };
+    for (const name of ["tolerance_kmh", "min_duration_s"]) if (value(name) !== "") body[name] = Number(value(name));
+    try {
+      show(await put(path, body));
+      say("Limits applied from the next frame.");
+    } catch (error) {
+      say(`Limits not applied: ${errorText(error)}`, true);
+    }
+  });
+  return form;
+}
+
 export function mount(container, { events }) {
   const statusFilter = h(
     "select",
@@ -128,6 +169,7 @@ export function mount(container, { events }) {
       h("h2", {}, `Session ${shortId(s.id)}`),
       h("dl", {}, ...facts.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
       reasons.length ? h("p", { class: "hint" }, `Rejected telemetry: ${reasons.join("; ")}`) : null,
+      s.status === "active" ? rulesForm(s, say) : null,
       s.status === "active" ? operatorForm(s, say) : null,
       note,
       tracks.length
