@@ -33,6 +33,7 @@ from edge_server.ice import restrict_ice_host_addresses
 from edge_server.ingest_api import callbacks as rtmp_callbacks
 from edge_server.ingest_api import pages as pilot2_pages
 from edge_server.ingest_api import router as ingest_router
+from edge_server.loopback_http import LoopbackCallbacks
 from edge_server.media import remove_partial_clips
 from edge_server.media_loop import MediaLoop
 from edge_server.metrics import Metrics
@@ -299,7 +300,13 @@ def _lifespan(
         app.state.store = store
         media = MediaLoop().start()  # WebRTC media on a loop of its own, apart from HTTP
         app.state.manager = manager = StreamManager(settings, store, bus, metrics, pipeline_factory, media)
-        manager.rtmp = await asyncio.to_thread(_start_rtmp, app, settings)
+        callbacks = None
+        if settings.tls_certfile is not None and settings.rtmp_port is not None:
+            callbacks = LoopbackCallbacks(app)  # nginx-rtmp calls in plain HTTP only
+            await callbacks.start()
+        manager.rtmp = await asyncio.to_thread(
+            _start_rtmp, app, settings, callbacks.port if callbacks else None
+        )
         broker = app.state.mqtt_broker = await asyncio.to_thread(_start_mqtt, app, settings, manager)
         # Import the engine now so the first offer does not pay for it (a few seconds on small CPUs).
         await asyncio.to_thread(importlib.import_module, "pipelines.builder")
@@ -312,6 +319,8 @@ def _lifespan(
             await app.state.manager.close_all("server shutdown")
             if manager.rtmp is not None:
                 await asyncio.to_thread(manager.rtmp.stop)
+            if callbacks is not None:
+                await callbacks.stop()
             if getattr(app.state, "mqtt", None) is not None:
                 await asyncio.to_thread(app.state.mqtt.stop)
             if broker is not None:
@@ -322,9 +331,10 @@ def _lifespan(
     return lifespan
 
 
-def _start_rtmp(app: FastAPI, settings: ServerSettings) -> RtmpServer | None:
+def _start_rtmp(app: FastAPI, settings: ServerSettings, callback_port: int | None) -> RtmpServer | None:
     """nginx for RTMP ingest (settings.rtmp_port), or None, with app.state.rtmp_status saying why.
-    A missing nginx or a taken port never stops the server: WebRTC and the API go on."""
+    A missing nginx or a taken port never stops the server: WebRTC and the API go on.
+    ``callback_port``: the loopback plain-HTTP listener of a server on HTTPS (loopback_http)."""
     if settings.rtmp_port is None:
         app.state.rtmp_status = "off"
         return None
@@ -332,12 +342,14 @@ def _start_rtmp(app: FastAPI, settings: ServerSettings) -> RtmpServer | None:
     api_host = "127.0.0.1" if settings.host in ("0.0.0.0", "", "::") else settings.host
     if ":" in api_host:
         api_host = f"[{api_host}]"
+    if callback_port is not None:
+        api_host = "127.0.0.1"
     try:
         rtmp = RtmpServer(
             settings.data_dir / "rtmp",
             host=settings.rtmp_host,
             port=settings.rtmp_port,
-            callback_base=f"http://{api_host}:{settings.port}/internal/rtmp/{secret}",
+            callback_base=f"http://{api_host}:{callback_port or settings.port}/internal/rtmp/{secret}",
             nginx=settings.nginx_path,
             idle_timeout_s=settings.stream_idle_timeout_s,
         )
@@ -528,14 +540,24 @@ def serve(settings: ServerSettings, **app_kwargs: Any) -> None:
     import uvicorn
 
     app = create_app(settings, **app_kwargs)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level="info",
-        access_log=False,
-        timeout_graceful_shutdown=int(settings.shutdown_timeout_s),
-        log_config=None,
-    )
-    log.info("serving on http://%s:%d (API docs: /docs?token=...)", settings.host, settings.port)
+    config = uvicorn_config(app, settings, log_level="info", log_config=None)
+    log.info(
+        "serving on %s://%s:%d (console: /console/, API docs: /docs?token=...)",
+        settings.scheme, settings.host, settings.port,
+    )  # fmt: skip
     uvicorn.Server(config).run()
+
+
+def uvicorn_config(app: FastAPI, settings: ServerSettings, **overrides: Any) -> Any:
+    """uvicorn's configuration of ``settings`` (address, TLS, graceful shutdown)."""
+    import uvicorn
+
+    values: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "access_log": False,
+        "timeout_graceful_shutdown": int(settings.shutdown_timeout_s),
+    }
+    if settings.tls_certfile is not None:
+        values.update(ssl_certfile=str(settings.tls_certfile), ssl_keyfile=str(settings.tls_keyfile))
+    return uvicorn.Config(app, **{**values, **overrides})

@@ -44,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="PORT|off",
         help="the MQTT broker of DJI Cloud API telemetry (Mosquitto; default 1883); off: none",
     )
+    p.add_argument("--tls-cert", type=Path, default=None, help="HTTPS certificate (PEM; with --tls-key)")
+    p.add_argument("--tls-key", type=Path, default=None, help="HTTPS private key (PEM)")
     p.set_defaults(func=_serve)
 
 
@@ -74,6 +76,8 @@ def _serve(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         database_url=args.database_url,
         max_streams=args.max_streams,
+        tls_certfile=args.tls_cert,
+        tls_keyfile=args.tls_key,
     )
     ports = {
         name: getattr(args, name) for name in ("rtmp_port", "mqtt_port") if getattr(args, name) is not None

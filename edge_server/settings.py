@@ -13,7 +13,7 @@ import secrets
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from pipelines.config import read_yaml_mapping
@@ -154,6 +154,12 @@ class ServerSettings(BaseSettings):
     track_summary_idle_s: float = Field(10.0, ge=1.0)
 
     cors_origins: list[str] = []
+    # HTTPS (PEM files, both or neither): a browser gives a page the camera only over HTTPS or on
+    # the device's own address, so a phone streaming from /console/publish needs it. nginx's RTMP
+    # callbacks then come over a plain-HTTP listener of their own on 127.0.0.1 (nginx-rtmp speaks
+    # no TLS).
+    tls_certfile: Path | None = None
+    tls_keyfile: Path | None = None
     # Larger request bodies are refused (413) before they are read; SDP offers are ~5-20 kB.
     max_request_body_bytes: int = Field(1_048_576, ge=4096)
     shutdown_timeout_s: float = Field(20.0, gt=0)
@@ -169,6 +175,20 @@ class ServerSettings(BaseSettings):
     @classmethod
     def _strip(cls, v: str | None) -> str | None:
         return v.strip() or None if v is not None else None
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> ServerSettings:
+        given = [f for f in (self.tls_certfile, self.tls_keyfile) if f is not None]
+        if len(given) == 1:
+            raise ValueError("tls_certfile and tls_keyfile go together: give both (PEM files) or neither")
+        for path in given:
+            if not path.is_file():
+                raise ValueError(f"TLS file {path} does not exist")
+        return self
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_certfile is not None else "http"
 
     @classmethod
     def settings_customise_sources(

@@ -14,6 +14,7 @@ import contextlib
 import datetime as dt
 import os
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -30,7 +31,7 @@ import uvicorn
 from sqlalchemy import text
 
 from edge_client.synthetic import BrightBlobDetector
-from edge_server.app import create_app
+from edge_server.app import create_app, uvicorn_config
 from edge_server.media import FrameRing, write_clip
 from edge_server.settings import ServerSettings
 from edge_server.store import make_engine
@@ -83,8 +84,15 @@ class RunningServer:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {TOKEN}"}
 
+    @property
+    def verify(self) -> ssl.SSLContext | bool:
+        """What a client trusts: the server's own (self-signed) certificate when it speaks HTTPS."""
+        if self.settings.tls_certfile is None:
+            return True
+        return ssl.create_default_context(cafile=str(self.settings.tls_certfile))
+
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers=self.headers, timeout=30)
+        return httpx.Client(base_url=self.url, headers=self.headers, timeout=30, verify=self.verify)
 
     @property
     def store(self):
@@ -119,7 +127,7 @@ def start_server(tmp_path: Path, app_kwargs: dict | None = None, **overrides) ->
     values.update(overrides)
     settings = ServerSettings(**values)
     app = create_app(settings, **(app_kwargs or {"detector_factory": BrightBlobDetector}))
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+    config = uvicorn_config(app, settings, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
     thread.start()
@@ -128,7 +136,7 @@ def start_server(tmp_path: Path, app_kwargs: dict | None = None, **overrides) ->
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("test server did not start")
         time.sleep(0.05)
-    return RunningServer(f"http://127.0.0.1:{settings.port}", app, settings, server, thread)
+    return RunningServer(f"{settings.scheme}://127.0.0.1:{settings.port}", app, settings, server, thread)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -145,6 +153,43 @@ def server(tmp_path: Path) -> Iterator[RunningServer]:
     srv = start_server(tmp_path)
     yield srv
     srv.stop()
+
+
+def self_signed_certificate(folder: Path, host: str = "127.0.0.1") -> tuple[Path, Path]:
+    """A certificate for ``host`` (an IP address) signed by its own key: (cert.pem, key.pem)."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), critical=False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
 
 
 def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):

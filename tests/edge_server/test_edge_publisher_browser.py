@@ -1,4 +1,6 @@
-"""The phone-browser publisher (/console/publish) in headless chromium with a fake camera: a short,
+"""The phone-browser publisher (/console/publish) in headless chromium with a fake camera, from a
+server on HTTPS (a self-signed certificate, as on an edge box: a phone's browser gives a page the
+camera only over HTTPS; chromium here is told to accept the certificate): a short,
 low-resolution recorded flight (the synthetic scene, 320x180 at 15 fps, written as a y4m of ~8 MB)
 is the camera (`--use-file-for-fake-video-capture`). The page streams it over WHIP with the flight
 values typed into it and the device's location (set through the DevTools protocol) as telemetry on
@@ -13,7 +15,7 @@ from pathlib import Path
 import cv2
 import pytest
 from browser_helpers import WAIT_S, console_errors, require_selenium, screenshot, start_chromium
-from edge_helpers import TOKEN, RunningServer
+from edge_helpers import TOKEN, RunningServer, self_signed_certificate
 
 from edge_client import synthetic
 
@@ -49,6 +51,7 @@ def phone(tmp_path: Path):
             "--use-fake-device-for-media-stream",
             "--use-fake-ui-for-media-stream",  # the camera permission prompt, answered yes
             f"--use-file-for-fake-video-capture={flight}",
+            "--ignore-certificate-errors",  # the edge box's self-signed certificate, accepted
         ),
     )
     try:
@@ -77,7 +80,17 @@ def located(driver: WebDriver, server: RunningServer) -> None:
     )
 
 
-def test_the_phone_page_streams_its_camera_with_telemetry(server: RunningServer, phone: WebDriver) -> None:
+@pytest.fixture
+def tls_server(server_factory, tmp_path: Path) -> RunningServer:
+    cert, key = self_signed_certificate(tmp_path / "tls")
+    return server_factory(tls_certfile=cert, tls_keyfile=key)
+
+
+def test_the_phone_page_streams_its_camera_with_telemetry(
+    tls_server: RunningServer, phone: WebDriver
+) -> None:
+    server = tls_server
+    assert server.url.startswith("https://")
     located(phone, server)
     phone.get(f"{server.url}/console/publish")
     form = wait(phone).until(lambda d: d.find_element(By.ID, "publish-form"))
