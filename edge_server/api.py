@@ -45,6 +45,7 @@ from edge_server.schemas import (
     SessionPage,
     SessionQuery,
     StopOut,
+    ViewerOut,
     ViolationFilterQuery,
     ViolationOut,
     ViolationPage,
@@ -369,6 +370,37 @@ async def get_session(request: Request, session_id: SessionId) -> SessionDetail:
     detail = SessionDetail.from_row_full(row, tracks, live.live_stats())
     info = {**(row.info or {}), **live.info(), "stage_ms_mean": live.stats.stage_ms_mean()}
     return detail.model_copy(update={"info": info})
+
+
+@protected.post(
+    f"{API_PREFIX}/sessions/{{session_id}}/viewers",
+    response_model=ViewerOut,
+    status_code=201,
+    tags=["sessions"],
+    summary="Watch a live stream's annotated video: SDP offer (receive-only video) in, SDP answer out",
+    responses={400: {"model": ErrorOut}, 404: {"model": ErrorOut}, 503: {"model": ErrorOut}},
+)
+async def add_viewer(request: Request, session_id: SessionId, body: SdpIn) -> ViewerOut:
+    try:
+        with start_errors():
+            viewer_id, answer = await _manager(request).add_viewer(session_id, body.sdp)
+    except KeyError:
+        raise ApiError(404, "not_found", f"no active stream {session_id}") from None
+    return ViewerOut(sdp=answer, session_id=session_id, viewer_id=viewer_id)
+
+
+@protected.delete(
+    f"{API_PREFIX}/sessions/{{session_id}}/viewers/{{viewer_id}}",
+    status_code=204,
+    response_class=Response,
+    tags=["sessions"],
+    summary="Stop watching a stream's annotated video (closing the peer connection does the same)",
+    responses={404: {"model": ErrorOut}},
+)
+async def remove_viewer(request: Request, session_id: SessionId, viewer_id: SessionId) -> Response:
+    if not await _manager(request).remove_viewer(session_id, viewer_id):
+        raise ApiError(404, "not_found", f"no viewer {viewer_id} of an active stream {session_id}")
+    return Response(status_code=204)
 
 
 def _live_worker(request: Request, session_id: str) -> Any:

@@ -183,6 +183,21 @@ class StreamSession:
     last_reject_notice: float = 0.0
     answer_sdp: str = ""
     outcome: str = "ended"  # of closing: "ended" (flushed and stored) or "closing" (still flushing)
+    # operators watching the annotated video (the console's Live page): viewer id -> (peer, track)
+    viewers: dict[str, tuple[RTCPeerConnection, ReturnVideoTrack]] = field(default_factory=dict)
+
+    def _return_tracks(self) -> list[ReturnVideoTrack]:
+        tracks = [track for _, track in list(self.viewers.values())]
+        return [self.return_track, *tracks] if self.return_track is not None else tracks
+
+    def return_wanted(self) -> bool:
+        """Someone receives the annotated video: the publisher's return track or a viewer."""
+        return any(t.enabled and t.readyState == "live" for t in self._return_tracks())
+
+    def push_return(self, bgr: np.ndarray) -> None:
+        """An annotated frame to everyone who receives it (called from the worker thread)."""
+        for track in self._return_tracks():
+            track.push(bgr)
 
     def telemetry_at(self, media_time_s: float) -> Telemetry | None:
         flight = self._flight_telemetry_at(media_time_s)
@@ -359,6 +374,13 @@ class StreamManager:
 
     async def close_all(self, reason: str = "server shutdown") -> None:
         await self._on_media(self._close_all(reason))
+
+    async def add_viewer(self, session_id: str, offer_sdp: str) -> tuple[str, str]:
+        """A peer that receives the stream's annotated video (on the media loop): (viewer id, answer SDP)."""
+        return await self._on_media(self._add_viewer(session_id, offer_sdp))
+
+    async def remove_viewer(self, session_id: str, viewer_id: str) -> bool:
+        return await self._on_media(self._remove_viewer(session_id, viewer_id))
 
     async def _on_media(self, coro: Coroutine[Any, Any, T]) -> T:
         if self.media is None or asyncio.get_running_loop() is self.media.loop:
@@ -630,17 +652,14 @@ class StreamManager:
                 sess.sr_hook = install_sender_report_hook(t.receiver, sess.clock)
 
     def _worker(self, sess: StreamSession, pipeline: Pipeline) -> StreamWorker:
-        def return_wanted(t: ReturnVideoTrack | None = sess.return_track) -> bool:
-            return t is not None and t.enabled and t.readyState == "live"
-
         return StreamWorker(
             sess.id,
             pipeline,
             self.services,
             PeerLink(
                 telemetry_at=sess.telemetry_at,
-                return_sink=sess.return_track.push if sess.return_track is not None else None,
-                return_wanted=return_wanted,
+                return_sink=sess.push_return,
+                return_wanted=sess.return_wanted,
                 on_finished=self._on_worker_finished,
                 session_info=sess.info,
             ),
@@ -843,6 +862,8 @@ class StreamManager:
                 await asyncio.sleep(0.2)
             if sess.return_track is not None:
                 sess.return_track.stop()
+            for viewer_id in list(sess.viewers):
+                await self._close_viewer(sess, viewer_id)
             if sess.pc is not None:
                 await sess.pc.close()
         except Exception:  # noqa: BLE001
@@ -854,6 +875,67 @@ class StreamManager:
             sess.worker = None  # a worker still flushing holds itself; the session keeps nothing alive
             sess.closed.set()
         return sess.outcome
+
+    # -- viewers of the annotated video (media loop) ---------------------------------------------
+
+    async def _add_viewer(self, session_id: str, offer_sdp: str) -> tuple[str, str]:
+        sess = self.sessions.get(session_id)
+        if sess is None or sess.closing:
+            raise KeyError(session_id)
+        if len(sess.viewers) >= self.settings.max_viewers:
+            raise CapacityError(
+                f"stream {session_id} has {len(sess.viewers)} viewers already (max_viewers); close one first"
+            )
+        check_offer_sdp(offer_sdp)
+        servers = [RTCIceServer(urls=u) for u in self.settings.ice_servers]
+        pc = RTCPeerConnection(RTCConfiguration(iceServers=servers))
+        track = ReturnVideoTrack(asyncio.get_running_loop(), self.settings.return_video_max_width)
+        viewer_id = uuid.uuid4().hex[:12]
+        try:
+            try:
+                await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+            except Exception as exc:  # noqa: BLE001 - aiortc raises assorted errors on bad SDP
+                raise OfferError(f"SDP offer rejected: {type(exc).__name__}: {exc}") from exc
+            if not any(t.kind == "video" for t in pc.getTransceivers()):
+                raise OfferError("a viewer's offer must receive a video track (m=video, direction recvonly)")
+            pc.addTrack(track)
+            await pc.setLocalDescription(await pc.createAnswer())
+            if not any(
+                t.sender.track is track and t.currentDirection in ("sendonly", "sendrecv")
+                for t in pc.getTransceivers()
+            ):
+                raise OfferError("a viewer's offer must receive the video (direction recvonly or sendrecv)")
+        except BaseException:
+            track.stop()
+            await pc.close()
+            raise
+        track.enabled = True
+        sess.viewers[viewer_id] = (pc, track)
+
+        @pc.on("connectionstatechange")
+        async def on_state() -> None:
+            if pc.connectionState in ("failed", "closed"):
+                await self._close_viewer(sess, viewer_id)
+
+        log.info("session %s: viewer %s joined (%d watching)", session_id, viewer_id, len(sess.viewers))
+        return viewer_id, pc.localDescription.sdp
+
+    async def _remove_viewer(self, session_id: str, viewer_id: str) -> bool:
+        sess = self.sessions.get(session_id)
+        if sess is None or viewer_id not in sess.viewers:
+            return False
+        await self._close_viewer(sess, viewer_id)
+        return True
+
+    @staticmethod
+    async def _close_viewer(sess: StreamSession, viewer_id: str) -> None:
+        viewer = sess.viewers.pop(viewer_id, None)
+        if viewer is None:
+            return
+        pc, track = viewer
+        track.stop()
+        await pc.close()
+        log.info("session %s: viewer %s left (%d watching)", sess.id, viewer_id, len(sess.viewers))
 
     async def _close_all(self, reason: str) -> None:
         self._shutting_down = True

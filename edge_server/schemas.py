@@ -40,6 +40,13 @@ class SdpOut(BaseModel):
     session_url: str
 
 
+class ViewerOut(BaseModel):
+    sdp: str
+    type: Literal["answer"] = "answer"
+    session_id: str
+    viewer_id: str = Field(description="DELETE .../viewers/{viewer_id} ends the viewing")
+
+
 class StopOut(BaseModel):
     session_id: str
     status: Literal["ended", "closing"] = Field(

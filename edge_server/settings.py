@@ -55,6 +55,9 @@ class ServerSettings(BaseSettings):
     detector_factory: str | None = None
 
     max_streams: int = Field(4, ge=1)
+    # operators watching one stream's annotated video at once (the console's Live page): each is
+    # one more H.264/VP8 encode of the return video on this CPU
+    max_viewers: int = Field(2, ge=0)
     ice_servers: list[str] = []  # e.g. ["stun:stun.l.google.com:19302"]; none needed on a LAN
     stream_idle_timeout_s: float = Field(10.0, gt=0)  # no video for this long -> the stream ends
     telemetry_max_age_s: float = Field(2.0, gt=0)  # hold the last sample at most this long

@@ -15,6 +15,8 @@ import datetime as dt
 import os
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -190,6 +192,37 @@ def self_signed_certificate(folder: Path, host: str = "127.0.0.1") -> tuple[Path
         )
     )
     return cert_path, key_path
+
+
+@contextlib.contextmanager
+def synthetic_stream(server: RunningServer, seconds: float = 40.0) -> Iterator[str]:
+    """`airpatrol publish synthetic` streaming to ``server`` over WebRTC (a fast lane at ~73 km/h, a
+    slow one at ~24 km/h) in a process of its own; yields the session id once its worker runs, and
+    stops the publisher at the end."""
+    publisher = subprocess.Popen(
+        [sys.executable, "-m", "airpatrol.cli", "publish", "synthetic", "--server", server.url]
+        + ["--token", TOKEN, "--max-seconds", str(seconds), "--no-return-video"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with server.client() as c:
+            session = wait_until(
+                lambda: next(
+                    iter(c.get("/api/v1/sessions", params={"status": "active"}).json()["items"]), None
+                ),
+                60,
+                "the synthetic stream",
+            )
+        wait_until(
+            lambda: (s := server.manager.get(session["id"])) is not None and s.worker is not None,
+            30,
+            "its worker",
+        )
+        yield session["id"]
+    finally:
+        publisher.kill()
+        publisher.wait()
 
 
 def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):

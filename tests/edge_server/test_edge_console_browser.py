@@ -204,7 +204,6 @@ def test_a_live_stream_on_every_page(server: RunningServer, chromium: WebDriver)
         )
         fps = (By.CSS_SELECTOR, "#streams .card dd[data-figure='fps']")
         wait(chromium).until(lambda d: d.find_element(*fps).text not in ("–", "0.0"))
-
         # violations page, opened before the first violation: it arrives without a reload (how
         # fast: eval/examples/console_bench.py measures it)
         go(chromium, "violations")
@@ -214,9 +213,19 @@ def test_a_live_stream_on_every_page(server: RunningServer, chromium: WebDriver)
         shot(chromium, "violations-live")
 
         go(chromium, "live")
-        wait(chromium).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#streams .card .last-violation"))
+        wait(chromium).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#streams .card .last-violation a"))
         wait(chromium).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#feed li.violation"))
+        # its annotated video, watched over WebRTC from the card (the server's viewer endpoint)
+        click(chromium, (By.CSS_SELECTOR, "#streams .card button.watch"))
+        playing = "const v = document.querySelector('#streams .card video'); return v && !v.hidden && v.videoWidth > 0 && v.currentTime > 0.5 && v.videoWidth"
+        assert (
+            wait(chromium).until(lambda d: d.execute_script(playing)) == 320
+        )  # the return video's width here
+        assert len(server.manager.get(session_id).viewers) == 1
+
         shot(chromium, "live")
+        click(chromium, (By.CSS_SELECTOR, "#streams .card button.watch"))  # stop watching
+        wait(chromium).until(lambda _: server.manager.get(session_id).viewers == {})
 
         # sessions page: the stream is there, live; the operator ends it
         go(chromium, "sessions")

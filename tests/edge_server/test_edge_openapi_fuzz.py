@@ -49,6 +49,8 @@ OPERATIONS = [
     "GET /api/v1/sessions",
     "GET /api/v1/sessions/{session_id}",
     "GET /api/v1/sessions/{session_id}/rules",
+    "POST /api/v1/sessions/{session_id}/viewers",
+    "DELETE /api/v1/sessions/{session_id}/viewers/{viewer_id}",
     "PUT /api/v1/sessions/{session_id}/rules",
     "GET /api/v1/violations",
     "GET /api/v1/violations.csv",

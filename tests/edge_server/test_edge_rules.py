@@ -5,70 +5,50 @@ stores; bad requests are refused with the field at fault."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import httpx
 import pytest
-from edge_helpers import TOKEN, RunningServer, wait_until
+from edge_helpers import RunningServer, synthetic_stream, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
 
 def test_the_operator_changes_the_limit_of_a_live_stream(server: RunningServer) -> None:
-    publisher = subprocess.Popen(
-        [sys.executable, "-m", "airpatrol.cli", "publish", "synthetic", "--server", server.url]
-        + ["--token", TOKEN, "--max-seconds", "40", "--no-return-video"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        with server.client() as c:
-            sid = wait_until(
-                lambda: next(
-                    iter(c.get("/api/v1/sessions", params={"status": "active"}).json()["items"]), None
-                ),
-                60,
-                "the stream",
-            )["id"]
-            rules = wait_until(
-                lambda: (r := c.get(f"/api/v1/sessions/{sid}/rules")).status_code == 200 and r.json(),
-                30,
-                "rules",
-            )
-            assert rules == {
-                "speed_limit_kmh": 50.0,
-                "zones": [],
-                "tolerance_kmh": 0.0,
-                "min_duration_s": 0.5,
-                "use_lower_bound": False,
-            }
-            # above every vehicle: nothing is speeding any more
-            high = c.put(f"/api/v1/sessions/{sid}/rules", json={"speed_limit_kmh": 100, "tolerance_kmh": 2})
-            assert high.status_code == 200 and high.json()["speed_limit_kmh"] == 100.0, high.text
-            assert c.get(f"/api/v1/sessions/{sid}/rules").json()["tolerance_kmh"] == 2.0  # kept below
-            # 30 km/h and a zone over the slow lane's half of the frame with a limit of 20: both
-            # lanes speed, each against its own limit
-            zone = {
-                "name": "school",
-                "polygon": [[0, 180], [640, 180], [640, 360], [0, 360]],
-                "speed_limit_kmh": 20,
-            }
-            low = c.put(f"/api/v1/sessions/{sid}/rules", json={"speed_limit_kmh": 30, "zones": [zone]})
-            assert low.status_code == 200, low.text
-            assert low.json()["zones"][0]["name"] == "school" and low.json()["tolerance_kmh"] == 2.0
+    with synthetic_stream(server) as sid, server.client() as c:
+        rules = wait_until(
+            lambda: (r := c.get(f"/api/v1/sessions/{sid}/rules")).status_code == 200 and r.json(),
+            30,
+            "rules",
+        )
+        assert rules == {
+            "speed_limit_kmh": 50.0,
+            "zones": [],
+            "tolerance_kmh": 0.0,
+            "min_duration_s": 0.5,
+            "use_lower_bound": False,
+        }
+        # above every vehicle: nothing is speeding any more
+        high = c.put(f"/api/v1/sessions/{sid}/rules", json={"speed_limit_kmh": 100, "tolerance_kmh": 2})
+        assert high.status_code == 200 and high.json()["speed_limit_kmh"] == 100.0, high.text
+        assert c.get(f"/api/v1/sessions/{sid}/rules").json()["tolerance_kmh"] == 2.0  # kept below
+        # 30 km/h and a zone over the slow lane's half of the frame with a limit of 20: both
+        # lanes speed, each against its own limit
+        zone = {
+            "name": "school",
+            "polygon": [[0, 180], [640, 180], [640, 360], [0, 360]],
+            "speed_limit_kmh": 20,
+        }
+        low = c.put(f"/api/v1/sessions/{sid}/rules", json={"speed_limit_kmh": 30, "zones": [zone]})
+        assert low.status_code == 200, low.text
+        assert low.json()["zones"][0]["name"] == "school" and low.json()["tolerance_kmh"] == 2.0
 
-            def limits() -> set[float]:
-                items = c.get("/api/v1/violations", params={"session_id": sid}).json()["items"]
-                return {(v["zone"], v["speed_limit_kmh"]) for v in items}
+        def limits() -> set[float]:
+            items = c.get("/api/v1/violations", params={"session_id": sid}).json()["items"]
+            return {(v["zone"], v["speed_limit_kmh"]) for v in items}
 
-            found = wait_until(
-                lambda: {("global", 30.0), ("school", 20.0)} <= limits() and limits(), 40, "new limits"
-            )
-            assert ("global", 100.0) not in found
-    finally:
-        publisher.kill()
-        publisher.wait()
+        found = wait_until(
+            lambda: {("global", 30.0), ("school", 20.0)} <= limits() and limits(), 40, "new limits"
+        )
+        assert ("global", 100.0) not in found
 
 
 @pytest.mark.parametrize(

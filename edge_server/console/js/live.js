@@ -2,6 +2,7 @@
 // interval), its latest violation with the snapshot, and the feed of events as they happen.
 import { get, objectUrl, stopPath, del } from "./api.js";
 import { errorText, h, num, shortId, when } from "./dom.js";
+import { Viewer } from "./viewer.js";
 
 const FEED_LENGTH = 50;
 const feedEntries = []; // [time, text, kind], newest first: kept across page switches
@@ -61,34 +62,73 @@ export function mount(container, { events }) {
     ];
   }
 
+  // A card is built once (its video element must stay in place while it plays); render() fills it.
+  function build(id, stream) {
+    const video = h("video", { autoplay: true, muted: true, playsinline: true, hidden: true, class: "live-video" });
+    const watch = h("button", { type: "button", class: "quiet watch" }, "Watch");
+    const parts = {
+      title: h("header", {}),
+      size: h("p", { class: "hint" }),
+      figures: h("dl", { class: "figures" }),
+      last: h("div", { class: "last-violation", hidden: true }),
+      video,
+      watch,
+    };
+    watch.addEventListener("click", () => toggleWatch(id));
+    stream.parts = parts;
+    stream.card = h("article", { class: "card", dataset: { id } }, parts.title, parts.size, video, parts.figures, parts.last);
+    cards.append(stream.card);
+  }
+
   function render(id) {
     const stream = streams.get(id);
+    if (!stream.card) build(id, stream);
+    const { title, size, figures, last: lastBox, watch } = stream.parts;
     const s = stream.session || { id };
     const end = s.kind && stopPath(s) ? h("button", { type: "button", class: "danger", onclick: () => stop(s) }, "End stream") : null;
+    title.replaceChildren(h("strong", { title: id }, shortId(id)), " ", h("span", { class: "badge active" }, s.kind || "stream"), h("span", { class: "spacer" }), watch, end || "");
+    size.textContent = s.width ? `${s.width}×${s.height}${s.camera ? `, ${s.camera}` : ""} · since ${when(s.started_at)}` : "";
+    figures.replaceChildren(...figuresOf(stream).flatMap(([k, v]) => [h("dt", {}, k), h("dd", { dataset: { figure: k } }, v)]));
     const last = stream.violation;
-    const card = h(
-      "article",
-      { class: "card", dataset: { id } },
-      h("header", {}, h("strong", { title: id }, shortId(id)), " ", h("span", { class: "badge active" }, s.kind || "stream"), h("span", { class: "spacer" }), end),
-      s.width ? h("p", { class: "hint" }, `${s.width}×${s.height}${s.camera ? `, ${s.camera}` : ""} · since ${when(s.started_at)}`) : null,
-      h("dl", { class: "figures" }, ...figuresOf(stream).flatMap(([k, v]) => [h("dt", {}, k), h("dd", { dataset: { figure: k } }, v)])),
-      last
-        ? h(
-            "div",
-            { class: "last-violation" },
-            stream.snapshot ? h("img", { src: stream.snapshot, alt: `snapshot of violation ${last.id}` }) : null,
-            h("p", {}, h("a", { href: `#/violations?session_id=${encodeURIComponent(id)}` }, `${num(last.peak_speed_kmh)} km/h`), ` ${last.class_name} in ${last.zone} (limit ${num(last.speed_limit_kmh, 0)}) at ${when(last.occurred_at)}`),
-          )
-        : null,
-    );
-    if (stream.card) stream.card.replaceWith(card);
-    else cards.append(card);
-    stream.card = card;
+    lastBox.hidden = !last;
+    if (last) {
+      lastBox.replaceChildren(
+        stream.snapshot ? h("img", { src: stream.snapshot, alt: `snapshot of violation ${last.id}` }) : "",
+        h("p", {}, h("a", { href: `#/violations?session_id=${encodeURIComponent(id)}` }, `${num(last.peak_speed_kmh)} km/h`), ` ${last.class_name} in ${last.zone} (limit ${num(last.speed_limit_kmh, 0)}) at ${when(last.occurred_at)}`),
+      );
+    }
     empty.hidden = streams.size > 0;
   }
 
+  async function toggleWatch(id) {
+    const stream = streams.get(id);
+    const { video, watch } = stream.parts;
+    if (stream.viewer) {
+      stream.viewer.close();
+      stream.viewer = null;
+      video.hidden = true;
+      watch.textContent = "Watch";
+      return;
+    }
+    watch.disabled = true;
+    stream.viewer = new Viewer(id, video, (state) => {
+      if (state === "failed") log(`Video of ${shortId(id)}: connection failed`, "error");
+    });
+    try {
+      await stream.viewer.open();
+      video.hidden = false;
+      watch.textContent = "Stop watching";
+    } catch (error) {
+      stream.viewer.close();
+      stream.viewer = null;
+      log(`Cannot watch ${shortId(id)}: ${errorText(error)}`, "error");
+    } finally {
+      watch.disabled = false;
+    }
+  }
+
   async function add(id) {
-    if (!streams.has(id)) streams.set(id, { card: null, stats: {}, violations: 0, violation: null, snapshot: null, session: null });
+    if (!streams.has(id)) streams.set(id, { card: null, parts: null, viewer: null, stats: {}, violations: 0, violation: null, snapshot: null, session: null });
     render(id);
     try {
       const session = await get(`/api/v1/sessions/${encodeURIComponent(id)}`);
@@ -105,6 +145,7 @@ export function mount(container, { events }) {
   function remove(id) {
     const stream = streams.get(id);
     if (!stream) return;
+    if (stream.viewer) stream.viewer.close();
     stream.card.remove();
     streams.delete(id);
     empty.hidden = streams.size > 0;
@@ -174,6 +215,7 @@ export function mount(container, { events }) {
 
   return () => {
     showEntry = null;
+    for (const stream of streams.values()) if (stream.viewer) stream.viewer.close();
     clearInterval(timer);
     for (const [type, handler] of Object.entries(handlers)) events.removeEventListener(type, handler);
     for (const url of urls) URL.revokeObjectURL(url);
