@@ -776,6 +776,7 @@ class StreamManager:
         sess.telemetry.add(t)
         sess.clock.on_telemetry(t.timestamp_s, arrival)
         sess.stats.telemetry_received += 1
+        sess.stats.last_telemetry_perf = time.perf_counter()
         self.metrics.telemetry_messages.labels("accepted").inc()
 
     def _reject_telemetry(self, sess: StreamSession, reason: str) -> None:

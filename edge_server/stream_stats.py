@@ -33,6 +33,12 @@ class StreamStats:
     height: int | None = None
     camera: str | None = None
     stage_ms_sum: Counter = field(default_factory=Counter)  # pipeline stage timings, summed
+    last_telemetry_perf: float | None = None  # when the last accepted telemetry message arrived
+    # the scale of the latest processed frame: its telemetry's height and pitch, the ground size of a
+    # pixel at the image centre (None when unknown: no telemetry, no camera)
+    altitude_m: float | None = None
+    gimbal_pitch_deg: float | None = None
+    gsd_m_per_px: float | None = None
 
     def stage_ms_mean(self) -> dict[str, float]:
         n = max(self.processed, 1)

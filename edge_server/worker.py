@@ -380,6 +380,10 @@ class StreamWorker:
         self.stats.last_processed_perf = now
         for stage, ms in (result.timings_ms or {}).items():
             self.stats.stage_ms_sum[stage] += ms
+        telemetry = result.frame.telemetry
+        self.stats.altitude_m = telemetry.altitude_m if telemetry is not None else None
+        self.stats.gimbal_pitch_deg = telemetry.gimbal_pitch_deg if telemetry is not None else None
+        self.stats.gsd_m_per_px = result.gsd_m_per_px
         return now
 
     def _process(self, item: IncomingFrame | ReadyFrame) -> None:
@@ -499,6 +503,15 @@ class StreamWorker:
                 "latency_p50_ms": self.stats.percentile_ms(50),
                 "latency_p95_ms": self.stats.percentile_ms(95),
                 "telemetry_rejected": self.stats.telemetry_rejected,
+                # seconds since the last telemetry message arrived (None: none yet)
+                "telemetry_age_s": (
+                    round(now - self.stats.last_telemetry_perf, 1)
+                    if self.stats.last_telemetry_perf is not None
+                    else None
+                ),
+                "altitude_m": self.stats.altitude_m,
+                "gimbal_pitch_deg": self.stats.gimbal_pitch_deg,
+                "gsd_cm_per_px": round(self.stats.gsd_m_per_px * 100, 2) if self.stats.gsd_m_per_px else None,
             }
         )
 

@@ -45,6 +45,12 @@ async def test_phone_stream_end_to_end(server) -> None:
     assert result.session_id
     types = [e["type"] for e in result.events]
     assert "stats" in types and types[-1] == "session.ended"
+    stats = [e for e in result.events if e["type"] == "stats" and e["altitude_m"] is not None]
+    assert stats, "no stats event with the stream's scale"
+    last = stats[-1]  # the synthetic flight: 50 m, nadir, DJI Mini 4 Pro -> ~11.3 cm a pixel at 640 px
+    assert last["altitude_m"] == 50.0 and last["gimbal_pitch_deg"] == -90.0
+    assert 10.5 < last["gsd_cm_per_px"] < 12.0, last
+    assert 0 <= last["telemetry_age_s"] < 2.0, last  # sent at 10 Hz
     assert result.violations, f"no violation on the events channel: {types}"
     assert result.return_frames > 20, "annotated return video not received"
     assert result.telemetry_sent > 20

@@ -57,7 +57,9 @@ export function mount(container, { events }) {
       ["frames", `${f.frames_received ?? "–"} in, ${f.frames_processed ?? "–"} done`],
       ["dropped", f.frames_dropped ?? "–"],
       ["latency p50 / p95", `${num(f.latency_p50_ms, 0)} / ${num(f.latency_p95_ms, 0)} ms`],
-      ["telemetry rejected", f.telemetry_rejected ?? "–"],
+      ["telemetry", f.telemetry_age_s == null ? "none yet" : `${num(f.telemetry_age_s)} s ago, ${f.telemetry_rejected ?? 0} rejected`],
+      ["altitude, pitch", f.altitude_m == null ? "unknown (no telemetry)" : `${num(f.altitude_m)} m, ${num(f.gimbal_pitch_deg, 0)}°`],
+      ["ground size of a pixel", f.gsd_cm_per_px == null ? "unknown: no speeds" : `${num(f.gsd_cm_per_px)} cm`],
       ["violations", stream.violations],
     ];
   }
