@@ -15,7 +15,13 @@ setup(
     packages=[*find_packages(include=PACKAGES), "airpatrol_weights", "airpatrol_docs"],
     package_dir={"airpatrol_weights": "weights", "airpatrol_docs": "docs"},
     package_data={
-        "edge_server": ["migrations/*", "migrations/**/*", "alembic.ini", "console/*", "console/**/*"],
+        "edge_server": [
+            "migrations/*",
+            "migrations/**/*",
+            "alembic.ini",
+            "console_assets/*",
+            "console_assets/**/*",
+        ],
         "pipelines": ["*.yaml"],
         "airpatrol_weights": ["*.md", "*.pt", "*_openvino_model/*"],
         "airpatrol_docs": ["*.md"],

@@ -1,6 +1,6 @@
 """The operator console: a small browser app served by the server itself at ``/console``.
 
-Plain ES modules and one style sheet (``edge_server/console/``, package data, in the wheel): no CDN,
+Plain ES modules and one style sheet (``edge_server/console_assets/``, package data, in the wheel): no CDN,
 no build step, nothing fetched from outside, since an edge box is often offline. The page is public
 and holds no data; everything it shows comes from the token-protected API, with the token the
 operator enters (kept in the tab's sessionStorage, sent as ``Authorization: Bearer``; the events
@@ -17,7 +17,7 @@ from fastapi.responses import FileResponse, RedirectResponse
 from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
-ASSETS = Path(__file__).resolve().parent / "console"
+ASSETS = Path(__file__).resolve().parent / "console_assets"
 ASSETS_PATH = "/console/assets"
 
 # Scripts and styles only from here; media from blob: URLs made of API responses; the events

@@ -28,9 +28,9 @@ SHIPPED = [
     "airpatrol_docs/dji-apps.md",
     "airpatrol_docs/telemetry-datachannel.md",
     "edge_server/alembic.ini",
-    "edge_server/console/index.html",
-    "edge_server/console/console.css",
-    "edge_server/console/js/main.js",
+    "edge_server/console_assets/index.html",
+    "edge_server/console_assets/console.css",
+    "edge_server/console_assets/js/main.js",
     "edge_server/migrations/versions/0002_rtmp_keys.py",
 ]
 
