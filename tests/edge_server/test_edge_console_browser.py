@@ -235,11 +235,24 @@ def test_a_live_stream_on_every_page(server: RunningServer, chromium: WebDriver)
         wait(chromium).until(lambda d: d.find_element(*limit).get_attribute("value") == "50")
         chromium.find_element(*limit).clear()
         chromium.find_element(*limit).send_keys("40")
+        zones = chromium.find_element(By.CSS_SELECTOR, "#rules-form textarea[name=zones]")
+        assert zones.get_attribute("value") == "[]"
+        zones.clear()
+        zones.send_keys("[{not json")
+        click(chromium, (By.CSS_SELECTOR, "#rules-form button[type=submit]"))
+        wait(chromium).until(lambda d: "Zones are not JSON" in d.find_element(By.ID, "session-detail").text)
+        zones.clear()
+        zones.send_keys(
+            '[{"name": "school", "polygon": [[0, 180], [640, 180], [640, 360]], "speed_limit_kmh": 20}]'
+        )
         click(chromium, (By.CSS_SELECTOR, "#rules-form button[type=submit]"))
         with server.client() as c:
-            wait(chromium).until(
-                lambda _: c.get(f"/api/v1/sessions/{session_id}/rules").json()["speed_limit_kmh"] == 40
+            rules = wait(chromium).until(
+                lambda _: (
+                    (r := c.get(f"/api/v1/sessions/{session_id}/rules").json())["speed_limit_kmh"] == 40 and r
+                )
             )
+        assert [(z["name"], z["speed_limit_kmh"]) for z in rules["zones"]] == [("school", 20.0)]
         shot(chromium, "session-live")
         click(chromium, (By.CSS_SELECTOR, f"#sessions tr[data-id='{session_id}'] button.stop"))
         wait(chromium).until(ec.alert_is_present()).accept()

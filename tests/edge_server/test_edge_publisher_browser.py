@@ -5,7 +5,8 @@ low-resolution recorded flight (the synthetic scene, 320x180 at 15 fps, written 
 is the camera (`--use-file-for-fake-video-capture`). The page streams it over WHIP with the flight
 values typed into it and the device's location (set through the DevTools protocol) as telemetry on
 the data channel; the server's pipeline measures the speeding vehicles, the violations come back
-on the events channel, the console shows the stream live, and Stop ends the session.
+on the events channel; the console, in another tab, shows the stream live and its violations arrive
+there without a reload; Stop ends the session.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import cv2
 import pytest
 from browser_helpers import WAIT_S, console_errors, require_selenium, screenshot, start_chromium
 from edge_helpers import TOKEN, RunningServer, self_signed_certificate
+from test_edge_console_browser import go, row_ids, sign_in
 
 from edge_client import synthetic
 
@@ -131,6 +133,27 @@ def test_the_phone_page_streams_its_camera_with_telemetry(
     assert session["telemetry_rejected"] == 0
     assert "km/h" in phone.find_element(By.CSS_SELECTOR, "#feed li.violation").text
     screenshot(phone, "publisher-streaming")
+
+    # the console, in another tab: the phone's stream on the Live page, and its violations arriving
+    # on the Violations page without a reload while it streams on
+    phone_tab = phone.current_window_handle
+    phone.switch_to.new_window("tab")
+    sign_in(phone, server)
+    wait(phone).until(
+        lambda d: d.execute_script(
+            f"return !!document.querySelector(\"#streams .card[data-id='{session_id}']\")"
+        )
+    )
+    go(phone, "violations")
+    wait(phone).until(lambda d: len(row_ids(d)) >= 1)
+    seen = len(row_ids(phone))
+    wait(phone).until(lambda d: len(row_ids(d)) > seen)  # the next speeder, pushed live
+    assert phone.execute_script(
+        "return document.querySelector('#violations tbody tr').classList.contains('new')"
+    )
+    screenshot(phone, "console-violations-from-phone")
+    phone.close()
+    phone.switch_to.window(phone_tab)
 
     phone.find_element(By.ID, "stop").click()
     wait(phone).until(lambda d: d.find_element(By.ID, "state").text == "Stopped.")

@@ -38,7 +38,13 @@ function operatorForm(session, say) {
 function rulesForm(session, say) {
   const path = `/api/v1/sessions/${encodeURIComponent(session.id)}/rules`;
   const field = (label, name, attrs) => h("label", {}, label, h("input", { name, type: "number", step: "any", ...attrs }));
-  const zones = h("p", { class: "hint" });
+  const zones = h("textarea", {
+    name: "zones",
+    rows: 4,
+    spellcheck: "false",
+    "aria-label": "zones as JSON",
+    placeholder: '[{"name": "school", "polygon": [[0, 400], [1280, 400], [1280, 720], [0, 720]], "speed_limit_kmh": 30}]',
+  });
   const form = h(
     "form",
     { class: "operator", id: "rules-form" },
@@ -46,16 +52,19 @@ function rulesForm(session, say) {
     field("Limit (km/h)", "speed_limit_kmh", { min: 1, max: 300, placeholder: "zones only" }),
     field("Tolerance (km/h)", "tolerance_kmh", { min: 0, max: 50 }),
     field("Minimum time above (s)", "min_duration_s", { min: 0, max: 10 }),
+    h(
+      "label",
+      { class: "wide" },
+      "Zones: name, corners in the video's pixels, limit; the first that holds a vehicle wins (JSON, [] for none)",
+      zones,
+    ),
     h("button", { type: "submit" }, "Apply limits"),
-    zones,
   );
   const show = (rules) => {
     form.elements.speed_limit_kmh.value = rules.speed_limit_kmh ?? "";
     form.elements.tolerance_kmh.value = rules.tolerance_kmh;
     form.elements.min_duration_s.value = rules.min_duration_s;
-    zones.textContent = rules.zones.length
-      ? `Zones (first match wins): ${rules.zones.map((z) => `${z.name} ${num(z.speed_limit_kmh, 0)} km/h`).join(", ")}`
-      : "No zones: the limit applies everywhere.";
+    zones.value = JSON.stringify(rules.zones);
   };
   get(path)
     .then(show)
@@ -65,6 +74,14 @@ function rulesForm(session, say) {
     const value = (name) => form.elements[name].value;
     const body = { speed_limit_kmh: value("speed_limit_kmh") === "" ? null : Number(value("speed_limit_kmh")) };
     for (const name of ["tolerance_kmh", "min_duration_s"]) if (value(name) !== "") body[name] = Number(value(name));
+    if (zones.value.trim()) {
+      try {
+        body.zones = JSON.parse(zones.value);
+      } catch (error) {
+        say(`Zones are not JSON: ${errorText(error)}`, true);
+        return;
+      }
+    }
     try {
       show(await put(path, body));
       say("Limits applied from the next frame.");
