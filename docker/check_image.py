@@ -1,5 +1,5 @@
 """Run inside a built image (docker/build-offline.sh mounts it): `airpatrol serve` with its nginx-rtmp
-and Mosquitto comes up, serves a guide, takes a simulated DJI Pilot 2 (the demo's flight as RTMP video
+and Mosquitto comes up, serves a guide and the console, takes a simulated DJI Pilot 2 (the demo's flight as RTMP video
 with OSD telemetry over MQTT) through the pipeline, and stops cleanly on SIGTERM.
 
     python check_image.py FLIGHT_VIDEO      (AIRPATROL_PORT, AIRPATROL_RTMP_PORT, AIRPATROL_MQTT_PORT set)
@@ -9,6 +9,7 @@ Exit 0 when every step worked; the log says what each gave.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -49,6 +50,11 @@ def check(video: Path, server: subprocess.Popen) -> None:
     if guide.status_code != 200 or "<h1" not in guide.text:
         raise SystemExit(f"no guide: {guide.status_code}")
     log.info("/guide/dji-apps: %d bytes of HTML", len(guide.text))
+    for page in ("/console/", "/console/assets/js/main.js", "/console/publish"):
+        r = httpx.get(f"{base}{page}")
+        if r.status_code != 200 or not r.text:
+            raise SystemExit(f"the console's {page} is not served: {r.status_code}")
+    log.info("console: /console/, its scripts and /console/publish served from the installed wheel")
 
     token = (data / "api_token").read_text().strip()
     password = (data / "mqtt_password").read_text().strip()
@@ -88,8 +94,15 @@ def check(video: Path, server: subprocess.Popen) -> None:
             f"{v['peak_speed_kmh']:.1f} km/h at {v['altitude_m']} m ({v['scale_source']})" for v in violations
         ),
     )
-    if session["frames_processed"] < 60 or session["telemetry_received"] < 2:
-        raise SystemExit("the stream was not processed with its telemetry")
+    # live streams drop frames when the CPU falls behind (by design): every frame must arrive, a
+    # part of them be processed, the telemetry too
+    sent = json.loads(publish.stdout.strip().splitlines()[-1])["frames_sent"]
+    if (
+        session["frames_received"] < sent - 3
+        or session["frames_processed"] < 20
+        or session["telemetry_received"] < 2
+    ):
+        raise SystemExit("the stream did not arrive whole, or was not processed with its telemetry")
     if not violations or {v["scale_source"] for v in violations} != {"flight"}:
         raise SystemExit("no violation measured on the OSD's scale (the demo flight has 4 speeders)")
 
