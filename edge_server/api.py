@@ -131,6 +131,7 @@ async def healthz(request: Request) -> HealthOut:
         version=__version__,
         rtmp=rtmp_status(request.app),
         mqtt=mqtt_status(request.app),
+        server_id=getattr(request.app.state, "server_id", None),
     )
 
 
@@ -339,7 +340,11 @@ async def whip_patch(session_id: str) -> Response:
 async def list_sessions(request: Request, query: Annotated[SessionQuery, Query()]) -> SessionPage:
     try:
         page = await asyncio.to_thread(
-            _store(request).list_sessions, status=query.status, limit=query.limit, cursor=query.cursor
+            _store(request).list_sessions,
+            status=query.status,
+            limit=query.limit,
+            cursor=query.cursor,
+            server_id=query.server_id,
         )
     except CursorError as exc:
         raise ApiError(400, "invalid_cursor", str(exc)) from exc
@@ -504,6 +509,7 @@ def _violation_filter(q: ViolationFilterQuery) -> ViolationFilter:
         q.false_positive,
         max_speed_kmh=q.max_speed_kmh,
         class_name=q.class_name,
+        server_id=q.server_id,
     )
 
 
@@ -600,13 +606,25 @@ class MediaFileResponse(FileResponse):
         await super().__call__(scope, receive, send)
 
 
-def _media_file(request: Request, rel: str | None, what: str, violation_id: int) -> Path:
+def _media_file(request: Request, row: Any, what: str) -> Path:
+    """A violation's snapshot or clip in this server's media folder. In a fleet each server keeps
+    the media it recorded: one recorded elsewhere is found here only on shared storage (media_dir
+    mounted by every server), else the 404 names the server that has it."""
+    rel = row.snapshot_path if what == "snapshot" else row.clip_path
     if not rel:
-        raise ApiError(404, "not_found", f"violation {violation_id} has no {what} (yet)")
+        raise ApiError(404, "not_found", f"violation {row.id} has no {what} (yet)")
     media_dir: Path = request.app.state.settings.resolved_media_dir
     path = (media_dir / rel).resolve()
     if not path.is_relative_to(media_dir) or not path.is_file():
-        raise ApiError(404, "not_found", f"the {what} file of violation {violation_id} is missing")
+        here = request.app.state.server_id
+        if row.server_id and row.server_id != here:
+            raise ApiError(
+                404,
+                "not_found",
+                f"the {what} of violation {row.id} is kept by server {row.server_id}, not this one "
+                f"({here}): ask it, or give the fleet one shared media_dir",
+            )
+        raise ApiError(404, "not_found", f"the {what} file of violation {row.id} is missing")
     return path
 
 
@@ -618,7 +636,7 @@ def _media_file(request: Request, rel: str | None, what: str, violation_id: int)
 )
 async def violation_snapshot(request: Request, violation_id: ViolationId) -> FileResponse:
     row = await _violation_or_404(request, violation_id)
-    path = _media_file(request, row.snapshot_path, "snapshot", violation_id)
+    path = _media_file(request, row, "snapshot")
     return MediaFileResponse(path, media_type="image/jpeg", filename=f"violation-{violation_id}.jpg")
 
 
@@ -630,7 +648,7 @@ async def violation_snapshot(request: Request, violation_id: ViolationId) -> Fil
 )
 async def violation_clip(request: Request, violation_id: ViolationId) -> FileResponse:
     row = await _violation_or_404(request, violation_id)
-    path = _media_file(request, row.clip_path, "clip", violation_id)
+    path = _media_file(request, row, "clip")
     return MediaFileResponse(path, media_type="video/mp4", filename=f"violation-{violation_id}.mp4")
 
 

@@ -207,6 +207,7 @@ def create_app(
     if ice_host_addresses:
         restrict_ice_host_addresses(ice_host_addresses)
     api_token = settings.resolve_api_token()
+    server_id = settings.resolve_server_id()
     metrics = Metrics()
     bus = EventBus(queue_size=256)
 
@@ -228,6 +229,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.api_token = api_token
+    app.state.server_id = server_id
     app.state.metrics = metrics
     app.state.bus = bus
 
@@ -290,7 +292,9 @@ def _lifespan(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         bus.bind(asyncio.get_running_loop())
         settings.resolved_media_dir.mkdir(parents=True, exist_ok=True)
-        store = await asyncio.to_thread(Store.from_url, settings.resolved_database_url)
+        store = await asyncio.to_thread(
+            Store.from_url, settings.resolved_database_url, server_id=app.state.server_id
+        )
         abandoned = await asyncio.to_thread(store.mark_abandoned_sessions)
         if abandoned:
             log.warning("marked %d sessions left active by a previous run as failed", abandoned)

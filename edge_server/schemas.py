@@ -84,6 +84,9 @@ class ViolationOut(BaseModel):
     false_positive: bool
     snapshot_url: str | None = None
     clip_url: str | None = None
+    server_id: str | None = Field(
+        None, description="the edge server that recorded it (a fleet on one database)"
+    )
 
     @classmethod
     def from_row(cls, row: ViolationRow, prefix: str = API_PREFIX) -> ViolationOut:
@@ -116,6 +119,7 @@ class ViolationOut(BaseModel):
             false_positive=bool(row.false_positive),
             snapshot_url=f"{prefix}/violations/{row.id}/snapshot.jpg" if row.snapshot_path else None,
             clip_url=f"{prefix}/violations/{row.id}/clip.mp4" if row.clip_path else None,
+            server_id=row.server_id,
         )
 
 
@@ -148,6 +152,7 @@ class SessionOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
     id: str
     kind: str
+    server_id: str | None = None
     status: str
     end_reason: str | None
     remote: str | None
@@ -200,6 +205,7 @@ class HealthOut(BaseModel):
         "off",
         description="RTMP ingest: 'running on <port>', 'off', or 'unavailable: <why>' (e.g. nginx missing)",
     )
+    server_id: str | None = Field(None, description="this server's id in its fleet (settings.server_id)")
     mqtt: str = Field(
         "off", description="DJI Cloud API telemetry: 'connected to <broker>', 'off', or 'unavailable: <why>'"
     )
@@ -256,8 +262,14 @@ def unknown_parameter_message(name: str, known: list[str]) -> str:
     return f"unknown query parameter; this endpoint takes {', '.join(known)}"
 
 
+SERVER_ID = r"^[A-Za-z0-9_.-]+$"
+
+
 class SessionQuery(StrictQuery):
     status: Literal["active", "ended", "failed"] | None = Field(None, description="filter by status")
+    server_id: str | None = Field(
+        None, max_length=64, pattern=SERVER_ID, description="one server of the fleet"
+    )
     limit: int = Field(50, ge=1, le=500)
     cursor: str | None = Field(None, max_length=512, description="next_cursor of the previous page")
 
@@ -272,6 +284,9 @@ class ViolationFilterQuery(StrictQuery):
     max_speed_kmh: float | None = Field(None, ge=0, le=1000, description="peak speed at most")
     zone: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT)
     class_name: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT, description="e.g. car, truck")
+    server_id: str | None = Field(
+        None, max_length=64, pattern=SERVER_ID, description="one server of the fleet"
+    )
     false_positive: bool | None = Field(None, description="only (un)marked ones")
     sort: SortName = Field("-occurred_at", description="field, '-' for descending")
 

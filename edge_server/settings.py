@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
+import re
 import secrets
+import socket
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,6 +47,9 @@ class ServerSettings(BaseSettings):
     api_token: SecretStr | None = None
 
     data_dir: Path = Path("airpatrol-data")
+    # This server's name in a fleet sharing one database, stamped on its sessions and violations;
+    # None -> "<host name>-<4 hex>", made once and kept in <data_dir>/server_id
+    server_id: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     # SQLAlchemy URL; default sqlite:///<data_dir>/airpatrol.db (WAL). PostgreSQL:
     # postgresql+psycopg2://user:password@host:5432/db
     database_url: str | None = None
@@ -233,6 +238,24 @@ class ServerSettings(BaseSettings):
     @property
     def resolved_media_dir(self) -> Path:
         return (self.media_dir or self.data_dir / "media").resolve()
+
+    def resolve_server_id(self) -> str:
+        """The configured id, else the one kept in ``<data_dir>/server_id`` (made once)."""
+        if self.server_id:
+            return self.server_id
+        path = self.data_dir / "server_id"
+        if path.exists():
+            value = path.read_text().strip()
+            if value:
+                return value
+        host = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname())[:48] or "edge"
+        value = f"{host}-{secrets.token_hex(2)}"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(value + "\n")
+        log.info(
+            "this server's id in a fleet: %s (kept in %s; set AIRPATROL_SERVER_ID to name it)", value, path
+        )
+        return value
 
     def resolve_api_token(self) -> str:
         """The configured token, else the one kept in ``<data_dir>/api_token`` (created once)."""

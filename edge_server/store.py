@@ -103,6 +103,8 @@ class SessionRow(Base):
     latency_p50_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     latency_p95_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     info: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # pipeline metadata, clock sync ...
+    # the edge server that took the stream (settings.server_id; None: a row from before fleets)
+    server_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
 
     tracks: Mapped[list[TrackRow]] = relationship(back_populates="session", cascade="all, delete-orphan")
 
@@ -164,6 +166,7 @@ class ViolationRow(Base):
     false_positive: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    server_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)  # who recorded it
 
 
 class RtmpKeyRow(Base):
@@ -211,14 +214,24 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     return create_engine(url, pool_pre_ping=True, **kwargs)
 
 
+# pg_advisory_xact_lock key of the schema migration: any fixed 64-bit number of this project's own
+MIGRATION_LOCK = 0x41495250_41545230  # "AIRPATR0"
+
+
 def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest Alembic revision (idempotent)."""
+    """Bring the schema to the newest Alembic revision (idempotent).
+
+    On PostgreSQL, servers of a fleet starting at the same instant take turns: the migration runs in
+    one transaction holding an advisory lock, so the second waits, then finds the schema at its head.
+    """
     from alembic import command
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
 
@@ -252,6 +265,7 @@ class ViolationFilter:
     false_positive: bool | None = None
     max_speed_kmh: float | None = None  # peak speed
     class_name: str | None = None
+    server_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -365,13 +379,17 @@ def drone_fields(t: Telemetry | None) -> dict[str, Any]:
 class Store:
     """All database access of the server."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, server_id: str | None = None) -> None:
+        """``server_id``: stamped on every session and violation this store writes (a fleet)."""
         self.engine = engine
+        self.server_id = server_id
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     @classmethod
-    def from_url(cls, url: str, *, run_migrations: bool = True, **engine_kwargs: Any) -> Store:
-        store = cls(make_engine(url, **engine_kwargs))
+    def from_url(
+        cls, url: str, *, run_migrations: bool = True, server_id: str | None = None, **engine_kwargs: Any
+    ) -> Store:
+        store = cls(make_engine(url, **engine_kwargs), server_id=server_id)
         if run_migrations:
             migrate(store.engine)
         return store
@@ -393,6 +411,7 @@ class Store:
     def create_session(
         self, session_id: str, kind: str, remote: str | None = None, **fields: Any
     ) -> SessionRow:
+        fields.setdefault("server_id", self.server_id)
         row = SessionRow(
             id=session_id, kind=kind, remote=remote, status="active", started_at=utcnow(), **fields
         )
@@ -421,11 +440,20 @@ class Store:
         with self._sessions() as s:
             return s.get(SessionRow, session_id)
 
-    def list_sessions(self, *, status: str | None = None, limit: int = 50, cursor: str | None = None) -> Page:
+    def list_sessions(
+        self,
+        *,
+        status: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        server_id: str | None = None,
+    ) -> Page:
         sort = "-started_at"
         stmt = select(SessionRow)
         if status:
             stmt = stmt.where(SessionRow.status == status)
+        if server_id:
+            stmt = stmt.where(SessionRow.server_id == server_id)
         if cursor:
             value, row_id = _decode_cursor(cursor, sort, "datetime", id_kind="str")
             stmt = stmt.where(_keyset(SessionRow.started_at, SessionRow.id, True, value, row_id))
@@ -517,6 +545,7 @@ class Store:
             session_id=session_id,
             occurred_at=occurred_at,
             snapshot_path=snapshot_path,
+            server_id=self.server_id,
             **violation_fields(violation),
             **drone_fields(telemetry),
         )
@@ -571,6 +600,8 @@ class Store:
             stmt = stmt.where(ViolationRow.zone == flt.zone)
         if flt.class_name:
             stmt = stmt.where(ViolationRow.class_name == flt.class_name)
+        if flt.server_id:
+            stmt = stmt.where(ViolationRow.server_id == flt.server_id)
         if flt.false_positive is not None:
             stmt = stmt.where(ViolationRow.false_positive == flt.false_positive)
         if cursor:

@@ -34,6 +34,7 @@ CSV_COLUMNS = (
     "false_positive",
     "snapshot_url",
     "clip_url",
+    "server_id",
 )
 # A text cell a spreadsheet would run as a formula (OWASP "CSV injection"): quoted with a leading '.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

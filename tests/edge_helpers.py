@@ -206,20 +206,13 @@ def synthetic_stream(server: RunningServer, seconds: float = 40.0) -> Iterator[s
         stderr=subprocess.DEVNULL,
     )
     try:
-        with server.client() as c:
-            session = wait_until(
-                lambda: next(
-                    iter(c.get("/api/v1/sessions", params={"status": "active"}).json()["items"]), None
-                ),
-                60,
-                "the synthetic stream",
+
+        def started() -> str | None:  # this server's own stream (a fleet's listing shows others' too)
+            return next(
+                (sid for sid, sess in list(server.manager.sessions.items()) if sess.worker is not None), None
             )
-        wait_until(
-            lambda: (s := server.manager.get(session["id"])) is not None and s.worker is not None,
-            30,
-            "its worker",
-        )
-        yield session["id"]
+
+        yield wait_until(started, 60, "the synthetic stream running on the server")
     finally:
         publisher.kill()
         publisher.wait()

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from edge_server.settings import ServerSettings
 from pipelines.config import PipelineConfig
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 COMPOSE = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+FLEET = yaml.safe_load((DOCKER / "compose.fleet.yaml").read_text())
 
 
 def _unset_env(value: str) -> str:
@@ -40,9 +42,11 @@ def _binds(service: dict) -> list[tuple[str, str, dict]]:
     return out
 
 
-@pytest.mark.parametrize("name", sorted(COMPOSE["services"]))
-def test_compose_bind_mounts_exist_by_default(name: str) -> None:
-    for source, target, entry in _binds(COMPOSE["services"][name]):
+@pytest.mark.parametrize(
+    ("compose", "name"), [(c, n) for c in (COMPOSE, FLEET) for n in sorted(c["services"])]
+)
+def test_compose_bind_mounts_exist_by_default(compose: dict, name: str) -> None:
+    for source, target, entry in _binds(compose["services"][name]):
         host = (DOCKER / source).resolve()
         assert host.is_file(), f"{name}: {source} -> {target} is missing: Docker would create a directory"
         # a long-syntax bind must not create a missing source either (a typo in docker/.env)
@@ -79,3 +83,22 @@ def test_the_wheel_stage_copies_every_package_of_the_wheel() -> None:
 def test_the_offline_build_script_parses() -> None:
     run = subprocess.run(["bash", "-n", str(DOCKER / "build-offline.sh")], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+def test_the_fleet_shares_database_and_media_not_ids_ports_or_data() -> None:
+    servers = {name: svc for name, svc in FLEET["services"].items() if name != "postgres"}
+    assert len(servers) == 2
+    env = [svc["environment"] for svc in servers.values()]
+    for key in ("AIRPATROL_DATABASE_URL", "AIRPATROL_MEDIA_DIR", "AIRPATROL_API_TOKEN"):
+        assert env[0][key] == env[1][key], key
+    for key in ("AIRPATROL_SERVER_ID", "AIRPATROL_PORT", "AIRPATROL_RTMP_PORT", "AIRPATROL_MQTT_PORT"):
+        assert env[0][key] != env[1][key], key
+    for value in (e["AIRPATROL_SERVER_ID"] for e in env):
+        ServerSettings(server_id=value)  # a valid id
+    data = [
+        next(v for v in svc["volumes"] if isinstance(v, str) and v.endswith(":/var/lib/airpatrol/data"))
+        for svc in servers.values()
+    ]
+    assert data[0] != data[1]  # each its own token file, id, nginx and Mosquitto files
+    config = PipelineConfig.from_yaml(DOCKER / _binds(next(iter(servers.values())))[0][0])
+    assert config.rules.speed_limit_kmh > 0

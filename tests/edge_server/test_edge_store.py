@@ -50,7 +50,7 @@ def test_migrations_match_models_and_are_idempotent(store: Store) -> None:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
     assert diff == []
-    assert version == "0002"
+    assert version == "0003"
     if store.engine.dialect.name == "sqlite":
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
