@@ -123,6 +123,7 @@ def test_violations_review_persists_a_false_positive(
     form = chromium.find_element(By.ID, "violation-filters")
     form.find_element(By.NAME, "zone").send_keys("school")
     form.find_element(By.NAME, "min_speed_kmh").send_keys("80")
+    form.find_element(By.NAME, "server_id").send_keys(seeded.app.state.server_id)
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait(chromium).until(lambda d: row_ids(d) == [seeded.seeded_ids[2]])
     form.find_element(By.NAME, "zone").clear()
@@ -139,7 +140,8 @@ def test_violations_review_persists_a_false_positive(
             d.execute_script("return document.querySelector('#violation-detail img').naturalWidth") == 80
         )
     )
-    assert "61.0 km/h ± 1.2" in chromium.find_element(By.ID, "violation-detail").text
+    detail = chromium.find_element(By.ID, "violation-detail").text
+    assert "61.0 km/h ± 1.2" in detail and seeded.app.state.server_id in detail  # who recorded it
     chromium.find_element(By.ID, "play-clip").click()
     video = wait(chromium).until(ec.presence_of_element_located((By.CSS_SELECTOR, "#violation-detail video")))
     assert video.get_attribute("src").startswith("blob:")

@@ -172,6 +172,7 @@ export function mount(container, { events }) {
     const facts = [
       ["Status", `${s.status}${s.end_reason ? ` (${s.end_reason})` : ""}`],
       ["Kind", `${s.kind}${s.remote ? ` from ${s.remote}` : ""}`],
+      ["Server", s.server_id || "–"],
       ["Started", when(s.started_at)],
       ["Ended", when(s.ended_at)],
       ["Video", s.width ? `${s.width}×${s.height}${s.camera ? `, ${s.camera}` : ""}` : "–"],

@@ -16,6 +16,7 @@ function filterForm(params) {
     field("To", "until", { type: "datetime-local", step: 1 }),
     field("Session", "session_id", { placeholder: "id", size: 10 }),
     field("Zone", "zone", { placeholder: "global", size: 8 }),
+    field("Server", "server_id", { placeholder: "any", size: 8 }),
     h(
       "label",
       {},
@@ -56,6 +57,7 @@ function matches(v, f) {
   if (f.session_id && v.session_id !== f.session_id) return false;
   if (f.zone && v.zone !== f.zone) return false;
   if (f.class_name && v.class_name !== f.class_name) return false;
+  if (f.server_id && v.server_id !== f.server_id) return false;
   if (f.min_speed_kmh && v.peak_speed_kmh < Number(f.min_speed_kmh)) return false;
   if (f.max_speed_kmh && v.peak_speed_kmh > Number(f.max_speed_kmh)) return false;
   if (f.false_positive && String(v.false_positive) !== f.false_positive) return false;
@@ -151,6 +153,7 @@ export function mount(container, { events, params }) {
       ["Drone", v.drone_latitude !== null ? `${num(v.drone_latitude, 6)}, ${num(v.drone_longitude, 6)}` : "–"],
       ["Altitude", v.altitude_m !== null ? `${num(v.altitude_m)} m (${v.scale_source || "?"})` : "–"],
       ["Session", v.session_id],
+      ["Recorded by", v.server_id || "–"],
     ];
     detail.hidden = false;
     detail.replaceChildren(
