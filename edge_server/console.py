@@ -21,8 +21,10 @@ ASSETS = Path(__file__).resolve().parent / "console_assets"
 ASSETS_PATH = "/console/assets"
 
 # Scripts and styles only from here; media from blob: URLs made of API responses; the events
-# WebSocket on this origin; never framed (click-jacking of the false-positive toggle).
+# WebSocket on this origin; never framed (click-jacking of the false-positive toggle). Revalidated
+# (ETag) at every load, so an upgraded server never runs an old script.
 HEADERS = {
+    "Cache-Control": "no-cache",
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
         "media-src 'self' blob:; connect-src 'self' ws: wss:; base-uri 'none'; form-action 'self'; "
@@ -32,20 +34,16 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
 }
+_RAW_HEADERS = [(k.lower().encode(), v.encode()) for k, v in HEADERS.items()]
 
 
 class ConsoleAssets(StaticFiles):
-    """The console's files with the console's headers; revalidated (ETag) at every load, so an
-    upgraded server never runs an old script."""
+    """The console's files with the console's headers."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                extra = [
-                    (k.lower().encode(), v.encode())
-                    for k, v in {**HEADERS, "Cache-Control": "no-cache"}.items()
-                ]
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
+                message = {**message, "headers": [*message.get("headers", []), *_RAW_HEADERS]}
             await send(message)
 
         await super().__call__(scope, receive, send_with_headers)
@@ -61,13 +59,13 @@ async def console_root() -> RedirectResponse:
 
 @router.get("/console/")
 async def console_page() -> FileResponse:
-    return FileResponse(ASSETS / "index.html", headers={**HEADERS, "Cache-Control": "no-cache"})
+    return FileResponse(ASSETS / "index.html", headers=HEADERS)
 
 
 @router.get("/console/publish")
 async def publisher_page() -> FileResponse:
     """The phone-browser publisher: the device's camera over WHIP with the operator's flight values."""
-    return FileResponse(ASSETS / "publish.html", headers={**HEADERS, "Cache-Control": "no-cache"})
+    return FileResponse(ASSETS / "publish.html", headers=HEADERS)
 
 
 def mount_console(app) -> None:

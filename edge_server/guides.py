@@ -131,11 +131,11 @@ def _page(title: str, body: str) -> str:
 
 def render(name: str, folder: Path | None = None) -> str:
     """The guide's HTML page; KeyError for a name that is not a shipped guide."""
-    guides = {g.name: g for g in list_guides(folder)}
-    if name not in guides:
+    path = (folder or guides_dir()) / f"{name}.md"
+    if not _NAME.fullmatch(name) or not path.is_file():
         raise KeyError(name)
-    text = ((folder or guides_dir()) / f"{name}.md").read_text(encoding="utf-8")
-    return _page(guides[name].title, _markdown().render(text))
+    text = path.read_text(encoding="utf-8")
+    return _page(_title(text, name), _markdown().render(text))
 
 
 def index(folder: Path | None = None) -> str:

@@ -480,8 +480,7 @@ class StreamManager:
         sess: StreamSession | None = None
         pipeline: Pipeline | None = None
         try:
-            servers = [RTCIceServer(urls=u) for u in self.settings.ice_servers]
-            pc = RTCPeerConnection(RTCConfiguration(iceServers=servers))
+            pc = self._peer()
             sess = self._new_session(kind, pc, remote)
             self._wire(sess)
             await self._accept_offer(sess, offer_sdp)
@@ -621,16 +620,26 @@ class StreamManager:
             elif time.monotonic() - since >= quiet_s:
                 return
 
+    def _peer(self) -> RTCPeerConnection:
+        """A peer connection with the configured ICE servers (a publisher's or a viewer's)."""
+        servers = [RTCIceServer(urls=u) for u in self.settings.ice_servers]
+        return RTCPeerConnection(RTCConfiguration(iceServers=servers))
+
     @staticmethod
-    async def _accept_offer(sess: StreamSession, offer_sdp: str) -> None:
-        """aiortc takes the offer; it must carry a video track the server can receive."""
+    async def _take_offer(pc: RTCPeerConnection, offer_sdp: str) -> None:
+        """aiortc takes the offer, or OfferError says why not."""
         try:
-            await sess.pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
         except Exception as exc:  # noqa: BLE001 - aiortc raises assorted errors on bad SDP
             hint = ""
             if "parameters" in str(exc):
-                hint = " (no video codec in common? the server decodes VP8 and H.264)"
+                hint = " (no video codec in common? the server takes VP8 and H.264)"
             raise OfferError(f"SDP offer rejected: {type(exc).__name__}: {exc}{hint}") from exc
+
+    @classmethod
+    async def _accept_offer(cls, sess: StreamSession, offer_sdp: str) -> None:
+        """aiortc takes the offer; it must carry a video track the server can receive."""
+        await cls._take_offer(sess.pc, offer_sdp)
         if sess.video_track is None:
             raise OfferError(
                 "SDP offer has no video track the server can receive (direction must be sendonly or sendrecv)"
@@ -888,15 +897,11 @@ class StreamManager:
                 f"stream {session_id} has {len(sess.viewers)} viewers already (max_viewers); close one first"
             )
         check_offer_sdp(offer_sdp)
-        servers = [RTCIceServer(urls=u) for u in self.settings.ice_servers]
-        pc = RTCPeerConnection(RTCConfiguration(iceServers=servers))
+        pc = self._peer()
         track = ReturnVideoTrack(asyncio.get_running_loop(), self.settings.return_video_max_width)
         viewer_id = uuid.uuid4().hex[:12]
         try:
-            try:
-                await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
-            except Exception as exc:  # noqa: BLE001 - aiortc raises assorted errors on bad SDP
-                raise OfferError(f"SDP offer rejected: {type(exc).__name__}: {exc}") from exc
+            await self._take_offer(pc, offer_sdp)
             if not any(t.kind == "video" for t in pc.getTransceivers()):
                 raise OfferError("a viewer's offer must receive a video track (m=video, direction recvonly)")
             pc.addTrack(track)

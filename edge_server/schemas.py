@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
 from pydantic_core import PydanticCustomError
 
+from edge_server.settings import PLAIN_ID
 from edge_server.store import SORTS, SessionRow, TrackRow, ViolationRow
 
 # Text that reaches a database query: no control characters (PostgreSQL refuses NUL in strings).
@@ -262,13 +263,10 @@ def unknown_parameter_message(name: str, known: list[str]) -> str:
     return f"unknown query parameter; this endpoint takes {', '.join(known)}"
 
 
-SERVER_ID = r"^[A-Za-z0-9_.-]+$"
-
-
 class SessionQuery(StrictQuery):
     status: Literal["active", "ended", "failed"] | None = Field(None, description="filter by status")
     server_id: str | None = Field(
-        None, max_length=64, pattern=SERVER_ID, description="one server of the fleet"
+        None, max_length=64, pattern=PLAIN_ID, description="one server of the fleet"
     )
     limit: int = Field(50, ge=1, le=500)
     cursor: str | None = Field(None, max_length=512, description="next_cursor of the previous page")
@@ -285,7 +283,7 @@ class ViolationFilterQuery(StrictQuery):
     zone: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT)
     class_name: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT, description="e.g. car, truck")
     server_id: str | None = Field(
-        None, max_length=64, pattern=SERVER_ID, description="one server of the fleet"
+        None, max_length=64, pattern=PLAIN_ID, description="one server of the fleet"
     )
     false_positive: bool | None = Field(None, description="only (un)marked ones")
     sort: SortName = Field("-occurred_at", description="field, '-' for descending")

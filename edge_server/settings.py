@@ -28,6 +28,10 @@ _settings_file_data: contextvars.ContextVar[dict[str, Any] | None] = contextvars
 )
 
 
+# a server id, a broker user name: one token of letters, digits, "_", "." and "-"
+PLAIN_ID = r"^[A-Za-z0-9_.-]+$"
+
+
 class SettingsError(AirPatrolError, ValueError):
     """Server settings that cannot be used; the message says what to fix."""
 
@@ -49,7 +53,7 @@ class ServerSettings(BaseSettings):
     data_dir: Path = Path("airpatrol-data")
     # This server's name in a fleet sharing one database, stamped on its sessions and violations;
     # None -> "<host name>-<4 hex>", made once and kept in <data_dir>/server_id
-    server_id: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    server_id: str | None = Field(None, min_length=1, max_length=64, pattern=PLAIN_ID)
     # SQLAlchemy URL; default sqlite:///<data_dir>/airpatrol.db (WAL). PostgreSQL:
     # postgresql+psycopg2://user:password@host:5432/db
     database_url: str | None = None
@@ -117,7 +121,7 @@ class ServerSettings(BaseSettings):
     mqtt_url: str | None = None
     mqtt_port: int | None = Field(1883, ge=0, le=65535)
     mqtt_host: str = "0.0.0.0"
-    mqtt_username: str = Field("airpatrol", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    mqtt_username: str = Field("airpatrol", min_length=1, max_length=64, pattern=PLAIN_ID)
     mqtt_password: SecretStr | None = None
     mosquitto_path: str | None = None
     # what Pilot 2 is told to connect to (its Open Platform page, /dji/pilot2), e.g.

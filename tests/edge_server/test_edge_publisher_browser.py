@@ -15,18 +15,16 @@ from pathlib import Path
 
 import cv2
 import pytest
-from browser_helpers import WAIT_S, console_errors, require_selenium, screenshot, start_chromium
+from browser_helpers import console_errors, require_selenium, screenshot, start_chromium
 from edge_helpers import TOKEN, RunningServer, self_signed_certificate
-from test_edge_console_browser import go, row_ids, sign_in
+from test_edge_console_browser import go, row_ids, sign_in, wait
 
 from edge_client import synthetic
 
 require_selenium()
 
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 FPS, WIDTH, HEIGHT, SECONDS = 15, 320, 180, 8
@@ -60,10 +58,6 @@ def phone(tmp_path: Path):
         yield driver
     finally:
         driver.quit()
-
-
-def wait(driver: WebDriver) -> WebDriverWait:
-    return WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
 
 
 def figure(driver: WebDriver, name: str) -> str:

@@ -1,4 +1,6 @@
 // The API as the console uses it: every call carries the operator's token as a bearer header.
+import { shortId } from "./dom.js";
+
 const KEY = "airpatrol.token";
 
 export class ApiError extends Error {
@@ -75,4 +77,10 @@ export function stopPath(session) {
     rtmp: `/api/v1/rtmp/streams/${id}`,
     rtsp: `/api/v1/rtsp/${id}`,
   }[session.kind];
+}
+
+// End a live stream, once the operator confirms: the DELETE's answer, or null when not confirmed.
+export async function endStream(session) {
+  if (!confirm(`End the ${session.kind} stream ${shortId(session.id)}? Its violations and clips are kept.`)) return null;
+  return del(stopPath(session));
 }

@@ -1,8 +1,8 @@
 // Live: one card per active stream with its figures as the server sends them (every stats
 // interval), its latest violation with the snapshot, and the feed of events as they happen.
-import { get, objectUrl, stopPath, del } from "./api.js";
+import { endStream, get, objectUrl, stopPath } from "./api.js";
 import { errorText, h, num, shortId, when } from "./dom.js";
-import { Viewer } from "./viewer.js";
+import { Viewer } from "./webrtc.js";
 
 const FEED_LENGTH = 50;
 const feedEntries = []; // [time, text, kind], newest first: kept across page switches
@@ -154,9 +154,8 @@ export function mount(container, { events }) {
   }
 
   async function stop(s) {
-    if (!confirm(`End the ${s.kind} stream ${shortId(s.id)}? Its violations and clips are kept.`)) return;
     try {
-      await del(stopPath(s));
+      await endStream(s);
     } catch (error) {
       log(`Cannot end ${shortId(s.id)}: ${errorText(error)}`, "error");
     }

@@ -4,6 +4,7 @@
 // (docs/telemetry-datachannel.md). The server's events for this stream come back on "events".
 import { auth } from "./api.js";
 import { errorText, h, num } from "./dom.js";
+import { iceGathered } from "./webrtc.js";
 
 const TELEMETRY_MS = 500;
 const $ = (id) => document.getElementById(id);
@@ -42,15 +43,6 @@ function telemetry() {
     message.longitude = position.coords.longitude;
   }
   return message;
-}
-
-function iceGathered(peer, timeoutMs = 3000) {
-  if (peer.iceGatheringState === "complete") return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => peer.iceGatheringState === "complete" && resolve();
-    peer.addEventListener("icegatheringstatechange", done);
-    setTimeout(resolve, timeoutMs); // the candidates gathered so far (host ones come first)
-  });
 }
 
 async function showFigures() {

@@ -1,6 +1,6 @@
 // Sessions: live and past streams (paged), one's summary and tracked vehicles, ending a live
 // stream, and the operator's altitude / pitch / camera for a stream that carries no telemetry.
-import { del, get, put, stopPath } from "./api.js";
+import { endStream, get, put, stopPath } from "./api.js";
 import { errorText, h, num, shortId, when } from "./dom.js";
 import { PagedTable } from "./paged.js";
 
@@ -153,9 +153,9 @@ export function mount(container, { events }) {
   }
 
   async function end(s) {
-    if (!confirm(`End the ${s.kind} stream ${shortId(s.id)}? Its violations and clips are kept.`)) return;
     try {
-      const result = await del(stopPath(s));
+      const result = await endStream(s);
+      if (result === null) return; // not confirmed
       table.say(`Stream ${shortId(s.id)} ${result && result.status === "ended" ? "ended" : "is ending"}.`);
     } catch (error) {
       table.say(`Cannot end it: ${errorText(error)}`, true);

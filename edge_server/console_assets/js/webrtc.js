@@ -1,6 +1,17 @@
-// Watching a live stream's annotated video: a receive-only WebRTC peer, offered to
-// POST /api/v1/sessions/{id}/viewers; close() ends it (DELETE, then the peer).
+// WebRTC in the console: the ICE wait both offers need, and watching a stream's annotated video.
 import { del, request } from "./api.js";
+
+// The server does no trickle ICE: an offer goes once its candidates are gathered (or after
+// timeoutMs, with those gathered so far: host ones come first).
+export function iceGathered(peer, timeoutMs = 3000) {
+  if (peer.iceGatheringState === "complete") return Promise.resolve();
+  return new Promise((resolve) => {
+    peer.addEventListener("icegatheringstatechange", () => peer.iceGatheringState === "complete" && resolve());
+    setTimeout(resolve, timeoutMs);
+  });
+}
+
+// A receive-only peer offered to POST /api/v1/sessions/{id}/viewers; close() ends it.
 
 export class Viewer {
   constructor(sessionId, video, onState) {
@@ -20,11 +31,7 @@ export class Viewer {
     });
     pc.addEventListener("connectionstatechange", () => this.onState(pc.connectionState));
     await pc.setLocalDescription(await pc.createOffer());
-    await new Promise((resolve) => {
-      if (pc.iceGatheringState === "complete") return resolve();
-      pc.addEventListener("icegatheringstatechange", () => pc.iceGatheringState === "complete" && resolve());
-      setTimeout(resolve, 3000);
-    });
+    await iceGathered(pc);
     const answer = await request("POST", `/api/v1/sessions/${encodeURIComponent(this.sessionId)}/viewers`, {
       body: { sdp: pc.localDescription.sdp, type: "offer" },
     });
