@@ -20,7 +20,8 @@ DEMO_IMGSZ = 960
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from eval.simulate import FlightSpec, simulate_flight
-    from pipelines.cli import config_from_args, process_flight
+    from pipelines.cli import config_from_args
+    from pipelines.runner import process_flight
 
     out = Path(args.out)
     spec = FlightSpec(

@@ -6,7 +6,15 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipelines.cli import add_pipeline_options, config_from_args, float_in, positive_int
+from pipelines.cli import (
+    add_batch_options,
+    add_pipeline_options,
+    batch_config,
+    config_from_args,
+    executor_from_args,
+    float_in,
+    positive_int,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--max-frames", type=positive_int, help="stop each sequence after N frames")
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     add_pipeline_options(e)
+    add_batch_options(e, "(configuration, sequence) pair")
     e.set_defaults(func=cmd_eval)
 
     s = sub.add_parser(
@@ -130,19 +139,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from eval.variants import OracleOptions, Variant, parse_ablations
 
     dataset = load_dataset(args.dataset)
-    base_cfg = config_from_args(args)
+    base_cfg = batch_config(config_from_args(args), args)
     variants = parse_ablations(args.ablate, Variant("base", oracle=args.oracle))
     oracle = OracleOptions(jitter_px=args.jitter, drop_rate=args.drop, seed=args.seed)
     out = args.out or Path("runs") / f"eval-{dataset.name}"
-    report = evaluate(
-        dataset,
-        base_cfg,
-        variants,
-        oracle=oracle,
-        max_frames=args.max_frames,
-        out_dir=out,
-        progress=not args.quiet,
-    )
+    if args.ray is not None:
+        from eval.batch import evaluate_on
+
+        report = evaluate_on(
+            executor_from_args(args),
+            dataset,
+            base_cfg,
+            variants,
+            out,
+            oracle=oracle,
+            max_frames=args.max_frames,
+            progress=not args.quiet,
+        )
+    else:
+        report = evaluate(
+            dataset,
+            base_cfg,
+            variants,
+            oracle=oracle,
+            max_frames=args.max_frames,
+            out_dir=out,
+            progress=not args.quiet,
+        )
     for v in report.variants:
         c = report.combined[v.name]
         t = c.get("tracking") or {}

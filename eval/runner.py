@@ -99,8 +99,10 @@ def run_sequence(
     oracle: OracleOptions | None = None,
     max_frames: int | None = None,
     progress: bool = True,
+    shared_models: bool = False,
 ) -> SequenceResult:
-    """Run one sequence through ``build_pipeline`` and score it."""
+    """Run one sequence through ``build_pipeline`` and score it. ``shared_models``: take the
+    detector network from the process's cache (a batch worker's, :func:`pipelines.batch.worker_detector`)."""
     from pipelines.builder import build_pipeline  # loads torch
     from pipelines.runner import load_frames, run_pipeline  # loads torch
 
@@ -115,7 +117,12 @@ def run_sequence(
     if variant.mask in ("on", "oracle") and mask_source.startswith("N/A"):
         notes.append(f"mask={variant.mask} requested but no such mask exists for this sequence")
         cfg = cfg.with_overrides(road={"enabled": False})
-    pipeline = build_pipeline(cfg, detector=detector, segmenter=segmenter)
+    model = None
+    if shared_models and detector is None:
+        from pipelines.batch import worker_detector
+
+        model = worker_detector(cfg.detector)
+    pipeline = build_pipeline(cfg, detector=detector, segmenter=segmenter, model=model)
     collector = TrackCollector()
     egos: dict[int, tuple] = {}  # frame index -> (estimated prev -> current homography, valid)
 
@@ -249,26 +256,45 @@ def evaluate(
     out_dir: str | Path | None = None,
     progress: bool = True,
 ) -> EvalReport:
-    """Run every (variant, sequence) pair; write metrics.json, report.md and plots to ``out_dir``."""
-    results: list[SequenceResult] = []
+    """Run every (variant, sequence) pair, one after another in this process; write metrics.json,
+    report.md and plots to ``out_dir``. (On Ray, one task per pair: :func:`eval.batch.evaluate_on`.)"""
     t0 = time.perf_counter()
+    results = []
     for v in variants:
         for seq in dataset.sequences:
             log.info("evaluating %s on %s", v.name, seq.name)
-            r = run_sequence(seq, base, v, oracle=oracle, max_frames=max_frames, progress=progress)
-            results.append(r)
-            if r.tracking:
-                log.info(
-                    "%s / %s: HOTA %.3f MOTA %.3f IDF1 %.3f%s",
-                    v.name,
-                    seq.name,
-                    r.tracking["HOTA"],
-                    r.tracking["MOTA"],
-                    r.tracking["IDF1"],
-                    f", speed MAE {r.speed['mae_kmh']:.2f} km/h" if r.speed and r.speed.get("n") else "",
-                )
-    report = EvalReport(dataset.name, list(variants), results, combine(results, variants))
+            results.append(
+                run_sequence(seq, base, v, oracle=oracle, max_frames=max_frames, progress=progress)
+            )
     log.info("evaluation took %.1f s", time.perf_counter() - t0)
+    return finish_report(
+        dataset, base, variants, results, oracle=oracle, max_frames=max_frames, out_dir=out_dir
+    )
+
+
+def finish_report(
+    dataset: Dataset,
+    base: PipelineConfig,
+    variants: Sequence[Variant],
+    results: list[SequenceResult],
+    *,
+    oracle: OracleOptions | None = None,
+    max_frames: int | None = None,
+    out_dir: str | Path | None = None,
+) -> EvalReport:
+    """Combine the results of every (variant, sequence) pair into the report, and write it."""
+    for r in results:
+        if r.tracking:
+            log.info(
+                "%s / %s: HOTA %.3f MOTA %.3f IDF1 %.3f%s",
+                r.variant,
+                r.sequence,
+                r.tracking["HOTA"],
+                r.tracking["MOTA"],
+                r.tracking["IDF1"],
+                f", speed MAE {r.speed['mae_kmh']:.2f} km/h" if r.speed and r.speed.get("n") else "",
+            )
+    report = EvalReport(dataset.name, list(variants), results, combine(results, variants))
     if out_dir is not None:
         report.out_dir = Path(out_dir)
         write_report(report, Path(out_dir), base=base, oracle=oracle, max_frames=max_frames)

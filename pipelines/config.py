@@ -78,6 +78,9 @@ class DetectorConfig(_Section):
     # or an explicit {model_class_id: canonical_name} dict. Unmapped classes are dropped.
     classes: str | dict[int, str] = "auto"
     max_det: int = 300
+    # CPU threads of an OpenVINO detector (None: OpenVINO's own choice, every core of the process).
+    # Set it where several pipelines share the cores, e.g. batch workers (``--threads-per-task``).
+    threads: int | None = Field(None, ge=1)
 
 
 class KeyframeConfig(_Section):

@@ -5,6 +5,7 @@ Also the benchmark: the same loop, timing each stage (decode, mask, detect, flow
 
 from __future__ import annotations
 
+import json
 import logging
 import platform
 import time
@@ -261,3 +262,64 @@ def format_bench(summary: dict, config: PipelineConfig, size: tuple[int, int], s
 
 
 __all__ = ["STAGES", "StageTimer", "format_bench", "load_frames", "run_pipeline", "timed_frames"]
+
+
+def process_flight(
+    video: Path,
+    config: PipelineConfig,
+    out: Path,
+    *,
+    srt: Path | None = None,
+    max_frames: int | None = None,
+    write_video: bool = True,
+    progress: bool = True,
+    camera: str | None = None,
+    on_result=None,
+    fps: float | None = None,
+    model=None,
+) -> dict:
+    """Run the pipeline on a recorded flight and write every output into ``out``; returns the summary.
+
+    ``on_result`` (optional) also receives every ``FrameResult``, e.g. to score a run in-process.
+    ``model``: a loaded detector network to run (a batch worker's, loaded once for all its flights).
+    """
+    from pipelines.builder import build_pipeline
+    from pipelines.sinks import OutputWriter
+
+    source, frames, _ = load_frames(
+        video, srt, max_frames, camera=camera or config.camera.name, fixed=config.camera, fps=fps
+    )
+    try:
+        config = config_for_source(config, source.fps)
+        pipeline = build_pipeline(config, model=model)
+        total = (
+            source.frame_count if max_frames is None else min(max_frames, source.frame_count or max_frames)
+        )
+        with OutputWriter(
+            out,
+            fps=source.fps,
+            size=source.size,
+            write_video=write_video,
+            speed_limit_kmh=config.rules.speed_limit_kmh,
+        ) as writer:
+
+            def sinks(result):
+                writer.write(result)
+                if on_result is not None:
+                    on_result(result)
+
+            summary = run_pipeline(pipeline, frames, on_result=sinks, progress_total=total, progress=progress)
+            writer.add_violations(summary.pop("final_violations"))
+            summary.pop("violation_list")
+            summary.update(
+                video=str(video),
+                telemetry=str(srt) if srt else None,
+                size=list(source.size),
+                source_fps=source.fps,
+                source_stats=str(getattr(source, "stats", "")),
+                config=json.loads(config.model_dump_json()),
+            )
+            summary["outputs"] = writer.close(summary)
+    finally:
+        source.close()
+    return summary

@@ -300,6 +300,31 @@ def _is_cuda(device: str) -> bool:
     return d.startswith("cuda") or d.replace(",", "").isdigit()
 
 
+def _limit_openvino_threads(model: Any, weights: Path, threads: int) -> int | None:
+    """Recompile a loaded ultralytics OpenVINO model to run on ``threads`` CPU threads; returns the
+    count the compiled network reports (None for other backends: torch's is set by the caller).
+
+    ultralytics compiles OpenVINO models with its own ``ov.Core`` and no thread setting, so each
+    would use every core of the process: several batch workers on one box would then contend for
+    the same cores. This recompiles with ``INFERENCE_NUM_THREADS`` added to ultralytics' own
+    compile settings (its LATENCY hint kept)."""
+    import functools
+
+    backend = getattr(getattr(getattr(model, "predictor", None), "model", None), "backend", None)
+    compile_fn = getattr(backend, "compile_model", None)
+    compiled = getattr(backend, "ov_compiled_model", None)
+    if not isinstance(compile_fn, functools.partial) or compiled is None:
+        if type(backend).__name__.lower().startswith("openvino"):
+            log.warning("cannot set the OpenVINO detector's threads on this ultralytics version")
+        return None
+    config = {**compile_fn.keywords.get("config", {}), "INFERENCE_NUM_THREADS": int(threads)}
+    backend.compile_model = functools.partial(compile_fn.func, **{**compile_fn.keywords, "config": config})
+    xml = weights if weights.is_file() else next(weights.glob("*.xml"))
+    core = compile_fn.func.__self__  # the ov.Core ultralytics made
+    backend.ov_compiled_model = backend.compile_model(core.read_model(str(xml), str(xml.with_suffix(".bin"))))
+    return int(backend.ov_compiled_model.get_property("INFERENCE_NUM_THREADS"))
+
+
 class YoloDetector(ImageDetector):
     """``Detector`` over ``ultralytics.YOLO(path, task="detect")``.
 
@@ -320,6 +345,7 @@ class YoloDetector(ImageDetector):
         half: bool | None = None,
         max_det: int = 300,
         agnostic_nms: bool = True,
+        threads: int | None = None,
     ) -> None:
         """``half`` None: fp16 on CUDA devices, fp32 elsewhere. ``agnostic_nms``: one box per
         object whatever its class (a vehicle scored both car and van must not become two tracks)."""
@@ -344,6 +370,7 @@ class YoloDetector(ImageDetector):
 
         self.input_size: tuple[int, int] | None = None  # (h, w) really fed to the network
         self._model = self._load(self.weights)
+        self.threads = _limit_openvino_threads(self._model, self.weights, threads) if threads else None
         self._check_input_size()
         self.class_map: dict[int, str] = resolve_class_map(classes, self.names)
         self.kept_class_ids: list[int] = sorted(self.class_map)
@@ -394,6 +421,7 @@ class YoloDetector(ImageDetector):
             half=cfg.half,
             max_det=cfg.max_det,
             agnostic_nms=cfg.agnostic_nms,
+            threads=cfg.threads,
         )
 
     @property

@@ -283,3 +283,30 @@ def test_shared_detector_serves_streams_one_call_at_a_time() -> None:
     assert inner.most_at_once == 1 and shared.calls == 60 and len(results) == 60
     assert set(results) == {("detect_at", 3, 960), ("detect", 3), ("call", (8, 8, 3))}
     assert shared.weights == inner.weights and shared.imgsz == 640 and shared.wait_s > 0
+
+
+@pytest.mark.parametrize(
+    ("weights", "threads", "expected"),
+    [
+        ("airpatrol_vehicles_n_int8_openvino_model", 1, 1),
+        ("airpatrol_vehicles_n_int8_openvino_model", None, None),  # OpenVINO's own choice
+        ("airpatrol_vehicles_n.pt", 1, None),  # torch: threads set per process (pipelines.batch)
+    ],
+)
+def test_openvino_detector_threads(weights: str, threads: int | None, expected: int | None) -> None:
+    """``detector.threads`` recompiles the shipped OpenVINO model on that many threads (what a batch
+    worker sharing the cores asks for) and it still detects the same."""
+    from pipelines.config import DEFAULT_WEIGHTS_DIR
+
+    path = DEFAULT_WEIGHTS_DIR / weights
+    limited = YoloDetector(path, threads=threads)
+    assert limited.threads == expected
+    backend = limited._model.predictor.model.backend
+    if expected is not None:
+        assert backend.ov_compiled_model.get_property("INFERENCE_NUM_THREADS") == expected
+        assert (
+            str(backend.ov_compiled_model.get_property("PERFORMANCE_HINT")) == "LATENCY"
+        )  # ultralytics' kept
+        image = np.random.default_rng(0).integers(0, 255, (360, 640, 3), dtype=np.uint8)
+        a, b = limited(image), YoloDetector(path)(image)
+        np.testing.assert_allclose(a.xyxy, b.xyxy, atol=0.5)
