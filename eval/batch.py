@@ -21,7 +21,7 @@ from typing import Any
 from eval.datasets import Dataset, SequenceSpec
 from eval.results import EvalReport
 from eval.variants import OracleOptions, Variant
-from pipelines.batch import BatchError, Executor, run_batch
+from pipelines.batch import BatchError, Executor, configure_worker, run_batch
 from pipelines.config import PipelineConfig
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,10 @@ class SequenceJob:
     oracle: OracleOptions | None = None
     max_frames: int | None = None
 
+    @property
+    def threads(self) -> int | None:
+        return self.base.detector.threads
+
     def name_of(self, item: EvalItem) -> str:
         return f"{_safe(item.variant.name)}/{_safe(item.sequence.name)}"
 
@@ -72,6 +76,7 @@ class SequenceJob:
     def __call__(self, item: EvalItem, out_dir: Path) -> dict[str, Any]:
         from eval.runner import run_sequence
 
+        configure_worker(self.base)
         r = run_sequence(
             item.sequence,
             self.base,

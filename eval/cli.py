@@ -157,6 +157,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             progress=not args.quiet,
         )
     else:
+        from pipelines.batch import configure_worker
+
+        configure_worker(base_cfg)  # --threads-per-task
         report = evaluate(
             dataset,
             base_cfg,

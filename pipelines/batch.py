@@ -261,14 +261,23 @@ def worker_detector(dcfg: DetectorConfig) -> Any:
         return _DETECTORS[key]
 
 
-def limit_threads(threads: int | None) -> None:
-    """Cap torch's and OpenCV's CPU threads in this process (a worker sharing the box's cores)."""
+def configure_worker(config: PipelineConfig) -> None:
+    """CPU threads of this process as ``config.detector.threads`` says (a batch task sharing the
+    box's cores; None: the libraries' defaults, as in a single run). OpenCV gets them (optical
+    flow, resizing), OpenVINO gets them through the detector config. torch gets them only when it
+    runs the detector itself (weights other than OpenVINO/ONNX on the CPU); otherwise it only moves
+    tensors around OpenVINO and gets one: under Ray (which sets OMP_NUM_THREADS to the task's CPUs)
+    its idle OpenMP threads spun against OpenVINO's, +50 % CPU per frame on a worker's second
+    flight on the 2-core dev VM."""
+    threads = config.detector.threads
     if not threads:
         return
     import cv2
     import torch
 
-    torch.set_num_threads(threads)
+    weights = str(config.detector.weights or "")
+    torch_runs_it = config.detector.device == "cpu" and weights.endswith((".pt", ".pth", ".torchscript"))
+    torch.set_num_threads(threads if torch_runs_it else 1)
     cv2.setNumThreads(threads)
 
 
@@ -281,6 +290,10 @@ class ProcessJob:
     write_video: bool = True
     camera: str | None = None
     fps: float | None = None
+
+    @property
+    def threads(self) -> int | None:
+        return self.config.detector.threads
 
     def name_of(self, item: Flight) -> str:
         return item.name
@@ -301,6 +314,7 @@ class ProcessJob:
     def __call__(self, item: Flight, out_dir: Path) -> dict[str, Any]:
         from pipelines.runner import process_flight
 
+        configure_worker(self.config)
         model = worker_detector(self.config.detector)
         summary = process_flight(
             item.video,
@@ -414,9 +428,6 @@ class LocalExecutor:
 
     description = "local, one flight at a time"
 
-    def __init__(self, threads: int | None = None) -> None:
-        self.threads = threads
-
     def run(
         self,
         job: Job,
@@ -425,7 +436,6 @@ class LocalExecutor:
         out_root: Path,
         on_done: Callable[[Outcome], None],
     ) -> None:
-        limit_threads(self.threads)
         for item, fp in zip(items, fps, strict=True):
             name = job.name_of(item)
             try:
@@ -440,10 +450,9 @@ class LocalExecutor:
                 on_done(Outcome(name, record=record))
 
 
-def _ray_task(job: Job, item: Any, out_root: str, fp: str, threads: int | None) -> dict[str, Any]:
+def _ray_task(job: Job, item: Any, out_root: str, fp: str) -> dict[str, Any]:
     """The body of one Ray task (module level, so workers import it from the installed package)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    limit_threads(threads)
     return run_item(job, item, Path(out_root), fp, attempt_note="ray")
 
 
@@ -459,7 +468,6 @@ class RayExecutor:
     workers: int | None = None
     cpus_per_task: float = 1.0
     gpus_per_task: float = 0.0
-    threads_per_task: int | None = None
     retries: int = 3
     _started: bool = field(default=False, init=False)
 
@@ -469,12 +477,8 @@ class RayExecutor:
         return (
             f"{where}, {self.cpus_per_task:g} CPU"
             + (f" + {self.gpus_per_task:g} GPU" if self.gpus_per_task else "")
-            + f" and {self.threads or 'default'} thread(s) per task"
+            + " per task"
         )
-
-    @property
-    def threads(self) -> int | None:
-        return self.threads_per_task or max(1, int(self.cpus_per_task))
 
     def start(self) -> dict[str, Any]:
         try:
@@ -529,7 +533,7 @@ class RayExecutor:
         job_ref = ray.put(job)
         pending = {}
         for item, fp in zip(items, fps, strict=True):
-            ref = remote.remote(job_ref, item, str(out_root.resolve()), fp, self.threads)
+            ref = remote.remote(job_ref, item, str(out_root.resolve()), fp)
             pending[ref] = job.name_of(item)
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
@@ -552,7 +556,7 @@ Executor = LocalExecutor | RayExecutor
 def executor_for(ray: str | None, **kwargs: Any) -> Executor:
     """``--ray`` as given: None -> local loop; "local" -> a local Ray; else a cluster address."""
     if ray is None:
-        return LocalExecutor(threads=kwargs.get("threads_per_task"))
+        return LocalExecutor()
     return RayExecutor(address=None if ray == "local" else ray, **kwargs)
 
 
@@ -565,6 +569,7 @@ class BatchReport:
     executor: str
     items: list[dict[str, Any]]
     wall_s: float
+    threads: int | None = None  # CPU threads per task (None: the libraries' defaults, every core)
     machine: str = field(default_factory=lambda: f"{platform.node()} ({os.cpu_count()} CPUs)")
 
     def count(self, status: str) -> int:
@@ -595,6 +600,7 @@ class BatchReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "executor": self.executor,
+            "threads_per_task": self.threads,
             "machine": self.machine,
             "totals": self.totals(),
             "items": self.items,
@@ -606,7 +612,8 @@ class BatchReport:
             f"# Batch {self.out_dir.name}",
             "",
             f"{t['items']} item(s): {t['done']} run, {t['skipped']} already done (skipped), {t['failed']} failed; "
-            f"{t['frames']} frames, {t['violations']} violations; {t['wall_s']} s wall on {self.executor} "
+            f"{t['frames']} frames, {t['violations']} violations; {t['wall_s']} s wall on {self.executor}, "
+            f"{self.threads or 'default'} thread(s) per task "
             f"({self.machine}); {t['workers']} worker process(es), the detector loaded {t['detector_loads']} time(s).",
             "",
             "| item | status | frames | tracks | violations | fps | task s | worker |",
@@ -705,6 +712,7 @@ def run_batch(
             executor.description,
             [outcomes.get(n, {"name": n, "status": "failed", "error": "no result"}) for n in names],
             time.perf_counter() - t0,
+            getattr(job, "threads", None),
         )
         report.write()
     return report

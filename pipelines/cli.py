@@ -135,13 +135,12 @@ def executor_from_args(args: argparse.Namespace):
     from pipelines.batch import executor_for
 
     if args.ray is None:
-        return executor_for(None, threads_per_task=args.threads_per_task)
+        return executor_for(None)
     return executor_for(
         args.ray,
         workers=args.workers,
         cpus_per_task=args.cpus_per_task,
         gpus_per_task=args.gpus_per_task,
-        threads_per_task=args.threads_per_task,
         retries=max(0, args.retries),
     )
 
