@@ -450,6 +450,24 @@ class LocalExecutor:
                 on_done(Outcome(name, record=record))
 
 
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast with a clear message when nothing listens at a cluster's address (ray.init would
+    retry for minutes). ``auto`` is left to Ray (it reads the address of this machine's cluster)."""
+    if address == "auto":
+        return
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise BatchError(f"--ray {address}: expected 'auto', HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise BatchError(
+            f"cannot reach the Ray cluster at {address}: {exc.strerror or exc} (is `ray start --head` "
+            "running there, and the port open?)"
+        ) from None
+
+
 def _ray_task(job: Job, item: Any, out_root: str, fp: str) -> dict[str, Any]:
     """The body of one Ray task (module level, so workers import it from the installed package)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -494,6 +512,7 @@ class RayExecutor:
             kwargs |= {"num_cpus": cpus, "num_gpus": None}
             ray.init(**kwargs)
         else:
+            _check_reachable(self.address)
             try:
                 ray.init(address=self.address, **kwargs)
             except (ConnectionError, RuntimeError, ValueError) as exc:

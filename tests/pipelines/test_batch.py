@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -56,9 +58,15 @@ def flights(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*AIRPATROL, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False
+        [*AIRPATROL, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -394,3 +402,80 @@ def test_a_worker_killed_mid_flight_loses_and_duplicates_nothing(
         "f2",
         "f3",
     ]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_batch_joins_a_running_ray_cluster_by_address(flights: Path, local_batch: Path, tmp_path) -> None:
+    """``--ray HOST:PORT``: the flights go to a cluster started beforehand (``ray start --head``, as
+    on a real head node, with token authentication as docs/batch.md sets it up), not to a Ray of
+    the command's own; the cluster outlives the command. A wrong address fails fast and clearly."""
+    import secrets
+
+    ray_or_skip()
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    port = _free_port()
+    ray_tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    log_file = (tmp_path / "head.log").open("w")
+    head = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("ray")),
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            f"--temp-dir={ray_tmp}",  # short: Ray's socket paths must fit in 107 bytes
+        ],
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **auth},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port) and time.monotonic() < deadline:
+            assert head.poll() is None, (tmp_path / "head.log").read_text()[-3000:]
+            time.sleep(0.2)
+        out = tmp_path / "out"
+        args = ("process", str(flights), "--out", str(out), "--no-video", "-q", "--ray", f"127.0.0.1:{port}")
+        r = run_cli(*args, env=auth)
+        assert r.returncode == 0, r.stderr[-3000:]
+        report = json.loads((out / "batch.json").read_text())
+        assert report["executor"] == f"Ray at 127.0.0.1:{port}, 1 CPU per task"
+        assert _tracks(out) == _tracks(local_batch)
+        assert head.poll() is None  # the command left the cluster running
+
+        nobody = _free_port()
+        t0 = time.monotonic()
+        wrong = run_cli(
+            "process", str(flights), "--out", str(tmp_path / "x"), "-q", "--ray", f"127.0.0.1:{nobody}"
+        )
+        assert wrong.returncode == 2 and f"cannot reach the Ray cluster at 127.0.0.1:{nobody}" in wrong.stderr
+        assert "Traceback" not in wrong.stderr and time.monotonic() - t0 < 60
+    finally:
+        head.terminate()
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            head.kill()
+            head.wait()
+        log_file.close()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
