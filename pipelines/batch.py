@@ -479,7 +479,7 @@ class RayExecutor:
     """One Ray task per item. ``address``: None starts a local Ray on this machine with ``workers``
     task slots; ``"auto"`` joins the cluster this machine belongs to; ``host:port`` or
     ``ray://host:10001`` another one. Inputs and the output folder must be at the same path on every
-    node (a shared filesystem; docs/batch.md). A task whose worker dies is retried (``retries``);
+    node (a shared filesystem; docs/scale-out.md). A task whose worker dies is retried (``retries``);
     a task that raises (a corrupt video) is reported as failed and not retried."""
 
     address: str | None = None

@@ -104,7 +104,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
 
 def add_batch_options(p: argparse.ArgumentParser, unit: str) -> None:
     """``--ray`` and the per-task resources (pipelines.batch)."""
-    g = p.add_argument_group("batch on Ray (docs/batch.md)")
+    g = p.add_argument_group("batch on Ray (docs/scale-out.md)")
     g.add_argument(
         "--ray",
         nargs="?",

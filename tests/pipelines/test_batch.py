@@ -414,7 +414,7 @@ def _free_port() -> int:
 
 def test_a_batch_joins_a_running_ray_cluster_by_address(flights: Path, local_batch: Path, tmp_path) -> None:
     """``--ray HOST:PORT``: the flights go to a cluster started beforehand (``ray start --head``, as
-    on a real head node, with token authentication as docs/batch.md sets it up), not to a Ray of
+    on a real head node, with token authentication as docs/scale-out.md sets it up), not to a Ray of
     the command's own; the cluster outlives the command. A wrong address fails fast and clearly."""
     import secrets
 
