@@ -104,14 +104,23 @@ def _flight_name(relative: Path) -> str:
     return "/".join(cleaned) or "flight"
 
 
+def is_batch_output(folder: Path) -> bool:
+    """A batch's output folder, or one flight's inside it: never a flight to process."""
+    return (folder / LOCK_NAME).exists() or (folder / RECORD_NAME).exists()
+
+
 def _flights_in(folder: Path) -> list[Flight]:
     """Every video file and frame folder under ``folder``, named by its path relative to ``folder``.
-    Searched recursively, except inside a frame folder and a folder that holds videos (a flight's
-    own folder: its subfolders are its masks, ground truth, ...)."""
+    Searched recursively, except inside a frame folder, a folder that holds videos (a flight's own
+    folder: its subfolders are its masks, ground truth, ...) and a batch's outputs (an earlier run's
+    annotated videos are not flights)."""
     found: list[Flight] = []
     for root, dirs, files in os.walk(folder):
         here = Path(root)
         dirs.sort()
+        if is_batch_output(here):
+            dirs[:] = []
+            continue
         if any(f.lower().endswith(VIDEO_SUFFIXES) and not f.startswith(".") for f in files):
             dirs[:] = []
         keep = []
@@ -155,10 +164,11 @@ def _flights_in_list(list_file: Path) -> list[Flight]:
     return flights
 
 
-def discover_flights(inputs: Iterable[str | Path]) -> list[Flight]:
+def discover_flights(inputs: Iterable[str | Path], exclude: Path | None = None) -> list[Flight]:
     """The flights named by ``inputs``: video files, frame folders, folders of flights (searched
     recursively), glob patterns (quote them) and list files (``.txt``: one ``VIDEO [TELEMETRY]``
-    per line). A video's telemetry is the .SRT of the same name beside it unless a list names one."""
+    per line). A video's telemetry is the .SRT of the same name beside it unless a list names one.
+    Nothing under ``exclude`` (the batch's output folder) or under an earlier batch's outputs."""
     flights: list[Flight] = []
     for given in inputs:
         text = str(given)
@@ -183,10 +193,16 @@ def discover_flights(inputs: Iterable[str | Path]) -> list[Flight]:
                         f"{path}: no videos ({', '.join(VIDEO_SUFFIXES)}) or frame folders in it"
                     )
                 flights += inside
+    outside = exclude.resolve() if exclude is not None else None
     seen: dict[str, Flight] = {}
     videos: set[Path] = set()
     unique = []
     for f in flights:
+        where = f.video.resolve()
+        if (outside is not None and where.is_relative_to(outside)) or any(
+            is_batch_output(parent) for parent in where.parents
+        ):
+            continue  # an output of this batch or an earlier one (a glob over everything)
         if f.video.resolve() in videos:
             continue  # named twice (a folder and a glob): one flight, under its first name
         other = seen.get(f.name)

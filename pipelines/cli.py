@@ -179,9 +179,9 @@ def cmd_process_batch(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--srt names one flight's telemetry; in a batch each video's .SRT beside it is used (or a list file's second column)"
         )
-    flights = discover_flights(args.video)
-    config = batch_config(config_from_args(args), args)
     out = Path(args.out or Path("runs") / f"batch-{Path(str(args.video[0])).stem.strip('*?[]') or 'flights'}")
+    flights = discover_flights(args.video, exclude=out)
+    config = batch_config(config_from_args(args), args)
     job = ProcessJob(config, args.max_frames, not args.no_video, args.camera, args.fps)
     executor = executor_from_args(args)
     log.info("%d flight(s) -> %s on %s", len(flights), out, executor.description)

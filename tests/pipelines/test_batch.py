@@ -132,6 +132,19 @@ def test_discover_flights(tmp_path, monkeypatch, given, expected) -> None:
         )
 
 
+def test_outputs_inside_the_input_folder_are_not_flights(tmp_path) -> None:
+    """``airpatrol process /archive --out /archive/results``, run twice: the first run's annotated
+    videos are not flights of the second (nor of a batch over an older output folder)."""
+    _layout(tmp_path)
+    _touch(tmp_path / "results" / ".batch.lock")
+    _touch(tmp_path / "results" / "card" / "DJI_0001" / "annotated.mp4")
+    _touch(tmp_path / "older" / "DJI_0001" / RECORD_NAME, "{}")
+    _touch(tmp_path / "older" / "DJI_0001" / "annotated.mp4")
+    names = {f.name for f in discover_flights([tmp_path], exclude=tmp_path / "results")}
+    assert names == {"card/DJI_0001", "card/DJI_0002", "mot", "sim/video"}
+    assert {f.name for f in discover_flights([str(tmp_path / "**" / "*.mp4")])} == {"video"}  # sim/video.mp4
+
+
 def test_list_file_with_telemetry_and_comments(tmp_path) -> None:
     _layout(tmp_path)
     _touch(tmp_path / "logs" / "flight2.csv")
