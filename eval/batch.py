@@ -21,7 +21,7 @@ from typing import Any
 from eval.datasets import Dataset, SequenceSpec
 from eval.results import EvalReport
 from eval.variants import OracleOptions, Variant
-from pipelines.batch import BatchError, Executor, configure_worker, run_batch
+from pipelines.batch import BatchError, Executor, configure_worker, frame_done, frames_in, run_batch
 from pipelines.config import PipelineConfig
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,9 @@ class SequenceJob:
     def name_of(self, item: EvalItem) -> str:
         return f"{_safe(item.variant.name)}/{_safe(item.sequence.name)}"
 
+    def frames_of(self, item: EvalItem) -> int | None:
+        return frames_in(item.sequence.video, self.max_frames)
+
     def inputs_of(self, item: EvalItem) -> Sequence[Path]:
         return _paths(item.sequence)
 
@@ -85,6 +88,7 @@ class SequenceJob:
             max_frames=self.max_frames,
             progress=False,
             shared_models=True,
+            on_frame=frame_done,
         )
         (out_dir / RESULT_NAME).write_bytes(pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL))
         t = r.tracking or {}

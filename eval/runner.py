@@ -100,9 +100,11 @@ def run_sequence(
     max_frames: int | None = None,
     progress: bool = True,
     shared_models: bool = False,
+    on_frame=None,
 ) -> SequenceResult:
     """Run one sequence through ``build_pipeline`` and score it. ``shared_models``: take the
-    detector network from the process's cache (a batch worker's, :func:`pipelines.batch.worker_detector`)."""
+    detector network from the process's cache (a batch worker's, :func:`pipelines.batch.worker_detector`);
+    ``on_frame()``: called after every frame (a batch's progress)."""
     from pipelines.builder import build_pipeline  # loads torch
     from pipelines.runner import load_frames, run_pipeline  # loads torch
 
@@ -129,6 +131,8 @@ def run_sequence(
     def on_result(r) -> None:
         collector.add(r.frame.index, r.detections)
         egos[r.frame.index] = (r.ego.homography, r.ego.valid)
+        if on_frame is not None:
+            on_frame()
 
     total = source.frame_count if max_frames is None else min(max_frames, source.frame_count or max_frames)
     summary = run_pipeline(pipeline, frames, on_result=on_result, progress_total=total, progress=progress)

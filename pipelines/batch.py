@@ -264,6 +264,20 @@ _DETECTORS_LOCK = threading.Lock()
 LOADS: dict[str, int] = {"detector": 0}  # models this process loaded (the batch report counts them)
 
 
+def frames_in(video: Path, max_frames: int | None = None) -> int | None:
+    """Frames of a video or frame folder from its header (None when it does not say)."""
+    from pipelines.sources import open_source
+
+    try:
+        source = open_source(video, max_frames=max_frames)
+    except Exception:  # noqa: BLE001 - a broken file fails in its own task, with its own message
+        return None
+    try:
+        return source.frame_count
+    finally:
+        source.close()
+
+
 def worker_detector(dcfg: DetectorConfig) -> Any:
     """The detector network of ``dcfg``, loaded once per process and reused by every flight this
     worker runs (each flight still gets its own pipeline: tracker, speed and rules state)."""
@@ -314,6 +328,9 @@ class ProcessJob:
     def name_of(self, item: Flight) -> str:
         return item.name
 
+    def frames_of(self, item: Flight) -> int | None:
+        return frames_in(item.video, self.max_frames)
+
     def inputs_of(self, item: Flight) -> Sequence[Path]:
         return item.inputs
 
@@ -343,6 +360,7 @@ class ProcessJob:
             camera=self.camera,
             fps=self.fps,
             model=model,
+            on_result=lambda _: frame_done(),
         )
         return {k: summary.get(k) for k in ("frames", "tracks", "violations", "fps", "wall_s")}
 
@@ -389,9 +407,54 @@ def _commit(partial: Path, final: Path, fp: str) -> tuple[dict[str, Any], bool]:
     return read_record(final) or {}, True
 
 
-def run_item(job: Job, item: Any, out_root: Path, fp: str, attempt_note: str = "") -> dict[str, Any]:
+FrameReporter = Callable[[str, str, int], None]  # (item name, attempt, frames done so far)
+_frame_hook: Callable[[], None] | None = None
+
+
+def frame_done() -> None:
+    """Called by a job for every frame it has processed: the batch's progress (a no-op outside one)."""
+    if _frame_hook is not None:
+        _frame_hook()
+
+
+@contextlib.contextmanager
+def _reporting(name: str, attempt: str, report: FrameReporter | None, every_s: float):
+    """Route :func:`frame_done` to ``report`` (at most every ``every_s`` seconds, and at the end)."""
+    global _frame_hook
+    if report is None:
+        yield
+        return
+    count = 0
+    last = 0.0
+
+    def hook() -> None:
+        nonlocal count, last
+        count += 1
+        now = time.monotonic()
+        if now - last >= every_s:
+            last = now
+            report(name, attempt, count)
+
+    _frame_hook = hook
+    try:
+        yield
+    finally:
+        _frame_hook = None
+        report(name, attempt, count)
+
+
+def run_item(
+    job: Job,
+    item: Any,
+    out_root: Path,
+    fp: str,
+    attempt_note: str = "",
+    report: FrameReporter | None = None,
+    report_every_s: float = 0.0,
+) -> dict[str, Any]:
     """Run one item of a batch exactly once into ``out_root/<name>/`` (see the module docstring).
-    Returns its record: the job's summary plus name, fingerprint, status, worker and timing."""
+    Returns its record: the job's summary plus name, fingerprint, status, worker and timing.
+    ``report``: told the frames done as the job runs (the batch's progress)."""
     name = job.name_of(item)
     final = out_root / name
     done = read_record(final)
@@ -407,7 +470,8 @@ def run_item(job: Job, item: Any, out_root: Path, fp: str, attempt_note: str = "
     t0 = time.perf_counter()
     loads_before = dict(LOADS)
     try:
-        summary = job(item, partial)
+        with _reporting(name, attempt, report, report_every_s):
+            summary = job(item, partial)
         record = {
             "name": name,
             "status": "done",
@@ -451,11 +515,12 @@ class LocalExecutor:
         fps: Sequence[str],
         out_root: Path,
         on_done: Callable[[Outcome], None],
+        progress: BatchProgress,
     ) -> None:
         for item, fp in zip(items, fps, strict=True):
             name = job.name_of(item)
             try:
-                record = run_item(job, item, out_root, fp)
+                record = run_item(job, item, out_root, fp, report=progress.running, report_every_s=0.2)
             except Exception as exc:  # noqa: BLE001 - one bad flight must not stop the batch
                 if is_user_error(exc):
                     log.error("%s failed: %s", name, exc)
@@ -484,10 +549,27 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
-def _ray_task(job: Job, item: Any, out_root: str, fp: str) -> dict[str, Any]:
+def _ray_task(job: Job, item: Any, out_root: str, fp: str, tally: Any) -> dict[str, Any]:
     """The body of one Ray task (module level, so workers import it from the installed package)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return run_item(job, item, Path(out_root), fp, attempt_note="ray")
+
+    def report(name: str, attempt: str, frames: int) -> None:
+        tally.running.remote(name, attempt, frames)
+
+    return run_item(job, item, Path(out_root), fp, attempt_note="ray", report=report, report_every_s=1.0)
+
+
+class _FrameTally:
+    """A Ray actor the tasks tell their frames to; the driver reads it for the batch's progress."""
+
+    def __init__(self) -> None:
+        self.frames: dict[str, tuple[str, int]] = {}
+
+    def running(self, name: str, attempt: str, frames: int) -> None:
+        self.frames[name] = (attempt, frames)
+
+    def snapshot(self) -> dict[str, tuple[str, int]]:
+        return dict(self.frames)
 
 
 @dataclass
@@ -550,6 +632,7 @@ class RayExecutor:
         fps: Sequence[str],
         out_root: Path,
         on_done: Callable[[Outcome], None],
+        progress: BatchProgress,
     ) -> None:
         import ray
 
@@ -566,12 +649,15 @@ class RayExecutor:
             retry_exceptions=False,
         )
         job_ref = ray.put(job)
+        tally = ray.remote(num_cpus=0)(_FrameTally).remote()
         pending = {}
         for item, fp in zip(items, fps, strict=True):
-            ref = remote.remote(job_ref, item, str(out_root.resolve()), fp)
+            ref = remote.remote(job_ref, item, str(out_root.resolve()), fp, tally)
             pending[ref] = job.name_of(item)
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            for name, (attempt, frames) in ray.get(tally.snapshot.remote()).items():
+                progress.running(name, attempt, frames)
             for ref in ready:
                 name = pending.pop(ref)
                 try:
@@ -707,55 +793,101 @@ def run_batch(
         shutil.rmtree(out_root / RUNNING_DIR, ignore_errors=True)
         per_item = getattr(job, "item_settings", None)
         fps = [fingerprint(job.inputs_of(i), [settings, per_item(i) if per_item else None]) for i in items]
-        outcomes: dict[str, dict[str, Any]] = {}
-        bar = _progress_bar(len(items), progress)
-        frames = 0
-        t0 = time.perf_counter()
-
-        def on_done(o: Outcome) -> None:
-            nonlocal frames
-            if o.record is not None:
-                outcomes[o.name] = dict(o.record)
-                frames += int((o.record.get("summary") or {}).get("frames") or 0)
-            else:
-                outcomes[o.name] = {"name": o.name, "status": "failed", "error": o.error}
-            n = len(outcomes)
-            failed = sum(1 for r in outcomes.values() if r["status"] == "failed")
-            log.info(
-                "batch: %d/%d items (%d failed), %d frames, %.0f s",
-                n,
-                len(items),
-                failed,
-                frames,
-                time.perf_counter() - t0,
-            )
-            if bar is not None:
-                bar.set_postfix_str(f"{frames} frames, {failed} failed")
-                bar.update(1)
-
+        frames_of = getattr(job, "frames_of", None)
+        counts = [frames_of(i) for i in items] if frames_of else []
+        total = sum(counts) if counts and all(c is not None for c in counts) else None
+        tracker = BatchProgress(len(items), total, show=progress)
         try:
-            executor.run(job, items, fps, out_root, on_done)
+            executor.run(job, items, fps, out_root, tracker.done, tracker)
         finally:
-            if bar is not None:
-                bar.close()
+            tracker.close()
             if isinstance(executor, RayExecutor):
                 executor.stop()
+        outcomes = tracker.outcomes
         shutil.rmtree(out_root / PARTIAL_DIR, ignore_errors=True)
         shutil.rmtree(out_root / RUNNING_DIR, ignore_errors=True)
         report = BatchReport(
             out_root,
             executor.description,
             [outcomes.get(n, {"name": n, "status": "failed", "error": "no result"}) for n in names],
-            time.perf_counter() - t0,
+            tracker.elapsed_s,
             getattr(job, "threads", None),
         )
         report.write()
     return report
 
 
-def _progress_bar(total: int, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
+class BatchProgress:
+    """Progress across the whole batch: items finished, and frames done (finished items' and the
+    running attempts' as their tasks report them; a retried item counts from its new attempt) out
+    of the batch's total when the inputs' headers give it. A progress bar, and a log line at most
+    every ``log_every_s`` seconds and for every finished item."""
 
-    return tqdm(total=total, unit="flight", desc="batch")
+    def __init__(
+        self, items: int, total_frames: int | None, show: bool = True, log_every_s: float = 10.0
+    ) -> None:
+        self.items = items
+        self.total_frames = total_frames
+        self.outcomes: dict[str, dict[str, Any]] = {}
+        self._running: dict[str, tuple[str, int]] = {}
+        self._finished_frames = 0
+        self._t0 = time.perf_counter()
+        self._logged = self._t0
+        self._log_every_s = log_every_s
+        self._bar = None
+        if show:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total_frames, unit="frame", desc="batch", dynamic_ncols=True)
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self._t0
+
+    @property
+    def frames(self) -> int:
+        return self._finished_frames + sum(f for _, f in self._running.values())
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for r in self.outcomes.values() if r["status"] == "failed")
+
+    def running(self, name: str, attempt: str, frames: int) -> None:
+        if name in self.outcomes:
+            return  # a late report of a finished item
+        self._running[name] = (attempt, frames)
+        self._refresh(force=False)
+
+    def done(self, o: Outcome) -> None:
+        self._running.pop(o.name, None)
+        if o.record is not None:
+            self.outcomes[o.name] = dict(o.record)
+            self._finished_frames += int((o.record.get("summary") or {}).get("frames") or 0)
+        else:
+            self.outcomes[o.name] = {"name": o.name, "status": "failed", "error": o.error}
+        self._refresh(force=True)
+
+    def line(self) -> str:
+        frames = self.frames
+        of = f"/{self.total_frames}" if self.total_frames else ""
+        text = f"{len(self.outcomes)}/{self.items} items ({self.failed} failed), {frames}{of} frames, {self.elapsed_s:.0f} s"
+        if self.total_frames and 0 < frames < self.total_frames and len(self.outcomes) < self.items:
+            left = max(0, self.total_frames - frames) * self.elapsed_s / frames
+            text += f", about {left:.0f} s left"
+        return text
+
+    def _refresh(self, force: bool) -> None:
+        now = time.perf_counter()
+        if force or now - self._logged >= self._log_every_s:
+            self._logged = now
+            log.info("batch: %s", self.line())
+        if self._bar is not None:
+            self._bar.n = self.frames
+            self._bar.set_postfix_str(
+                f"{len(self.outcomes)}/{self.items} items, {self.failed} failed", refresh=False
+            )
+            self._bar.refresh()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

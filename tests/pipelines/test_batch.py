@@ -299,6 +299,24 @@ def test_local_executor_keeps_going_after_an_unexpected_error(tmp_path) -> None:
     assert report.items[0]["error"] == "RuntimeError: decoder crashed"
 
 
+def test_progress_counts_running_attempts_once() -> None:
+    """A retried item's frames count from its new attempt; a finished item counts its summary's
+    frames; a late report of a finished item changes nothing."""
+    from pipelines.batch import BatchProgress, Outcome
+
+    p = BatchProgress(items=2, total_frames=100, show=False)
+    p.running("a", "1", 30)
+    p.running("b", "1", 10)
+    assert p.frames == 40
+    p.running("a", "2", 5)  # a's worker died after 30 frames; its retry has done 5
+    assert p.frames == 15
+    p.done(Outcome("a", record={"status": "done", "summary": {"frames": 50}}))
+    p.running("a", "2", 50)
+    assert p.frames == 60 and p.line().startswith("1/2 items (0 failed), 60/100 frames")
+    p.done(Outcome("b", error="SourceError: damaged"))
+    assert p.frames == 50 and p.failed == 1 and "left" not in p.line()
+
+
 # ---------------------------------------------------------------- real batches
 
 
@@ -346,6 +364,7 @@ def test_ray_batch_matches_the_local_one(flights: Path, local_batch: Path, tmp_p
     report = json.loads((out / "batch.json").read_text())
     assert report["executor"] == "local Ray, 1 CPU per task" and report["threads_per_task"] == 1
     assert report["totals"]["done"] == 3 and report["totals"]["workers"] >= 1
+    assert "batch: 3/3 items (0 failed), 180/180 frames" in r.stderr  # progress from the tasks
     # a worker loads the detector once however many flights it runs
     assert report["totals"]["detector_loads"] == report["totals"]["workers"]
     assert _tracks(out) == _tracks(local_batch)
@@ -404,6 +423,7 @@ def test_a_worker_killed_mid_flight_loses_and_duplicates_nothing(
     assert killed, "the flight never started writing"
     assert proc.returncode == 0, stderr[-3000:]
     assert "3 flights: 3 processed, 0 already done, 0 failed" in stdout
+    assert "batch: 3/3 items (0 failed), 180/180 frames" in stderr  # the killed attempt's not counted
     record = json.loads((out / "f2" / "video" / RECORD_NAME).read_text())
     assert record["worker"]["attempt"] != killed["attempt"] and record["worker"]["pid"] != killed["pid"]
     assert _tracks(out) == _tracks(local_batch)  # complete, and exactly the one-process result
