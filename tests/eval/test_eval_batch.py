@@ -4,6 +4,7 @@ same report as the sequential evaluator's, and resumable."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,10 @@ def _without_timings(value):
 def _eval(dataset: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
     args = [sys.executable, "-m", "airpatrol.cli", "eval", str(dataset), "--out", str(out), "-q"]
     args += ["--ablate", "egomotion=off", "--max-frames", "45", *extra]
-    return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    # normal priority for Ray's workers (nice 15 by default starved them under other load: see
+    # tests/pipelines/test_batch.py)
+    env = {**os.environ, "RAY_worker_niceness": "0"}
+    return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600, check=False, env=env)
 
 
 def test_eval_on_ray_equals_the_sequential_evaluation_and_resumes(

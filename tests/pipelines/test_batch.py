@@ -33,6 +33,10 @@ from pipelines.batch import (
 
 REPO = Path(__file__).resolve().parents[2]
 AIRPATROL = [sys.executable, "-m", "airpatrol.cli"]
+# Ray runs its workers at nice 15 (a batch yields to everything else on the box, e.g. a live
+# server: kept in the product). Under other load that starved these tests' workers (a 20 s batch
+# took 230 s beside two CPU hogs, and the kill test gave up waiting): they run at normal priority.
+RAY_TEST_ENV = {"RAY_worker_niceness": "0"}
 
 # Small simulated flights: 640x360 at 30 fps, nadir 60 m, a few vehicles each.
 SPEC = FlightSpec(duration_s=2.0, fps=30.0, width=640, height=360, altitude_m=60.0, n_vehicles=6)
@@ -66,7 +70,7 @@ def run_cli(*args: str, timeout: float = 300, env: dict | None = None) -> subpro
         text=True,
         timeout=timeout,
         check=False,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **RAY_TEST_ENV, **(env or {})},
     )
 
 
@@ -409,6 +413,7 @@ def test_a_worker_killed_mid_flight_loses_and_duplicates_nothing(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, **RAY_TEST_ENV},
     )
     killed: dict = {}
     try:
@@ -470,7 +475,7 @@ def test_a_batch_joins_a_running_ray_cluster_by_address(flights: Path, local_bat
         ],
         stdout=log_file,
         stderr=subprocess.STDOUT,
-        env={**os.environ, **auth},
+        env={**os.environ, **RAY_TEST_ENV, **auth},
     )
     try:
         deadline = time.monotonic() + 60
