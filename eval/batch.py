@@ -21,7 +21,15 @@ from typing import Any
 from eval.datasets import Dataset, SequenceSpec
 from eval.results import EvalReport
 from eval.variants import OracleOptions, Variant
-from pipelines.batch import BatchError, Executor, configure_worker, frame_done, frames_in, run_batch
+from pipelines.batch import (
+    BatchError,
+    Executor,
+    configure_worker,
+    frame_done,
+    frames_in,
+    run_batch,
+    safe_name_part,
+)
 from pipelines.config import PipelineConfig
 
 log = logging.getLogger(__name__)
@@ -57,7 +65,7 @@ class SequenceJob:
         return self.base.detector.threads
 
     def name_of(self, item: EvalItem) -> str:
-        return f"{_safe(item.variant.name)}/{_safe(item.sequence.name)}"
+        return f"{safe_name_part(item.variant.name)}/{safe_name_part(item.sequence.name)}"
 
     def frames_of(self, item: EvalItem) -> int | None:
         return frames_in(item.sequence.video, self.max_frames)
@@ -101,10 +109,6 @@ class SequenceJob:
             "IDF1": t.get("IDF1"),
             "speed_mae_kmh": (r.speed or {}).get("mae_kmh"),
         }
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name).lstrip(".") or "_"
 
 
 def evaluate_on(

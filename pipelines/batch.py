@@ -45,6 +45,7 @@ from typing import Any, Protocol
 
 from pipelines.config import DetectorConfig, PipelineConfig
 from pipelines.errors import AirPatrolError, is_user_error
+from pipelines.sinks import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +99,14 @@ def is_sequence_folder(path: Path) -> bool:
         return False
 
 
+def safe_name_part(text: str) -> str:
+    """One path component of an output name: letters, digits, '._-'; never hidden, never empty."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in text).lstrip(".") or "_"
+
+
 def _flight_name(relative: Path) -> str:
     parts = [p for p in relative.with_suffix("").parts if p not in ("", ".")]
-    cleaned = ["".join(c if c.isalnum() or c in "._-" else "_" for c in p).lstrip(".") or "_" for p in parts]
-    return "/".join(cleaned) or "flight"
+    return "/".join(safe_name_part(p) for p in parts) or "flight"
 
 
 def is_batch_output(folder: Path) -> bool:
@@ -203,7 +208,7 @@ def discover_flights(inputs: Iterable[str | Path], exclude: Path | None = None) 
             is_batch_output(parent) for parent in where.parents
         ):
             continue  # an output of this batch or an earlier one (a glob over everything)
-        if f.video.resolve() in videos:
+        if where in videos:
             continue  # named twice (a folder and a glob): one flight, under its first name
         other = seen.get(f.name)
         if other is not None:
@@ -211,7 +216,7 @@ def discover_flights(inputs: Iterable[str | Path], exclude: Path | None = None) 
                 f"two flights would write to {f.name!r}: {other.video} and {f.video} (rename one)"
             )
         seen[f.name] = f
-        videos.add(f.video.resolve())
+        videos.add(where)
         unique.append(f)
     if not unique:
         raise BatchError("no flights given")
@@ -380,9 +385,7 @@ def read_record(folder: Path) -> dict[str, Any] | None:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def _commit(partial: Path, final: Path, fp: str) -> tuple[dict[str, Any], bool]:
@@ -466,7 +469,10 @@ def run_item(
     running = out_root / RUNNING_DIR / f"{_safe(name)}.{attempt}.json"
     running.parent.mkdir(parents=True, exist_ok=True)
     worker = {"host": socket.gethostname(), "pid": os.getpid(), "attempt": attempt}
-    _write_json(running, {"name": name, **worker, "started": time.time(), "note": attempt_note})
+    _write_json(
+        running,
+        {"name": name, **worker, "folder": str(partial), "started": time.time(), "note": attempt_note},
+    )
     t0 = time.perf_counter()
     loads_before = dict(LOADS)
     try:
@@ -493,6 +499,18 @@ def run_item(
             running.unlink()
 
 
+def running_attempts(out_root: Path) -> list[dict[str, Any]]:
+    """The attempts running now in a batch's output folder: name, host, pid, attempt, started,
+    and ``folder``, the attempt's own output folder as it fills (committed when it ends)."""
+    found = []
+    for marker in sorted((Path(out_root) / RUNNING_DIR).glob("*.json")):
+        try:
+            found.append(json.loads(marker.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue  # gone since (the attempt ended)
+    return found
+
+
 # ---------------------------------------------------------------- executors
 
 
@@ -514,7 +532,6 @@ class LocalExecutor:
         items: Sequence[Any],
         fps: Sequence[str],
         out_root: Path,
-        on_done: Callable[[Outcome], None],
         progress: BatchProgress,
     ) -> None:
         for item, fp in zip(items, fps, strict=True):
@@ -526,9 +543,9 @@ class LocalExecutor:
                     log.error("%s failed: %s", name, exc)
                 else:
                     log.exception("%s failed", name)
-                on_done(Outcome(name, error=f"{type(exc).__name__}: {exc}"))
+                progress.done(Outcome(name, error=f"{type(exc).__name__}: {exc}"))
             else:
-                on_done(Outcome(name, record=record))
+                progress.done(Outcome(name, record=record))
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
@@ -631,7 +648,6 @@ class RayExecutor:
         items: Sequence[Any],
         fps: Sequence[str],
         out_root: Path,
-        on_done: Callable[[Outcome], None],
         progress: BatchProgress,
     ) -> None:
         import ray
@@ -661,14 +677,14 @@ class RayExecutor:
             for ref in ready:
                 name = pending.pop(ref)
                 try:
-                    on_done(Outcome(name, record=ray.get(ref)))
+                    progress.done(Outcome(name, record=ray.get(ref)))
                 except ray.exceptions.RayTaskError as exc:
                     cause = exc.cause if getattr(exc, "cause", None) is not None else exc
                     log.error("%s failed: %s", name, cause)
-                    on_done(Outcome(name, error=f"{type(cause).__name__}: {cause}"))
+                    progress.done(Outcome(name, error=f"{type(cause).__name__}: {cause}"))
                 except ray.exceptions.RayError as exc:  # worker died more often than retries allow
                     log.error("%s failed: %s", name, exc)
-                    on_done(Outcome(name, error=f"{type(exc).__name__}: {str(exc).splitlines()[0]}"))
+                    progress.done(Outcome(name, error=f"{type(exc).__name__}: {str(exc).splitlines()[0]}"))
 
 
 Executor = LocalExecutor | RayExecutor
@@ -798,7 +814,7 @@ def run_batch(
         total = sum(counts) if counts and all(c is not None for c in counts) else None
         tracker = BatchProgress(len(items), total, show=progress)
         try:
-            executor.run(job, items, fps, out_root, tracker.done, tracker)
+            executor.run(job, items, fps, out_root, tracker)
         finally:
             tracker.close()
             if isinstance(executor, RayExecutor):

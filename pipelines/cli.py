@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import logging
 from pathlib import Path
@@ -165,7 +166,7 @@ def is_batch(args: argparse.Namespace) -> bool:
     if "://" in text:
         return False
     path = Path(text).expanduser()
-    if any(c in text for c in "*?[") and not path.exists():
+    if glob.has_magic(text) and not path.exists():
         return True
     if path.is_file():
         return path.suffix.lower() in LIST_SUFFIXES

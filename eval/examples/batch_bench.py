@@ -31,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 from eval.simulate import FlightSpec, simulate_flight  # noqa: E402
-from pipelines.batch import PARTIAL_DIR, RUNNING_DIR  # noqa: E402
+from pipelines.batch import running_attempts  # noqa: E402
 
 log = logging.getLogger("batch_bench")
 
@@ -61,12 +61,10 @@ def make_flights(root: Path, n: int, seconds: float, size: tuple[int, int]) -> N
 def kill_one_mid_flight(out: Path, proc: subprocess.Popen) -> dict:
     """SIGKILL the first worker seen with at least 30 frames of a flight written."""
     while proc.poll() is None:
-        for marker in sorted((out / RUNNING_DIR).glob("*.json")) if (out / RUNNING_DIR).is_dir() else []:
+        for attempt in running_attempts(out):
             try:
-                attempt = json.loads(marker.read_text())
-                name = marker.name.rsplit(".", 2)[0]
-                tracks = (out / PARTIAL_DIR / f"{name}.{attempt['attempt']}" / "tracks.txt").read_text()
-            except (OSError, ValueError):
+                tracks = (Path(attempt["folder"]) / "tracks.txt").read_text()
+            except OSError:
                 continue
             frames = len({line.split(",", 1)[0] for line in tracks.splitlines()})
             if frames >= 30:

@@ -29,6 +29,7 @@ from pipelines.batch import (
     fingerprint,
     run_batch,
     run_item,
+    running_attempts,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -374,15 +375,13 @@ def test_ray_batch_matches_the_local_one(flights: Path, local_batch: Path, tmp_p
     assert _tracks(out) == _tracks(local_batch)
 
 
-def _kill_when_writing(out: Path, prefix: str, min_lines: int) -> dict:
-    """SIGKILL the worker running ``prefix`` once its attempt has written ``min_lines`` tracks."""
-    running = out / RUNNING_DIR
-    for marker in sorted(running.glob(f"{prefix}.*.json")) if running.is_dir() else []:
+def _kill_when_writing(out: Path, name: str, min_lines: int) -> dict:
+    """SIGKILL the worker running ``name`` once its attempt has written ``min_lines`` tracks."""
+    for attempt in running_attempts(out):
         try:
-            attempt = json.loads(marker.read_text())
-            tracks = (out / PARTIAL_DIR / f"{prefix}.{attempt['attempt']}" / "tracks.txt").read_text()
-        except (OSError, ValueError):
-            continue  # being written, or no frame yet
+            tracks = (Path(attempt["folder"]) / "tracks.txt").read_text() if attempt["name"] == name else ""
+        except OSError:
+            continue  # no frame yet
         if tracks.count("\n") >= min_lines:
             os.kill(attempt["pid"], signal.SIGKILL)
             return attempt | {"lines_written": tracks.count("\n")}
@@ -419,7 +418,7 @@ def test_a_worker_killed_mid_flight_loses_and_duplicates_nothing(
     try:
         deadline = time.monotonic() + 120
         while not killed and time.monotonic() < deadline and proc.poll() is None:
-            killed = _kill_when_writing(out, "f2__video", min_lines=5)
+            killed = _kill_when_writing(out, "f2/video", min_lines=5)
             time.sleep(0.02)
         stdout, stderr = proc.communicate(timeout=300)
     finally:
