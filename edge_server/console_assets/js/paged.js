@@ -13,6 +13,7 @@ export class PagedTable {
     this.cursor = null;
     this.selected = null;
     this.generation = 0;
+    this.loading = false;
     more.addEventListener("click", () => this.load(false));
   }
 
@@ -48,6 +49,7 @@ export class PagedTable {
   }
 
   showStatus() {
+    if (this.loading) return; // a row pushed live while a page loads: "Loading…" stays until it is in
     const size = this.rows.size;
     this.status.classList.remove("error");
     this.status.textContent = size ? `${size} shown${this.cursor ? ", more on the server" : ""}` : `No ${this.noun}.`;
@@ -66,14 +68,18 @@ export class PagedTable {
       this.rows.clear();
       clear(this.body);
     }
+    this.loading = true;
     this.say("Loading…");
     try {
       const page = await get(this.path, { ...this.query(), limit: PAGE_SIZE, cursor: reset ? undefined : this.cursor });
       if (mine !== this.generation) return; // the filters changed meanwhile
       for (const item of page.items) this.put(item);
       this.cursor = page.next_cursor;
+      this.loading = false;
       this.showStatus();
     } catch (error) {
+      if (mine !== this.generation) return;
+      this.loading = false;
       this.say(`Cannot list: ${errorText(error)}`, true);
     }
   }
