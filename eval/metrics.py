@@ -354,6 +354,9 @@ class SpeedSamples:
     pitch_deg: np.ndarray
     sigma_kmh: np.ndarray  # the engine's reported one-sigma of pred_kmh (NaN when unknown)
     trusted: np.ndarray  # bool: the speed stage stood behind pred_kmh
+    # sigma_kmh without its altitude term (speed.altitude_sigma_frac x speed, in quadrature): the
+    # measurement's own uncertainty, the part a flight with exact altitude (a simulation) can check
+    measurement_sigma_kmh: np.ndarray
 
     @staticmethod
     def concat(items: Sequence[SpeedSamples]) -> SpeedSamples:
@@ -370,6 +373,7 @@ class SpeedSamples:
                 z,
                 z,
                 z.astype(bool),
+                z,
             )
         return SpeedSamples(*(np.concatenate([getattr(s, f) for s in items]) for f in SpeedSamples.__slots__))
 
@@ -388,7 +392,11 @@ def speed_samples(
     gt_speeds: GtSpeeds,
     altitude_m: float | None = None,
     pitch_deg: float | None = None,
+    altitude_sigma_frac: float = 0.0,
 ) -> SpeedSamples:
+    """The matched (frame, vehicle) pairs with a true speed. ``altitude_sigma_frac``: the
+    configuration's ``speed.altitude_sigma_frac``, taken out of the reported sigma for
+    ``measurement_sigma_kmh``."""
     lookup = gt_speeds.lookup()
     sigmas, trust = pred.sigmas(), pred.trust()
     rows = []
@@ -409,6 +417,8 @@ def speed_samples(
         )
     n = len(rows)
     a = np.array(rows, dtype=float).reshape(n, 7)
+    with np.errstate(invalid="ignore"):
+        measurement = np.sqrt(np.maximum(a[:, 5] ** 2 - (altitude_sigma_frac * a[:, 4]) ** 2, 0.0))
     return SpeedSamples(
         np.full(n, sequence, dtype=object),
         a[:, 0].astype(int),
@@ -420,6 +430,7 @@ def speed_samples(
         np.full(n, np.nan if pitch_deg is None else pitch_deg),
         a[:, 5],
         a[:, 6].astype(bool),
+        measurement,
     )
 
 
@@ -469,6 +480,9 @@ def summarize_speed(samples: SpeedSamples) -> dict:
     out["matched"] = int(len(samples))
     out["coverage"] = float(np.isfinite(samples.pred_kmh).mean()) if len(samples) else 0.0
     out["sigma"] = sigma_calibration(samples.gt_kmh, samples.pred_kmh, samples.sigma_kmh)
+    out["measurement_sigma"] = sigma_calibration(
+        samples.gt_kmh, samples.pred_kmh, samples.measurement_sigma_kmh
+    )
     reported = np.isfinite(samples.pred_kmh)
     untrusted = reported & ~samples.trusted
     out["untrusted_share"] = float(untrusted.sum() / reported.sum()) if reported.any() else 0.0

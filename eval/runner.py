@@ -154,7 +154,9 @@ def run_sequence(
     else:
         matched = prepare_sequence(gt.truncated(n_frames), tracks, n_frames, source.size)
         last_t = (n_frames - 1) / source.fps if source.fps else None
-        scores = _score(seq, matched, tracks, predicted, last_t, altitude, pitch)
+        scores = _score(
+            seq, matched, tracks, predicted, last_t, altitude, pitch, cfg.speed.altitude_sigma_frac
+        )
     return SequenceResult(
         variant=variant.name,
         sequence=seq.name,
@@ -227,9 +229,11 @@ def _score(
     last_t: float | None,
     altitude: float | None,
     pitch: float | None,
+    altitude_sigma_frac: float = 0.0,
 ) -> dict[str, Any]:
     """Tracking, speed and violation scores (the :class:`SequenceResult` fields of that name) of
-    the predicted ``tracks`` matched to the ground truth; violations up to ``last_t`` seconds."""
+    the predicted ``tracks`` matched to the ground truth; violations up to ``last_t`` seconds.
+    ``altitude_sigma_frac``: the configuration's, for the measurement's own sigma."""
     tracking_raw = raw_tracking_results(matched)
     scores: dict[str, Any] = {
         "tracking": summarize_tracking(tracking_raw),
@@ -240,7 +244,7 @@ def _score(
     }
     gt_speeds = seq.load_speeds()
     if gt_speeds is not None:
-        samples = speed_samples(seq.name, matched, tracks, gt_speeds, altitude, pitch)
+        samples = speed_samples(seq.name, matched, tracks, gt_speeds, altitude, pitch, altitude_sigma_frac)
         scores |= {"speed": summarize_speed(samples), "speed_samples": samples}
     truth = seq.load_violations()
     if truth is not None:

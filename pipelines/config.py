@@ -191,7 +191,18 @@ class TrackerConfig(_Section):
 
 class SpeedConfig(_Section):
     window_s: float = Field(1.0, gt=0)  # robust fit over this trailing window
+    # the acceleration that carries the window's speed to its last frame is estimated over this
+    # longer history (pipelines.speed.velocity_now_many); at most window_s: no carry (the window
+    # middle's speed, half a window late for a vehicle that speeds up or brakes)
+    accel_window_s: float = Field(3.0, ge=0)
+    # how long box errors last: a shorter history sees them as motion, not scatter, so its sigma
+    # is widened by sqrt(1 + (this / history)^2) (pipelines.speed.velocity_now_many); 0: off
+    error_correlation_s: float = Field(1.0, ge=0)
     min_track_age_s: float = Field(0.5, ge=0)
+    # a younger track's speed is reported once its measurement sigma (the fit's, without the
+    # altitude term) is at most this: low over the road a vehicle crosses the frame in 2 s, and
+    # a quarter-second of it already measures its speed well; None: never before min_track_age_s
+    early_max_sigma_kmh: float | None = Field(1.5, gt=0)
     min_samples: int = Field(6, ge=2)
     max_plausible_kmh: float = Field(250.0, gt=0)
     altitude_sigma_frac: float = Field(0.02, ge=0)  # relative altitude uncertainty -> speed sigma

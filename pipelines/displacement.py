@@ -16,8 +16,15 @@ turns metres into km/h. For each tracked vehicle seen before:
 3. Both points go through this frame's :class:`~pipelines.geometry.GroundProjector`; their
    difference is the ground displacement in metres.
 
-Boxes touching the image border are not measured (:func:`touches_border`): a clipped box grows or
-shrinks as its vehicle enters or leaves, so it moves slower than the vehicle.
+Boxes clipped by the image border (:func:`touches_border`) grow or shrink as their vehicle enters
+or leaves, so their anchor moves slower than the vehicle. Such a box (clipped now, or when last
+measured) is measured by an edge the border cuts in neither frame instead (:func:`edge_point`):
+the step is how far that edge moved, taken at the edge itself, and the box's own anchor is what
+is remembered for the next step - so nothing is offset once the box is whole again. A vehicle is
+thus measured from when it is partly in view until it is partly out, instead of only while
+wholly in view: low over the road, where a vehicle crosses the frame in 2 s, that is a quarter of
+its time in view. A box cut on both sides of an axis, or one whose visible part is shorter than
+half its width (a sliver, whose far edge is uncertain), is not measured (:func:`measurable_clipped`).
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ from pipelines.motion.flow import BoxFlowRefiner
 from pipelines.types import EgoMotion
 
 BORDER_MARGIN_PX = 2.0
+# A clipped box is measured when its visible length along each cut axis is at least this share of
+# its extent along the other axis (a sliver's far edge is where a detector is least sure).
+MIN_CLIPPED_ASPECT = 0.5
 # Complementary filter of in-box flow and box anchor: the weight of flow, and the disagreement
 # (share of the box size) beyond which flow is taken to have failed.
 FLOW_WEIGHT = 0.8
@@ -48,6 +58,59 @@ def touches_border(
         | (xyxy[:, 2] >= width - margin_px)
         | (xyxy[:, 3] >= height - margin_px)
     )
+
+
+def clipped_edges(
+    xyxy: np.ndarray, width: int, height: int, margin_px: float = BORDER_MARGIN_PX
+) -> np.ndarray:
+    """(N, 4) bool: which of each box's edges (x1, y1, x2, y2) the image border cuts."""
+    xyxy = np.asarray(xyxy, dtype=float).reshape(-1, 4)
+    return np.column_stack(
+        [
+            xyxy[:, 0] <= margin_px,
+            xyxy[:, 1] <= margin_px,
+            xyxy[:, 2] >= width - margin_px,
+            xyxy[:, 3] >= height - margin_px,
+        ]
+    )
+
+
+def measurable_clipped(xyxy: np.ndarray, cut: np.ndarray) -> np.ndarray:
+    """Whether each box can be measured despite its cut edges (``cut``: :func:`clipped_edges`):
+    no axis cut on both sides, and along each cut axis at least ``MIN_CLIPPED_ASPECT`` of the
+    box's extent along the other."""
+    xyxy = np.asarray(xyxy, dtype=float).reshape(-1, 4)
+    cut = np.asarray(cut, dtype=bool).reshape(-1, 4)
+    w, h = xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]
+    cut_x, cut_y = cut[:, 0] | cut[:, 2], cut[:, 1] | cut[:, 3]
+    return (
+        ~(cut[:, 0] & cut[:, 2])
+        & ~(cut[:, 1] & cut[:, 3])
+        & (~cut_x | (w >= MIN_CLIPPED_ASPECT * h))
+        & (~cut_y | (h >= MIN_CLIPPED_ASPECT * w))
+    )
+
+
+def anchor_edges(anchor: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The box edges (indices into xyxy) the anchor's x and its y depend on."""
+    return (0, 2), ((3,) if anchor == "bottom" else (1, 3))
+
+
+def edge_point(
+    box: np.ndarray, anchor_px: np.ndarray, cut: np.ndarray, anchor: str = "center"
+) -> np.ndarray | None:
+    """The point a clipped box is measured at: its anchor, with each coordinate that depends on a
+    ``cut`` edge (4 bools, x1 y1 x2 y2: cut now or in the other frame of the step) replaced by an
+    uncut edge of that axis. None when an axis it needs has both edges cut."""
+    out = np.array(anchor_px, dtype=np.float64)
+    for axis, deps in enumerate(anchor_edges(anchor)):
+        if not any(cut[e] for e in deps):
+            continue
+        free = [e for e in (axis, axis + 2) if not cut[e]]
+        if not free:
+            return None
+        out[axis] = box[free[0]]
+    return out
 
 
 def box_anchors(xyxy: np.ndarray, anchor: str = "center") -> np.ndarray:
@@ -114,45 +177,68 @@ class GroundDisplacement:
         flow: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Each track's position now (pixels, (N, 2)) and ground displacement (metres, (N, 2)) since it
-        was last measured; NaN displacement = unknown (a new track, or no ground scale).
+        was last measured; NaN displacement = unknown (a new track, no ground scale, or a clipped
+        box that cannot be measured: :func:`measurable_clipped`, :func:`edge_point`).
         ``flow``: (N, 2) in-box flow of each box from the previous frame, already measured (the
         keyframe propagation's, from the same boxes), used instead of measuring it again."""
         ids = np.asarray(ids, dtype=int).reshape(-1)
         xyxy = np.asarray(xyxy, dtype=float).reshape(-1, 4)
+        height, width = gray.shape[:2]
         anchors = self.anchors(xyxy)
         positions = anchors.copy()
         disp = np.full((len(ids), 2), np.nan)
-        known = [i for i, tid in enumerate(ids) if tid in self._tracks]
-        if not known:
-            return positions, disp
-        memories = [self._tracks[ids[i]] for i in known]
-        prev_pos = np.array([m.anchor_px for m in memories])
-        static_now = np.array([self._static_now(m) for m in memories])
-        if self.refiner is not None and self._prev_gray is not None:
-            rows = [r for r, m in enumerate(memories) if m.frame_index == self._prev_index]
-            if rows:
-                if flow is not None:
-                    moved = np.asarray(flow, dtype=np.float64).reshape(-1, 2)[[known[r] for r in rows]]
-                else:
-                    prev_boxes = np.array([memories[r].box for r in rows])
-                    moved = self.refiner.displacements(self._prev_gray, gray, prev_boxes, ego.homography)
-                for r, d in zip(rows, moved, strict=True):
-                    i = known[r]
-                    box = xyxy[i]
-                    blended = blend_flow(prev_pos[r] + d, anchors[i], max(box[2] - box[0], box[3] - box[1]))
-                    if blended is not None:
-                        positions[i] = blended
-        if proj is not None:
-            disp[known] = proj.to_ground(positions[known]) - proj.to_ground(static_now)
+        cut_now = clipped_edges(xyxy, width, height)
+        usable = measurable_clipped(xyxy, cut_now)
+        whole: list[int] = []  # uncut in both frames: box anchor and in-box flow
+        edges: list[tuple[int, np.ndarray, np.ndarray]] = []  # (row, point now, point then carried)
+        for i, tid in enumerate(ids):
+            memory = self._tracks.get(int(tid))
+            if memory is None or not usable[i]:
+                continue
+            cut = cut_now[i] | clipped_edges(memory.box, width, height)[0]
+            if not any(cut[e] for deps in anchor_edges(self.anchor) for e in deps):
+                whole.append(i)
+                continue
+            now = edge_point(xyxy[i], anchors[i], cut, self.anchor)
+            then = edge_point(memory.box, self.anchors(memory.box[None])[0], cut, self.anchor)
+            if now is not None and then is not None:
+                edges.append((i, now, self._carry(memory, then)))
+        if whole:
+            memories = [self._tracks[ids[i]] for i in whole]
+            prev_pos = np.array([m.anchor_px for m in memories])
+            static_now = np.array([self._carry(m, m.anchor_px) for m in memories])
+            if self.refiner is not None and self._prev_gray is not None:
+                rows = [r for r, m in enumerate(memories) if m.frame_index == self._prev_index]
+                if rows:
+                    if flow is not None:
+                        moved = np.asarray(flow, dtype=np.float64).reshape(-1, 2)[[whole[r] for r in rows]]
+                    else:
+                        prev_boxes = np.array([memories[r].box for r in rows])
+                        moved = self.refiner.displacements(self._prev_gray, gray, prev_boxes, ego.homography)
+                    for r, d in zip(rows, moved, strict=True):
+                        i = whole[r]
+                        box = xyxy[i]
+                        blended = blend_flow(
+                            prev_pos[r] + d, anchors[i], max(box[2] - box[0], box[3] - box[1])
+                        )
+                        if blended is not None:
+                            positions[i] = blended
+            if proj is not None:
+                disp[whole] = proj.to_ground(positions[whole]) - proj.to_ground(static_now)
+        if edges and proj is not None:
+            rows = [i for i, _, _ in edges]
+            disp[rows] = proj.to_ground(np.array([e[1] for e in edges])) - proj.to_ground(
+                np.array([e[2] for e in edges])
+            )
         return positions, disp
 
-    def _static_now(self, memory: _TrackMemory) -> np.ndarray:
-        """Where the static ground under a remembered position lies in the current frame."""
-        p = (self._cum_h @ np.linalg.inv(memory.cum_h)) @ np.array([*memory.anchor_px, 1.0])
+    def _carry(self, memory: _TrackMemory, point_px: np.ndarray) -> np.ndarray:
+        """Where the static ground under a pixel of the frame a track was last measured in lies now."""
+        p = (self._cum_h @ np.linalg.inv(memory.cum_h)) @ np.array([*point_px, 1.0])
         return p[:2] / p[2]
 
     def remember(self, frame_index: int, ids: np.ndarray, positions: np.ndarray, xyxy: np.ndarray) -> None:
-        """Where each measured track is now (a clipped box keeps its last full view)."""
+        """Where each measured track is now."""
         for tid, pos, box in zip(np.asarray(ids, dtype=int), positions, np.asarray(xyxy), strict=True):
             self._tracks[int(tid)] = _TrackMemory(frame_index, pos, self._cum_h.copy(), box.copy())
 
@@ -180,7 +266,12 @@ __all__ = [
     "FLOW_GATE",
     "FLOW_WEIGHT",
     "GroundDisplacement",
+    "MIN_CLIPPED_ASPECT",
+    "anchor_edges",
     "blend_flow",
     "box_anchors",
+    "clipped_edges",
+    "edge_point",
+    "measurable_clipped",
     "touches_border",
 ]

@@ -217,8 +217,9 @@ class Pipeline:
         warnings: list[str],
     ) -> dict[int, SpeedEstimate]:
         """Measure the tracks' ground displacement and update their speeds (empty when it can't).
-        A propagated box measures with the flow that carried it; an extrapolated one not at all."""
-        measurable = ~touches_border(tracked.xyxy, frame.width, frame.height)
+        A propagated box measures with the flow that carried it; an extrapolated one not at all; one
+        clipped by the border by an edge the border does not cut (GroundDisplacement.measure)."""
+        measurable = np.ones(len(tracked), dtype=bool)
         extrapolated = tracked.data.get(EXTRAPOLATED_KEY)
         if extrapolated is not None:
             measurable &= ~np.asarray(extrapolated, dtype=bool)
@@ -236,6 +237,8 @@ class Pipeline:
                 w, h = m_xyxy[:, 2] - m_xyxy[:, 0], m_xyxy[:, 3] - m_xyxy[:, 1]
                 gsd = proj.gsd_at(box_anchors(m_xyxy)) if len(m_ids) else 1.0  # at the box centres
                 sizes = np.sqrt(np.clip(w * h, 0, None)) * gsd
+                # a clipped box's size is the visible part's: not the vehicle's, no size check
+                sizes = np.where(touches_border(m_xyxy, frame.width, frame.height), np.nan, sizes)
                 speeds = self.speed.update(frame.timestamp_s, m_ids, disp, sizes)
             self._prev_time = frame.timestamp_s
             self.displacement.remember(frame.index, m_ids, positions, m_xyxy)

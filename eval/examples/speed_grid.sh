@@ -15,7 +15,7 @@
 #   bash eval/examples/speed_grid.sh [OUT]                   # default OUT: runs/speed_grid (36 flights)
 #   ALTS="100" PITCHES="-90 -45" bash eval/examples/speed_grid.sh runs/grid100   # a slice
 #
-# MOTIONS="hover drift forward" picks the motions. Needs ../shared/data. About 2.5 min per flight
+# MOTIONS="hover drift forward" picks the motions; SIM_ONLY=1 only simulates. Needs ../shared/data. About 2.5 min per flight
 # on the 2-core dev VM (simulation + both configurations).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -54,5 +54,6 @@ for alt in $ALTS; do
   done
 done
 
+[ "${SIM_ONLY:-0}" = 1 ] && exit 0  # SIM_ONLY=1: simulate the flights, score nothing
 "$AP" eval "$OUT/sims" --ablate oracle --out "$OUT/eval" -q
 "$PY" -m eval.speed_grid "$OUT/eval/metrics.json"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import numpy as np
@@ -308,3 +309,31 @@ def test_pred_tracks_of_classes_needs_class_names():
     assert tracks.of_classes(None) is tracks
     with pytest.raises(ValueError, match="1 tracked boxes but 0 class names"):
         tracks.of_classes(("car",))
+
+
+def test_measurement_sigma_takes_the_altitude_term_out():
+    """The reported sigma holds altitude_sigma_frac x speed in quadrature (a real flight's height
+    error); a simulator's altitude is exact, so its calibration is checked on the rest."""
+    gt = _gt()
+    pred = _pred_from_gt(gt, speed=52.0)
+    pred = dataclasses.replace(pred, sigma_kmh=np.full(len(pred), np.hypot(0.6, 0.02 * 52.0)))
+    matched = prepare_sequence(gt, pred, 10)
+    truth = GtSpeeds(gt.frames, gt.ids, np.full(len(gt), 51.5), gt.frames / 30.0)
+    samples = speed_samples("s", matched, pred, truth, altitude_sigma_frac=0.02)
+    np.testing.assert_allclose(samples.measurement_sigma_kmh, 0.6)
+    s = summarize_speed(samples)
+    assert s["sigma"]["within_1sigma"] == 1.0  # 0.5 km/h off, reported sigma 1.2
+    assert s["measurement_sigma"]["within_1sigma"] == 1.0 and s["measurement_sigma"][
+        "median_sigma_kmh"
+    ] == pytest.approx(0.6)
+    wide = speed_samples(
+        "s",
+        matched,
+        pred,
+        GtSpeeds(gt.frames, gt.ids, np.full(len(gt), 51.0), gt.frames / 30.0),
+        altitude_sigma_frac=0.02,
+    )
+    assert summarize_speed(wide)["sigma"]["within_1sigma"] == 1.0  # 1.0 km/h off: within the reported 1.2 ...
+    assert (
+        summarize_speed(wide)["measurement_sigma"]["within_1sigma"] == 0.0
+    )  # ... not within the measurement's 0.6

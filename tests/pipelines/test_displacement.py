@@ -1,5 +1,5 @@
 """Ground displacement: camera motion removed, metres through the frame's projector, the flow filter,
-the border rule and track expiry."""
+boxes clipped by the border measured by their uncut edges, and track expiry."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from pipelines.displacement import (
     GroundDisplacement,
     blend_flow,
     box_anchors,
+    clipped_edges,
+    edge_point,
+    measurable_clipped,
     touches_border,
 )
 from pipelines.geometry import GroundProjector
@@ -151,3 +154,75 @@ def test_touches_border(box, expected) -> None:
 @pytest.mark.parametrize("anchor, expected", [("center", (20.0, 30.0)), ("bottom", (20.0, 40.0))])
 def test_box_anchors(anchor, expected) -> None:
     np.testing.assert_allclose(box_anchors(np.array([[10, 20, 30, 40]]), anchor)[0], expected)
+
+
+def vehicle_box(front_y: float, x: float = 300.0, length: float = 45.0, width: float = 18.0) -> np.ndarray:
+    """A vehicle driving down the image (+y), its box clipped to the frame."""
+    box = np.array([[x - width / 2, front_y - length, x + width / 2, front_y]])
+    return np.clip(box, [0, 0, 0, 0], [W, H, W, H])
+
+
+@pytest.mark.parametrize(
+    "anchor, camera_px",
+    [("center", 0.0), ("bottom", 0.0), ("center", 3.0), ("bottom", -2.0)],
+)
+def test_clipped_boxes_measured_by_their_uncut_edge(anchor, camera_px) -> None:
+    """A vehicle entering at the top and leaving at the bottom at 6 px per frame (0.6 m at
+    0.1 m/px), the camera panning sideways: every step of a box cut by the border - entering,
+    becoming whole, being cut again, leaving - measures the vehicle's true step, except slivers."""
+    meter = GroundDisplacement(anchor=anchor)
+    frames, whole_from = [], None
+    for k in range(95):
+        front = 12.0 + 6.0 * k  # the box's front edge enters at the top
+        xyxy = vehicle_box(front, x=200.0 + camera_px * k)
+        frames.append((shift(camera_px if k else 0.0), xyxy))
+    steps = run(meter, frames)
+    true_step = PROJ.to_ground(np.array([[300.0, 206.0]]))[0] - PROJ.to_ground(np.array([[300.0, 200.0]]))[0]
+    assert np.hypot(*true_step) == pytest.approx(0.6)
+    for k, (step, (_, xyxy)) in enumerate(zip(steps, frames, strict=True)):
+        box = xyxy[0]
+        visible = box[3] - box[1]
+        prev_visible = frames[k - 1][1][0][3] - frames[k - 1][1][0][1] if k else 0.0
+        if k == 0 or min(visible, prev_visible) < 9.0:  # new track, or a sliver (< half its width)
+            assert np.isnan(step).all(), (k, step)
+        else:
+            np.testing.assert_allclose(step, true_step, atol=1e-6, err_msg=f"frame {k}")
+            whole_from = whole_from or (k if visible == 45.0 else None)
+    assert whole_from is not None  # the vehicle was wholly in view in between
+
+
+@pytest.mark.parametrize(
+    "box, cut, expected",
+    [
+        ((10, 0, 30, 50), (False, True, False, False), True),  # cut on top, 50 px long, 20 wide
+        ((10, 0, 30, 9), (False, True, False, False), False),  # a sliver: 9 px < half of 20
+        ((10, 0, 30, H), (False, True, False, True), False),  # cut on both sides of the axis
+        ((0, 10, 40, 30), (True, False, False, False), True),
+        ((10, 10, 30, 30), (False, False, False, False), True),
+    ],
+)
+def test_measurable_clipped(box, cut, expected) -> None:
+    box = np.array([box], dtype=float)
+    np.testing.assert_array_equal(clipped_edges(box, W, H)[0], cut)
+    assert bool(measurable_clipped(box, clipped_edges(box, W, H))[0]) is expected
+
+
+@pytest.mark.parametrize(
+    "cut, anchor, expected",
+    [
+        ((False, False, False, False), "center", (20.0, 30.0)),  # nothing cut: the anchor
+        ((False, True, False, False), "center", (20.0, 40.0)),  # top cut: y from the bottom edge
+        ((False, False, False, True), "center", (20.0, 20.0)),  # bottom cut: y from the top edge
+        ((False, True, False, False), "bottom", (20.0, 40.0)),  # the bottom anchor needs no top
+        ((False, False, False, True), "bottom", (20.0, 20.0)),
+        ((True, False, False, False), "center", (30.0, 30.0)),  # left cut: x from the right edge
+        ((False, True, False, True), "center", None),  # no uncut edge on y
+    ],
+)
+def test_edge_point(cut, anchor, expected) -> None:
+    box = np.array([10.0, 20.0, 30.0, 40.0])
+    got = edge_point(box, box_anchors(box[None], anchor)[0], np.array(cut), anchor)
+    if expected is None:
+        assert got is None
+    else:
+        np.testing.assert_allclose(got, expected)
