@@ -47,19 +47,6 @@ FLOW_WEIGHT = 0.8
 FLOW_GATE = 0.25
 
 
-def touches_border(
-    xyxy: np.ndarray, width: int, height: int, margin_px: float = BORDER_MARGIN_PX
-) -> np.ndarray:
-    """True for boxes within ``margin_px`` of the image border."""
-    xyxy = np.asarray(xyxy, dtype=float).reshape(-1, 4)
-    return (
-        (xyxy[:, 0] <= margin_px)
-        | (xyxy[:, 1] <= margin_px)
-        | (xyxy[:, 2] >= width - margin_px)
-        | (xyxy[:, 3] >= height - margin_px)
-    )
-
-
 def clipped_edges(
     xyxy: np.ndarray, width: int, height: int, margin_px: float = BORDER_MARGIN_PX
 ) -> np.ndarray:
@@ -73,6 +60,13 @@ def clipped_edges(
             xyxy[:, 3] >= height - margin_px,
         ]
     )
+
+
+def touches_border(
+    xyxy: np.ndarray, width: int, height: int, margin_px: float = BORDER_MARGIN_PX
+) -> np.ndarray:
+    """True for boxes within ``margin_px`` of the image border (any edge cut: :func:`clipped_edges`)."""
+    return clipped_edges(xyxy, width, height, margin_px).any(axis=1)
 
 
 def measurable_clipped(xyxy: np.ndarray, cut: np.ndarray) -> np.ndarray:

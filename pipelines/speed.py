@@ -32,13 +32,13 @@ logger = logging.getLogger(__name__)
 MAD_TO_SIGMA = 1.4826  # MAD of a Gaussian -> its standard deviation
 THEIL_SEN_VARIANCE_FACTOR = math.pi / 3.0  # 1 / asymptotic relative efficiency on Gaussian noise
 OUTLIER_FACTOR = 2.0  # a step faster than this multiple of max_plausible_kmh is a measurement error
-SIZE_SMOOTHING = 5
+SIZE_SMOOTHING = 5  # box sizes: running median over this many samples before the trust check
 HALF_SAMPLES = 15  # samples of each half of the history the acceleration is estimated from, at most
 # how long a detector's box errors last (s): a shorter history sees them as motion (velocity_now_many)
 ERROR_CORRELATION_S = 1.0
 # how much the noise of the acceleration carry exceeds what its residual scatter says (velocity_now_many)
 CARRY_NOISE_FACTOR = 16.0
-MAX_AUTOCORRELATION = 0.9  # cap of the residuals' lag-1 autocorrelation (variance x 19 at most)  # box sizes: running median over this many samples before the trust check
+MAX_AUTOCORRELATION = 0.9  # cap of the residuals' lag-1 autocorrelation (variance x 19 at most)
 
 
 def kmh(m_per_s: float | np.ndarray) -> float | np.ndarray:
@@ -77,11 +77,16 @@ def theil_sen(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return slopes, intercepts
 
 
+def _slopes(t: np.ndarray, xy: np.ndarray) -> np.ndarray:
+    """Theil-Sen slopes (G, K) of G series (G, N) x (G, N, K): the median of pairwise slopes."""
+    i, j = _pair_indices(t.shape[1])
+    return np.median((xy[:, j] - xy[:, i]) / (t[:, j] - t[:, i])[:, :, None], axis=1)
+
+
 def theil_sen_many(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`theil_sen` of G series at once: ``t`` (G, N), ``y`` (G, N, K) -> slopes and
     intercepts, each (G, K). Every series' times must be distinct (no pair is left out)."""
-    i, j = _pair_indices(t.shape[1])
-    slopes = np.median((y[:, j] - y[:, i]) / (t[:, j] - t[:, i])[:, :, None], axis=1)
+    slopes = _slopes(t, y)
     intercepts = np.median(y - t[:, :, None] * slopes[:, None, :], axis=1)
     return slopes, intercepts
 
@@ -138,15 +143,9 @@ def _residual_variance(
     return s2, n, inlier
 
 
-def residual_variance(resid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_residual_variance` without the mask: (variance (G, K), inliers (G, K))."""
-    s2, n, _ = _residual_variance(resid)
-    return s2, n
-
-
 def noise_stats(resid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`residual_variance` and :func:`ar1_inflation` of residuals (G, N, K) together (one
-    robust scale for both): (variance, inliers, inflation), (G, K) each."""
+    """:func:`_residual_variance` (without the mask) and :func:`ar1_inflation` of residuals
+    (G, N, K) together, one robust scale for both: (variance, inliers, inflation), (G, K) each."""
     scale = _robust_scale(resid)
     s2, n, _ = _residual_variance(resid, scale)
     return s2, n, ar1_inflation(resid, scale)
@@ -285,12 +284,6 @@ def _parabola_residuals(
         c = np.linalg.solve(a + 1e-12 * np.eye(3), b[..., None])[..., 0]  # (G, K, 3)
         resid = y - (c[..., 0:1] + c[..., 1:2] * tc + c[..., 2:3] * powers[2])
     return np.moveaxis(resid, 1, 2)
-
-
-def _slopes(t: np.ndarray, xy: np.ndarray) -> np.ndarray:
-    """Theil-Sen slopes (G, K) of G series (G, N) x (G, N, K): the median of pairwise slopes."""
-    i, j = _pair_indices(t.shape[1])
-    return np.median((xy[:, j] - xy[:, i]) / (t[:, j] - t[:, i])[:, :, None], axis=1)
 
 
 def _line_fits(t: np.ndarray, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -533,8 +526,13 @@ class SpeedEstimator:
         xy = np.asarray(st.xy, dtype=np.float64)
         return np.median(np.diff(xy, axis=0) / np.diff(t)[:, None], axis=0)
 
+    @property
+    def _history_s(self) -> float:
+        """How far back a track's samples are kept: the speed window, or the acceleration's history."""
+        return max(self.cfg.window_s, self.cfg.accel_window_s)
+
     def _trim(self, st: _TrackState, now: float) -> None:
-        oldest = now - max(self.cfg.window_s, self.cfg.accel_window_s) - 1e-9
+        oldest = now - self._history_s - 1e-9
         while st.t and st.t[0] < oldest:
             st.t.popleft()
             st.xy.popleft()
@@ -553,8 +551,7 @@ class SpeedEstimator:
     def _carries(self, st: _TrackState, now: float) -> bool:
         """Whether the track's speed is carried to now by its acceleration: unless off, or a box
         jump lies in the history the acceleration is estimated from (a jump reads as one)."""
-        history = max(self.cfg.window_s, self.cfg.accel_window_s)
-        return self.cfg.accel_window_s > 0 and (st.jump_t is None or now - st.jump_t > history + 1e-9)
+        return self.cfg.accel_window_s > 0 and (st.jump_t is None or now - st.jump_t > self._history_s + 1e-9)
 
     def _ready(self, st: _TrackState, now: float) -> bool:
         """Whether the track has the samples for an estimate (and the age, unless it may be
