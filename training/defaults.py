@@ -6,3 +6,6 @@ from __future__ import annotations
 # (resnet18 + the default decoder is ~56 MB).
 ROAD_ENCODER = "tu-mobilenetv3_small_100"
 ROAD_DECODER_CHANNELS: tuple[int, ...] = (128, 64, 32, 16, 8)
+
+# training precision of the detector (training.detector.resolve_precision)
+PRECISIONS = ("auto", "fp32", "bf16")

@@ -1,7 +1,12 @@
 """Train, export and initialise the aerial vehicle detector (ultralytics YOLOv8).
 
 Offline-safe: :func:`pipelines.ultralytics_env.prepare_ultralytics` runs before ultralytics is
-imported, AMP is off (its check downloads a model on CUDA), and plots are off unless asked for.
+imported, its fp16 AMP is off (its check downloads a model on CUDA), and plots are off unless asked
+for. ``precision="bf16"`` (``"auto"`` picks it where the hardware has native bfloat16) trains under
+bfloat16 autocast instead, on CUDA through ultralytics' own ``amp="bf16"`` and on the CPU (which
+ultralytics refuses) by :func:`_cpu_bf16_autocast`: weights, gradients and optimizer stay float32.
+Measured on the 2-core AMD EPYC dev VM (avx512_bf16): a YOLOv8n forward + backward of 8 tiles of
+640 px takes 0.56 s in bf16 against 1.11 s in fp32.
 
 Initialisation (``init``):
 
@@ -22,11 +27,14 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.config import ConfigError
 from pipelines.ultralytics_env import prepare_ultralytics
+from training.defaults import PRECISIONS
 from training.dequant import load_into_yolo, read_quantized_onnx
 from training.samples import CLASSES
 
@@ -71,6 +79,60 @@ class TrainSettings:
     val: bool = True
     seed: int = 0
     threads: int | None = None  # torch CPU threads; None: every core (ultralytics would use cores - 1)
+    precision: str = "auto"  # "fp32", "bf16" (autocast; float32 weights), "auto": bf16 where native
+
+
+def native_bf16(device: str) -> bool:
+    """Whether ``device`` computes bfloat16 natively (CPU: AVX512-BF16 or AMX; CUDA: Ampere on)."""
+    import torch
+
+    if device == "cpu":
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    if device == "mps" or not torch.cuda.is_available():
+        return False
+    return bool(torch.cuda.is_bf16_supported(including_emulation=False))  # "0", "cuda:0", ...
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    """``"auto"`` -> ``"bf16"`` where :func:`native_bf16`, else ``"fp32"``; others as given."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if precision == "auto":
+        return "bf16" if native_bf16(device) else "fp32"
+    return precision
+
+
+@contextmanager
+def _cpu_bf16_autocast(enabled: bool) -> Iterator[None]:
+    """Make ultralytics' training step run under ``torch.autocast("cpu", bfloat16)``.
+
+    Its trainer wraps the forward pass and the loss in ``ultralytics.engine.trainer.autocast``,
+    which raises for bfloat16 off CUDA; for the duration of the run that name answers a CPU
+    device with a bfloat16 autocast (no gradient scaler: bf16 has float32's range). Validation
+    keeps float32 (its own autocast call is not touched).
+    """
+    if not enabled:
+        yield
+        return
+    import torch
+    import ultralytics.engine.trainer as trainer_module
+
+    original = getattr(trainer_module, "autocast", None)
+    if original is None:
+        raise ConfigError(
+            "this ultralytics version has no trainer autocast hook: train with --precision fp32"
+        )
+
+    def autocast(enabled_or_dtype, device: str = "cuda"):
+        if device == "cpu":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return original(enabled_or_dtype, device=device)
+
+    trainer_module.autocast = autocast
+    try:
+        yield
+    finally:
+        trainer_module.autocast = original
 
 
 def _ultralytics():
@@ -165,10 +227,12 @@ def train_detector(
         log.info("resuming %s from %s", name, last)
         model = YOLO(str(last), task="detect")
         _use_threads(model, settings.threads)
-        model.train(resume=True)
+        with _cpu_bf16_autocast(_cpu_bf16(settings)):
+            model.train(resume=True)
         return _pick(run_dir, pick)
     init_pt = build_init_checkpoint(init, project / f"{name}_init.pt")
     model = YOLO(str(init_pt), task="detect")
+    precision = resolve_precision(settings.precision, settings.device)
     args = dict(
         data=str(Path(data_yaml).resolve()),
         epochs=settings.epochs,
@@ -198,7 +262,8 @@ def train_detector(
         plots=settings.plots,
         val=settings.val,
         seed=settings.seed,
-        amp=False,
+        # fp16 AMP stays off (its check downloads a model); bf16 needs no check and no scaler
+        amp="bf16" if precision == "bf16" and settings.device != "cpu" else False,
         project=str(project),
         name=name,
         exist_ok=True,
@@ -213,9 +278,14 @@ def train_detector(
         args["freeze"] = settings.freeze
     args["lrf"] = settings.lrf
     _use_threads(model, settings.threads)
-    log.info("training %s from %s on %s", name, init, data_yaml)
-    model.train(**args)
+    log.info("training %s from %s on %s in %s", name, init, data_yaml, precision)
+    with _cpu_bf16_autocast(_cpu_bf16(settings)):
+        model.train(**args)
     return _pick(run_dir, pick)
+
+
+def _cpu_bf16(settings: TrainSettings) -> bool:
+    return settings.device == "cpu" and resolve_precision(settings.precision, settings.device) == "bf16"
 
 
 def _use_threads(model, threads: int | None) -> None:

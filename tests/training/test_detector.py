@@ -80,6 +80,62 @@ def test_one_epoch_train_and_export(tmp_path):
     assert find_default_weights(tmp_path / "weights") == installed["openvino-int8"]
 
 
+@pytest.mark.parametrize(
+    "precision, expected",
+    [("fp32", "torch.float32"), ("bf16", "torch.bfloat16")],
+)
+def test_training_step_precision(tmp_path, monkeypatch, precision, expected):
+    """The training forward pass really runs in the asked precision (bf16 on the CPU too, which
+    ultralytics itself refuses), the checkpoint's weights stay float, and the hook is undone."""
+    import torch
+    import ultralytics.engine.trainer as trainer_module
+    from ultralytics.utils.callbacks import base
+
+    from training.detector import TrainSettings, train_detector
+
+    seen: list[str] = []
+
+    def record_dtype(trainer):
+        conv = trainer.model.model[0].conv
+        conv.register_forward_hook(lambda _m, _i, out: seen.append(str(out.dtype)) if conv.training else None)
+
+    monkeypatch.setitem(base.default_callbacks, "on_train_start", [record_dtype])
+    original = trainer_module.autocast
+    data_yaml = _tiny_dataset(tmp_path)
+    settings = TrainSettings(
+        epochs=1, imgsz=64, batch=4, workers=0, cache=False, mosaic=0.0, val=False, precision=precision
+    )
+    last = train_detector(data_yaml, "scratch", tmp_path / "runs", "tiny", settings)
+    assert seen and set(seen) == {expected}
+    assert trainer_module.autocast is original
+    ckpt = torch.load(last, map_location="cpu", weights_only=False)
+    assert all(p.dtype in (torch.float16, torch.float32) for p in (ckpt["ema"] or ckpt["model"]).parameters())
+
+
+@pytest.mark.parametrize(
+    "precision, native, expected",
+    [
+        ("fp32", True, "fp32"),
+        ("bf16", False, "bf16"),
+        ("auto", True, "bf16"),
+        ("auto", False, "fp32"),
+    ],
+)
+def test_resolve_precision(monkeypatch, precision, native, expected):
+    import training.detector as detector
+
+    monkeypatch.setattr(detector, "native_bf16", lambda device: native)
+    assert detector.resolve_precision(precision, "cpu") == expected
+
+
+def test_resolve_precision_refuses_unknown():
+    from pipelines.config import ConfigError
+    from training.detector import resolve_precision
+
+    with pytest.raises(ConfigError, match="precision must be one of"):
+        resolve_precision("fp8", "cpu")
+
+
 def test_openvino_int8_needs_calibration_data(tmp_path):
     from pipelines.config import ConfigError
     from training.detector import export_detector
