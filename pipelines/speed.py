@@ -16,6 +16,7 @@ pairs, ~30 us), cheaper than ``scipy.stats.theilslopes`` called per axis.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections import deque
@@ -56,6 +57,29 @@ def _pair_indices(n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.triu_indices(n, 1)
 
 
+def _median(x: np.ndarray, axis: int, valid: np.ndarray | None = None) -> np.ndarray:
+    """``np.median`` along ``axis`` of the entries where ``valid`` (broadcast to ``x``; None: all).
+    Masked: the middle of the sorted valid entries (invalid ones sorted last), NaN where none."""
+    if valid is None:
+        return np.median(x, axis=axis)
+    valid = np.broadcast_to(valid, x.shape)
+    ordered = np.sort(np.where(valid, x, np.inf), axis=axis)
+    m = valid.sum(axis=axis, keepdims=True)
+    lo = np.take_along_axis(ordered, np.maximum(m - 1, 0) // 2, axis=axis)
+    hi = np.take_along_axis(ordered, m // 2 - (m == 0), axis=axis)
+    with np.errstate(invalid="ignore"):
+        med = np.where(m > 0, (lo + hi) / 2, np.nan)
+    return np.squeeze(med, axis=axis)
+
+
+def _mean(x: np.ndarray, axis: int, valid: np.ndarray | None = None, keepdims: bool = False) -> np.ndarray:
+    """Mean along ``axis`` of the entries where ``valid`` (None: all)."""
+    if valid is None:
+        return x.mean(axis=axis, keepdims=keepdims)
+    valid = np.broadcast_to(valid, x.shape)
+    return (x * valid).sum(axis=axis, keepdims=keepdims) / valid.sum(axis=axis, keepdims=keepdims)
+
+
 def theil_sen(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Theil–Sen fit of each column of ``y`` (N, K) against ``t`` (N,): (slopes (K,), intercepts (K,)).
 
@@ -77,17 +101,24 @@ def theil_sen(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return slopes, intercepts
 
 
-def _slopes(t: np.ndarray, xy: np.ndarray) -> np.ndarray:
-    """Theil-Sen slopes (G, K) of G series (G, N) x (G, N, K): the median of pairwise slopes."""
+def _slopes(t: np.ndarray, xy: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+    """Theil-Sen slopes (G, K) of G series (G, N) x (G, N, K): the median of pairwise slopes
+    (of the pairs of ``valid`` samples, (G, N); None: all)."""
     i, j = _pair_indices(t.shape[1])
-    return np.median((xy[:, j] - xy[:, i]) / (t[:, j] - t[:, i])[:, :, None], axis=1)
+    pairs = (xy[:, j] - xy[:, i]) / (t[:, j] - t[:, i])[:, :, None]
+    return _median(pairs, 1, None if valid is None else (valid[:, i] & valid[:, j])[:, :, None])
 
 
-def theil_sen_many(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def theil_sen_many(
+    t: np.ndarray, y: np.ndarray, valid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`theil_sen` of G series at once: ``t`` (G, N), ``y`` (G, N, K) -> slopes and
-    intercepts, each (G, K). Every series' times must be distinct (no pair is left out)."""
-    slopes = _slopes(t, y)
-    intercepts = np.median(y - t[:, :, None] * slopes[:, None, :], axis=1)
+    intercepts, each (G, K). Every series' times must be distinct (no pair is left out).
+    ``valid`` (G, N): the samples of each series (None: all; the others need only be finite,
+    with times distinct from the valid ones')."""
+    slopes = _slopes(t, y, valid)
+    mask = None if valid is None else valid[:, :, None]
+    intercepts = _median(y - t[:, :, None] * slopes[:, None, :], 1, mask)
     return slopes, intercepts
 
 
@@ -124,31 +155,38 @@ def slope_sigma_many(t: np.ndarray, resid: np.ndarray, inflation: np.ndarray | N
     return _slope_sigma(s2, n, sxx, inflation)
 
 
-def _robust_scale(resid: np.ndarray) -> np.ndarray:
-    """(G, K): 1.4826 x the median absolute deviation of each series of residuals (G, N, K)."""
-    return MAD_TO_SIGMA * np.median(np.abs(resid - np.median(resid, axis=1, keepdims=True)), axis=1)
+def _robust_scale(resid: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+    """(G, K): 1.4826 x the median absolute deviation of each series of residuals (G, N, K)
+    (of its ``valid`` samples, (G, N, 1); None: all)."""
+    centre = _median(resid, 1, valid)[:, None, :]
+    return MAD_TO_SIGMA * _median(np.abs(resid - centre), 1, valid)
 
 
 def _residual_variance(
-    resid: np.ndarray, scale: np.ndarray | None = None
+    resid: np.ndarray, scale: np.ndarray | None = None, valid: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Residual variance of G line fits (G, N, K) over the residuals within 3 robust sigmas
     (:func:`_robust_scale`, or ``scale``) of the fit, with n - 2 degrees of freedom: (variance
-    (G, K), inliers (G, K), inlier mask (G, N, K))."""
-    scale = _robust_scale(resid) if scale is None else scale
+    (G, K), inliers (G, K), inlier mask (G, N, K)). ``valid`` (G, N, 1): the samples (None: all)."""
+    scale = _robust_scale(resid, valid) if scale is None else scale
     inlier = np.abs(resid) <= np.where(scale > 0, 3.0 * scale, 1e-12)[:, None, :]
+    if valid is not None:
+        inlier &= valid
     n = inlier.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         s2 = ((resid**2) * inlier).sum(axis=1) / (n - 2.0)
     return s2, n, inlier
 
 
-def noise_stats(resid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def noise_stats(
+    resid: np.ndarray, valid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_residual_variance` (without the mask) and :func:`ar1_inflation` of residuals
-    (G, N, K) together, one robust scale for both: (variance, inliers, inflation), (G, K) each."""
-    scale = _robust_scale(resid)
-    s2, n, _ = _residual_variance(resid, scale)
-    return s2, n, ar1_inflation(resid, scale)
+    (G, N, K) together, one robust scale for both: (variance, inliers, inflation), (G, K) each.
+    ``valid`` (G, N, 1): the samples of each series, the last ones (None: all)."""
+    scale = _robust_scale(resid, valid)
+    s2, n, _ = _residual_variance(resid, scale, valid)
+    return s2, n, ar1_inflation(resid, scale, valid)
 
 
 def _slope_sigma(s2: np.ndarray, n: np.ndarray, sxx: np.ndarray, inflation: np.ndarray | None) -> np.ndarray:
@@ -162,22 +200,29 @@ def _slope_sigma(s2: np.ndarray, n: np.ndarray, sxx: np.ndarray, inflation: np.n
     return np.where((n >= 3) & (sxx > 0), np.sqrt(np.maximum(var, 0.0)), np.inf)
 
 
-def ar1_inflation(resid: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+def ar1_inflation(
+    resid: np.ndarray, scale: np.ndarray | None = None, valid: np.ndarray | None = None
+) -> np.ndarray:
     """How much correlated residuals (G, N, K) inflate a fitted slope's variance: ``(1 + r) / (1 - r)``
     with ``r`` the lag-1 autocorrelation of each series (outliers clipped at 3 robust sigmas;
     corrected for its bias over N samples, ``(1 + 3 r) / N``, which matters in a young track's
     short window; taken in [0, MAX_AUTOCORRELATION]). Box and flow errors are not independent from frame to
     frame - a detector sees nearly the same image twice, an anchor offset lasts - so N samples
     carry the information of fewer; treating them as independent made the fit's sigma over-confident.
-    ``scale``: the residuals' :func:`_robust_scale`, when already computed."""
-    scale = _robust_scale(resid) if scale is None else scale
+    ``scale``: the residuals' :func:`_robust_scale`, when already computed. ``valid`` (G, N, 1):
+    the samples of each series, which must be its last ones (None: all)."""
+    scale = _robust_scale(resid, valid) if scale is None else scale
     lim = 3.0 * scale[:, None, :]
     rc = np.clip(resid, -lim, lim)
-    rc = rc - rc.mean(axis=1, keepdims=True)
+    rc = rc - _mean(rc, 1, valid, keepdims=True)
+    n = resid.shape[1]
+    if valid is not None:  # left-padded: zeros before the first sample add nothing to the sums
+        rc = rc * valid
+        n = valid.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = (rc[:, 1:] * rc[:, :-1]).sum(axis=1) / (rc**2).sum(axis=1)
     r = np.nan_to_num(r)
-    r = r + (1.0 + 3.0 * r) / resid.shape[1]  # the estimate's bias from N samples (Kendall 1954)
+    r = r + (1.0 + 3.0 * r) / n  # the estimate's bias from N samples (Kendall 1954)
     r = np.clip(r, 0.0, MAX_AUTOCORRELATION)
     return (1.0 + r) / (1.0 - r)
 
@@ -244,33 +289,46 @@ def robust_speed_fit_many(
     return np.array([o[0] for o in out]), np.array([o[1] for o in out]), v
 
 
-def _sxx(t: np.ndarray) -> np.ndarray:
-    """(G, 1): the spread of each series' times, sum (t - tbar)^2."""
-    return ((t - t.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)[:, None]
+def _sxx(t: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+    """(G, 1): the spread of each series' times, sum (t - tbar)^2 (over its ``valid`` ones)."""
+    d2 = (t - _mean(t, 1, valid, keepdims=True)) ** 2
+    return (d2 if valid is None else d2 * valid).sum(axis=1)[:, None]
 
 
-def _inliers(resid: np.ndarray, axis: int) -> np.ndarray:
-    """1.0 where a residual is within 3 robust sigmas (1.4826 x its median absolute value), else 0."""
-    scale = MAD_TO_SIGMA * np.median(np.abs(resid), axis=axis, keepdims=True)
-    return (np.abs(resid) <= 3.0 * np.maximum(scale, 1e-12)).astype(np.float64)
+def _inliers(resid: np.ndarray, axis: int, valid: np.ndarray | None = None) -> np.ndarray:
+    """1.0 where a residual is within 3 robust sigmas (1.4826 x its median absolute value), else 0
+    (and 0 where not ``valid``)."""
+    scale = MAD_TO_SIGMA * np.expand_dims(_median(np.abs(resid), axis, valid), axis)
+    inlier = np.abs(resid) <= 3.0 * np.maximum(scale, 1e-12)
+    return (inlier if valid is None else inlier & valid).astype(np.float64)
 
 
 def _parabola_residuals(
-    t: np.ndarray, xy: np.ndarray, seed: np.ndarray | None = None, rounds: int = 2
+    t: np.ndarray,
+    xy: np.ndarray,
+    seed: np.ndarray | None = None,
+    rounds: int = 2,
+    valid: np.ndarray | None = None,
 ) -> np.ndarray:
     """Residuals (G, N, K) of parabolas through G series, fitted by least squares and refitted
     ``rounds`` times without the samples beyond 3 robust sigmas (gross errors do not bend them).
     ``seed``: residuals (G, N, K) of a robust fit already made (a line's) to leave the gross errors
-    out of the fit: then it is fitted once. The normal equations are summed directly."""
-    tc = t - t.mean(axis=1, keepdims=True)
-    tc = (tc / np.maximum(np.abs(tc).max(axis=1, keepdims=True), 1e-9))[:, None, :]  # (G, 1, N)
+    out of the fit: then it is fitted once. The normal equations are summed directly. ``valid``
+    (G, N): the samples of each series (None: all)."""
+    tc = t - _mean(t, 1, valid, keepdims=True)
+    spread = np.abs(tc) if valid is None else np.abs(tc) * valid
+    tc = (tc / np.maximum(spread.max(axis=1, keepdims=True), 1e-9))[:, None, :]  # (G, 1, N)
     powers = [np.ones_like(tc), tc, tc**2, tc**3, tc**4]
     y = np.moveaxis(xy, 2, 1)  # (G, K, N)
-    w = np.ones_like(y) if seed is None else _inliers(np.moveaxis(seed, 2, 1), axis=2)
+    mask = None if valid is None else valid[:, None, :]
+    if seed is None:
+        w = np.ones_like(y) if mask is None else np.broadcast_to(mask, y.shape).astype(np.float64)
+    else:
+        w = _inliers(np.moveaxis(seed, 2, 1), 2, mask)
     resid = y
     for k in range(rounds + 1 if seed is None else 1):
         if k:  # refit without the previous fit's gross errors
-            w = _inliers(resid, axis=2)
+            w = _inliers(resid, 2, mask)
         m = [(w * p).sum(axis=2) for p in powers]  # (G, K) each
         a = np.stack(
             [
@@ -286,10 +344,13 @@ def _parabola_residuals(
     return np.moveaxis(resid, 1, 2)
 
 
-def _line_fits(t: np.ndarray, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Theil-Sen lines of G series (times centred first): slopes (G, 2) and residuals (G, N, 2)."""
-    tc = t - t.mean(axis=1, keepdims=True)
-    v, b = theil_sen_many(tc, xy)
+def _line_fits(
+    t: np.ndarray, xy: np.ndarray, valid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Theil-Sen lines of G series (times centred first): slopes (G, 2) and residuals (G, N, 2).
+    ``valid`` (G, N): the samples of each series (None: all)."""
+    tc = t - _mean(t, 1, valid, keepdims=True)
+    v, b = theil_sen_many(tc, xy, valid)
     return v, xy - (b[:, None, :] + tc[:, :, None] * v[:, None, :])
 
 
@@ -353,27 +414,32 @@ def _velocity_now(
     halves: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None,
     history_s: np.ndarray,
     error_correlation_s: float,
+    valid: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`velocity_now_many` of G tracks given their speed windows ``ts`` (G, K), ``ys``
     (G, K, 2), the (thinned) halves of their histories (times and positions of each, or None: no
-    carry) and each history's length in seconds (G,)."""
-    v, resid = _line_fits(ts, ys)
+    carry) and each history's length in seconds (G,). ``valid`` (G, K): windows of different
+    lengths padded at the front (the padding finite, its times before the window's; None: none)
+    - the figures of each window fitted alone, to rounding."""
+    v, resid = _line_fits(ts, ys, valid)
+    mask = None if valid is None else valid[:, :, None]
     # without a carry (a young track: its window is its history) the window is short enough for
     # the line's own residuals; with one, a parabola's (the line's hold an acceleration's curve)
-    noise = _parabola_residuals(ts, ys, seed=resid) if halves is not None else resid
-    var_noise, n_in, infl = noise_stats(noise)
-    sig = _slope_sigma(var_noise, n_in, _sxx(ts), infl)
+    noise = _parabola_residuals(ts, ys, seed=resid, valid=valid) if halves is not None else resid
+    var_noise, n_in, infl = noise_stats(noise, mask)
+    sig = _slope_sigma(var_noise, n_in, _sxx(ts, valid), infl)
     # errors that last about error_correlation_s look like motion, not scatter, in a shorter history
     unseen = np.sqrt(1.0 + (error_correlation_s / np.maximum(history_s, 1e-3)) ** 2)[:, None]
     if halves is None:
         return v, unseen * sig
     t1, y1, t2, y2 = halves
     v1, v2 = _slopes(t1, y1), _slopes(t2, y2)
-    per_sample = n_in / ts.shape[1]  # the window's share of inliers, taken for the halves too
+    k = ts.shape[1] if valid is None else valid.sum(axis=1, keepdims=True)
+    per_sample = n_in / k  # the window's share of inliers, taken for the halves too
     sig1 = _slope_sigma(var_noise, per_sample * t1.shape[1], _sxx(t1), infl)
     sig2 = _slope_sigma(var_noise, per_sample * t2.shape[1], _sxx(t2), infl)
     gap = (t2.mean(axis=1) - t1.mean(axis=1))[:, None]
-    lead = (ts[:, -1] - ts.mean(axis=1))[:, None]  # the last sample's time from the window's middle
+    lead = (ts[:, -1] - _mean(ts, 1, valid))[:, None]  # the last sample's time from the window's middle
     corr = (v2 - v1) / gap * lead
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         var_corr = CARRY_NOISE_FACTOR * (sig1**2 + sig2**2) * (lead / gap) ** 2
@@ -395,15 +461,61 @@ def _speed_and_sigma(v: np.ndarray, sx: float, sy: float) -> tuple[float, float,
     return speed, float(sigma), v
 
 
-def size_changes(sizes: np.ndarray) -> np.ndarray:
+def size_changes(sizes: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
     """How much each track's box size (rows of ``sizes``, (G, N), all valid) varied over its
     window: max / min - 1 of the running median of SIZE_SMOOTHING samples (a change that lasts,
-    not one frame's jitter; no smoothing below that many), 0 with fewer than 2 samples."""
+    not one frame's jitter; no smoothing below that many), 0 with fewer than 2 samples.
+    ``valid`` (G, N): rows of different lengths padded at the front, each with at least
+    SIZE_SMOOTHING samples (None: no padding)."""
+    if valid is not None:
+        runs = np.median(
+            np.lib.stride_tricks.sliding_window_view(np.where(valid, sizes, 1.0), SIZE_SMOOTHING, axis=1),
+            axis=2,
+        )
+        whole = np.lib.stride_tricks.sliding_window_view(valid, SIZE_SMOOTHING, axis=1).all(axis=2)
+        return np.where(whole, runs, -np.inf).max(axis=1) / np.where(whole, runs, np.inf).min(axis=1) - 1.0
     if sizes.shape[1] >= SIZE_SMOOTHING:
         sizes = np.median(np.lib.stride_tricks.sliding_window_view(sizes, SIZE_SMOOTHING, axis=1), axis=2)
     if sizes.shape[1] < 2:
         return np.zeros(len(sizes))
     return sizes.max(axis=1) / sizes.min(axis=1) - 1.0
+
+
+def _padded_windows(
+    windows: list[tuple[_TrackState, int]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The last ``k`` samples of each track as rows of one array, shorter ones padded at the
+    front: times (G, K), positions (G, K, 2), box sizes (G, K; NaN in the padding) and which
+    entries are samples (G, K). The padding repeats a row's first position at times 1 s apart
+    before its first sample (finite, and distinct from its times, as the fits need)."""
+    kmax = max(k for _, k in windows)
+    g = len(windows)
+    ts, ys = np.empty((g, kmax)), np.empty((g, kmax, 2))
+    sizes, valid = np.full((g, kmax), np.nan), np.zeros((g, kmax), dtype=bool)
+    for row, (st, k) in enumerate(windows):
+        n, pad = len(st.t), kmax - k
+        ts[row, pad:] = list(itertools.islice(st.t, n - k, n))
+        ys[row, pad:] = list(itertools.islice(st.xy, n - k, n))
+        sizes[row, pad:] = list(itertools.islice(st.size, n - k, n))
+        valid[row, pad:] = True
+        if pad:
+            ts[row, :pad] = ts[row, pad] - np.arange(pad, 0, -1)
+            ys[row, :pad] = ys[row, pad]
+    return ts, ys, sizes, valid
+
+
+def _window_size_changes(sizes: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """:func:`size_changes` of padded windows (:func:`_padded_windows`), each over its own
+    measured sizes (a box cut by the frame's border has none): vectorised where a window's sizes
+    are all measured and at least SIZE_SMOOTHING, else one window at a time."""
+    measured = np.isfinite(sizes) & (sizes > 0)
+    whole = (measured == valid).all(axis=1) & (valid.sum(axis=1) >= SIZE_SMOOTHING)
+    changes = np.empty(len(sizes))
+    if whole.any():
+        changes[whole] = size_changes(sizes[whole], valid[whole])
+    for g in np.flatnonzero(~whole):
+        changes[g] = size_changes(sizes[g][measured[g]][None])[0]
+    return changes
 
 
 @dataclass(slots=True)
@@ -567,51 +679,47 @@ class SpeedEstimator:
         return self._estimates([(tid, st)], now).get(tid)
 
     def _estimates(self, tracks: list[tuple[int, _TrackState]], now: float) -> dict[int, SpeedEstimate]:
-        """The estimates of the ready tracks, fitted together: one vectorised fit per shape (window
-        and thinned halves; :func:`velocity_now_many`'s figures for each track, to rounding)."""
-        groups: dict[tuple[int, int, bool], list[tuple[int, _TrackState]]] = {}
+        """The estimates of the ready tracks, fitted together: one vectorised fit per kind (carried
+        or not, and the thinned halves' length), windows of different lengths padded at the front
+        (:func:`velocity_now_many`'s figures for each track, to rounding)."""
+        groups: dict[tuple[int, bool], list[tuple[int, _TrackState, int]]] = {}
         for tid, st in tracks:
             if self._ready(st, now):
                 n, k = len(st.t), self._in_window(st, now)
                 # a track younger than its window has no history beyond it: no carry (its lag
-                # is a fraction of a short window's; and so fewer shapes to fit apart)
+                # is a fraction of a short window's)
                 carry = self._carries(st, now) and n > k
-                key = (k, len(half_indices(n)[0]) if carry else 0, carry)
-                groups.setdefault(key, []).append((tid, st))
+                key = (len(half_indices(n)[0]) if carry else 0, carry)
+                groups.setdefault(key, []).append((tid, st, k))
         out: dict[int, SpeedEstimate] = {}
-        for (k, _, carry), group in groups.items():
+        for (_, carry), group in groups.items():
             # a track's sample times only increase (_step folds a repeated time, restarts on one
-            # going back), as the fits need; tracks of one group share their arrays' shapes
-            ts, ys, h1t, h1y, h2t, h2y, span = [], [], [], [], [], [], []
-            for _, st in group:
-                t, xy = list(st.t), list(st.xy)
-                n = len(t)
-                ts.append(t[n - k :])
-                ys.append(xy[n - k :])
-                span.append(t[-1] - t[0])
+            # going back), as the fits need; tracks of one group share their halves' shapes
+            ts, ys, sizes, valid = _padded_windows([(st, k) for _, st, k in group])
+            h1t, h1y, h2t, h2y, span = [], [], [], [], []
+            for _, st, _k in group:
+                span.append(st.t[-1] - st.t[0])
                 if carry:
-                    first, second = half_indices(n)
+                    t, xy = list(st.t), list(st.xy)
+                    first, second = half_indices(len(t))
                     h1t.append([t[i] for i in first])
                     h1y.append([xy[i] for i in first])
                     h2t.append([t[i] for i in second])
                     h2y.append([xy[i] for i in second])
-            tw = np.array(ts, dtype=np.float64)
             halves = (
                 (np.array(h1t), np.array(h1y, np.float64), np.array(h2t), np.array(h2y, np.float64))
                 if carry
                 else None
             )
-            v, sig = _velocity_now(
-                tw, np.array(ys, dtype=np.float64), halves, np.array(span), self.cfg.error_correlation_s
-            )
-            sizes = np.array([list(st.size)[len(st.size) - k :] for _, st in group], dtype=np.float64)
-            valid = np.isfinite(sizes) & (sizes > 0)
-            changes = size_changes(sizes) if valid.all() else [None] * len(group)  # else one by one
-            for g, ((tid, st), change, row) in enumerate(zip(group, changes, sizes, strict=True)):
-                if change is None:
-                    change = float(size_changes(row[np.isfinite(row) & (row > 0)][None])[0])
+            padded = None if valid.all() else valid
+            v, sig = _velocity_now(ts, ys, halves, np.array(span), self.cfg.error_correlation_s, padded)
+            changes = _window_size_changes(sizes, valid)
+            for g, (tid, st, k) in enumerate(group):
                 speed, fit_sigma, velocity = _speed_and_sigma(v[g], float(sig[g, 0]), float(sig[g, 1]))
-                est = self._estimate_from(tid, st, now, speed, fit_sigma, velocity, float(change), tw[g])
+                window_t = ts[g, ts.shape[1] - k :]
+                est = self._estimate_from(
+                    tid, st, now, speed, fit_sigma, velocity, float(changes[g]), window_t
+                )
                 if est is not None:
                     out[tid] = est
         return out

@@ -477,18 +477,31 @@ def test_fitting_many_tracks_at_once_gives_each_track_its_own_figures(n: int) ->
         np.testing.assert_allclose(velocities[g], v, rtol=1e-9)
 
 
-def test_a_frames_tracks_estimated_together_as_each_alone() -> None:
-    """SpeedEstimator fits a frame's tracks together (grouped by window length): every estimate,
-    trust flag and counter is what the track gets in an estimator of its own, whatever the other
-    tracks do (new, restarted by NaN, outlier steps, box size changes, missing sizes)."""
+def test_a_frames_tracks_estimated_together_as_each_alone(monkeypatch) -> None:
+    """SpeedEstimator fits a frame's tracks together (windows of different lengths padded into
+    one array): every estimate, trust flag and counter is what the track gets in an estimator of
+    its own, whatever the other tracks do (new, restarted by NaN, missed frames, outlier steps,
+    box size changes, missing sizes)."""
+    import pipelines.speed as speed_module
+
+    padded_rows = []
+    fit = speed_module._velocity_now
+
+    def recording_fit(ts, ys, halves, history_s, corr, valid=None):
+        if valid is not None:
+            padded_rows.append(int((~valid).any(axis=1).sum()))
+        return fit(ts, ys, halves, history_s, corr, valid)
+
+    monkeypatch.setattr(speed_module, "_velocity_now", recording_fit)
     rng = np.random.default_rng(3)
     together, alone = SpeedEstimator(SpeedConfig()), {}
     velocity = {tid: rng.normal(0, 10, 2) for tid in range(12)}
     trusted: set[bool] = set()
-    for k in range(90):
+    for k in range(150):
         ids = np.array([tid for tid in velocity if k >= 3 * tid])  # tracks start one after another
+        ids = ids[rng.random(len(ids)) > 0.15]  # missed in this frame: windows of unequal lengths
         rng.shuffle(ids)
-        disp = np.array([velocity[tid] / 30 for tid in ids]) + rng.normal(0, 0.03, (len(ids), 2))
+        disp = np.array([velocity[tid] / 30 for tid in ids]).reshape(-1, 2) + rng.normal(0, 0.03, (len(ids), 2))
         disp[rng.random(len(ids)) < 0.03] = np.nan  # restarts
         disp[rng.random(len(ids)) < 0.02] *= 60  # implausible steps
         sizes = rng.uniform(4.0, 4.4, len(ids)) * np.where(
@@ -516,4 +529,5 @@ def test_a_frames_tracks_estimated_together_as_each_alone() -> None:
             )
         trusted.update(e.trusted for e in got.values())
     assert trusted == {True, False}  # both kinds of figure were compared
+    assert sum(padded_rows) > 500  # and many windows were fitted padded
     assert together.n_outliers == sum(e.n_outliers for e in alone.values()) > 0
