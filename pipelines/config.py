@@ -50,6 +50,14 @@ class AutoSizeConfig(_Section):
     fallback: int = Field(960, ge=32, le=4096)  # no GSD known (no telemetry, still images)
     probe_row: float = Field(1 / 3, ge=0.0, le=1.0)  # where the GSD is read: share of the height from the top
     hold_frames: int = Field(15, ge=1)  # frames a new size must be wanted before the switch
+    # No GSD known: size from the cars the detector finds at the fallback size (every frame until
+    # there are min_vehicles, then one frame each reprobe_s), the vehicle_quantile of their box
+    # lengths standing for the far car; off: the fallback size throughout.
+    from_vehicles: bool = True
+    vehicle_quantile: float = Field(0.25, gt=0.0, lt=1.0)
+    min_vehicles: int = Field(10, ge=1)
+    reprobe_s: float = Field(5.0, gt=0.0)
+    vehicle_memory_s: float = Field(30.0, gt=0.0)  # probes older than this are forgotten
 
     @field_validator("ladder")
     @classmethod

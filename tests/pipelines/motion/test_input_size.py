@@ -12,8 +12,11 @@ from pipelines.motion.input_size import (
     VEHICLE_LENGTH_M,
     AutoSizedDetector,
     InputSizeChooser,
+    VehicleSizeProbe,
     probe_gsd,
     size_for_gsd,
+    size_for_vehicle_px,
+    vehicle_lengths,
 )
 from pipelines.types import Frame, Telemetry
 
@@ -135,3 +138,152 @@ def test_auto_sized_detector_runs_the_inner_model_at_the_chosen_size(altitude, p
     assert inner.sizes == [expected] * 3
     assert det.imgsz == expected
     assert dict(det.frames_at) == {expected: 3}
+
+
+def _cars(lengths, names=None) -> sv.Detections:
+    """Boxes ``lengths`` px long (and half as wide), class names ``names`` (default: all cars)."""
+    lengths = np.asarray(lengths, float)
+    xyxy = np.zeros((len(lengths), 4))
+    xyxy[:, 0] = np.arange(len(lengths)) * 200.0
+    xyxy[:, 2] = xyxy[:, 0] + lengths
+    xyxy[:, 3] = lengths / 2
+    names = ["car"] * len(lengths) if names is None else names
+    return sv.Detections(xyxy=xyxy, data={"class_name": np.array(names, dtype="<U10")})
+
+
+@pytest.mark.parametrize(
+    ("detections", "expected"),
+    [
+        (sv.Detections.empty(), []),
+        (_cars([50, 60]), [50, 60]),
+        (_cars([50, 60, 150, 20], ["car", "van", "bus", "motorcycle"]), [50, 60]),  # car-sized only
+        (sv.Detections(xyxy=np.array([[0.0, 0.0, 10.0, 40.0]])), [40]),  # unnamed: every box, long side
+    ],
+)
+def test_vehicle_lengths(detections, expected) -> None:
+    assert vehicle_lengths(detections).tolist() == expected
+
+
+@pytest.mark.parametrize(
+    ("vehicle_px", "long_side", "expected"),
+    [
+        (100.0, 1920, 640),  # 30 px at the input needs 576
+        (60.0, 1920, 960),  # needs 960
+        (50.0, 1920, 1280),  # needs 1152
+        (49.0, 1024, 640),  # UAVDT M1303: needs 627
+        (10.0, 1024, 1024),  # never above the frame
+    ],
+)
+def test_size_for_vehicle_px(vehicle_px, long_side, expected) -> None:
+    assert size_for_vehicle_px(vehicle_px, long_side, CFG) == expected
+
+
+def test_size_for_gsd_is_the_vehicle_rule_at_four_and_a_half_metres() -> None:
+    gsd = mavic3_gsd(100)
+    assert size_for_gsd(gsd, 1920, CFG) == size_for_vehicle_px(VEHICLE_LENGTH_M / gsd, 1920, CFG)
+
+
+def test_vehicle_probe_measures_until_enough_cars_then_every_reprobe_s() -> None:
+    cfg = AutoSizeConfig(min_vehicles=10, reprobe_s=5.0, vehicle_memory_s=30.0, vehicle_quantile=0.25)
+    probe = VehicleSizeProbe(cfg)
+    assert probe.due(0.0) and probe.length_px() is None
+    probe.add(0.0, _cars([40, 40, 40, 40, 40, 40]))  # 6 of 10
+    assert probe.due(1 / 30) and probe.length_px() is None
+    probe.add(1 / 30, _cars([80, 80, 80, 80]))  # 10: a measure
+    assert probe.length_px() == pytest.approx(40.0)
+    assert not probe.due(2 / 30) and not probe.due(4.99)
+    assert probe.due(5.04)  # reprobe_s after the last probe
+    probe.add(5.04, _cars([60] * 10))
+    assert probe.measured == 20 and probe.length_px() == pytest.approx(40.0)  # 6 x 40, 10 x 60, 4 x 80
+    assert probe.due(34.0) and probe.measured == 10  # the first two probes are over 30 s old
+    assert probe.length_px() == pytest.approx(60.0)
+    assert probe.due(1.0) and probe.measured == 0  # time went back: a new stream, measured anew
+
+
+class _CarsAtSize:
+    """A detector that finds cars ``length`` px long, only at input sizes >= ``min_size`` (a
+    smaller input misses them, as a real one misses far small cars)."""
+
+    def __init__(self, length: float, count: int = 12, min_size: int = 0) -> None:
+        self.length, self.count, self.min_size = length, count, min_size
+        self.sizes: list[int] = []
+
+    def detect_at(self, frame: Frame, imgsz: int) -> sv.Detections:
+        self.sizes.append(imgsz)
+        return _cars([self.length] * self.count) if imgsz >= self.min_size else sv.Detections.empty()
+
+
+def _untimed_frames(n: int, fps: float = 30.0, size=(1920, 1080)):
+    for i in range(n):
+        yield Frame(index=i, timestamp_s=i / fps, image=np.zeros((size[1], size[0], 3), np.uint8))
+
+
+@pytest.mark.parametrize(
+    ("length", "chosen"),
+    [(100.0, 640), (60.0, 960), (50.0, 1280)],
+)
+def test_no_gsd_sizes_from_the_cars_seen_at_the_fallback(length, chosen) -> None:
+    """No telemetry: the first frame runs at the fallback (960) and measures the cars, the next
+    frames at the size they ask for, one frame every 5 s at 960 again to keep measuring."""
+    inner = _CarsAtSize(length, min_size=960 if chosen == 640 else 0)  # a smaller input sees none
+    det = AutoSizedDetector(inner, GroundModel(CameraConfig(name="dji_mavic_3")), CFG)
+    for frame in _untimed_frames(360):  # 12 s at 30 fps
+        det.detect(frame)
+    probes = [0, 150, 300]  # t = 0, 5, 10 s
+    assert [i for i, s in enumerate(inner.sizes) if s == 960 and chosen != 960] == (
+        probes if chosen != 960 else []
+    )
+    assert det.imgsz == chosen
+    expected = {960: 360} if chosen == 960 else {960: 3, chosen: 357}
+    assert dict(det.frames_at) == expected
+
+
+def test_no_gsd_and_too_few_cars_stays_at_the_fallback() -> None:
+    inner = _CarsAtSize(100.0, count=0)
+    det = AutoSizedDetector(inner, GroundModel(CameraConfig(name="dji_mavic_3")), CFG)
+    for frame in _untimed_frames(60):
+        det.detect(frame)
+    assert set(inner.sizes) == {960}
+
+
+def test_no_gsd_from_vehicles_off_keeps_the_fallback() -> None:
+    inner = _CarsAtSize(100.0)
+    cfg = AutoSizeConfig(from_vehicles=False)
+    det = AutoSizedDetector(inner, GroundModel(CameraConfig(name="dji_mavic_3")), cfg)
+    for frame in _untimed_frames(30):
+        det.detect(frame)
+    assert set(inner.sizes) == {960}
+
+
+def test_a_gsd_wins_over_the_measured_cars() -> None:
+    inner = _CarsAtSize(50.0)  # cars alone would ask for 1280
+    det = AutoSizedDetector(inner, GroundModel(CameraConfig(name="dji_mavic_3")), CFG)
+    for _ in range(3):
+        det.detect(_frame(40.0))
+    assert inner.sizes == [640] * 3
+
+
+@pytest.mark.shared
+def test_real_oblique_clip_without_telemetry_is_not_sized_down() -> None:
+    """UAVDT M1303 (1024x540, oblique, no telemetry): its far cars are small (a quarter of the
+    shipped detector's cars at 960 are under ~30 px long), so the stream is not run at 640 - as
+    its true GSD would say, and unlike a guessed 60 m nadir GSD (640)."""
+    import cv2
+    from shared_material import shared_path
+
+    from pipelines.builder import build_detector_model
+    from pipelines.config import PipelineConfig
+
+    cap = cv2.VideoCapture(str(shared_path("uavdt_M1303_overlay_clip", "demo_M1303.mp4")))
+    cfg = PipelineConfig()
+    det = AutoSizedDetector(
+        build_detector_model(cfg.detector), GroundModel(cfg.camera), cfg.detector.auto_size
+    )
+    for i in range(3):
+        ok, image = cap.read()
+        assert ok
+        det.detect(Frame(index=i, timestamp_s=i / 30, image=image))
+    cap.release()
+    assert det.vehicles.measured >= cfg.detector.auto_size.min_vehicles
+    assert det.vehicles.length_px() < 38  # 800 would need 38 px
+    assert det.imgsz >= 960 and det.frames_at[960] == 1  # measured on the first frame, at the fallback
