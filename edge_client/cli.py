@@ -6,7 +6,11 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -153,13 +157,15 @@ def _publish_rtmp(args: argparse.Namespace) -> int:
             )
         osd = OsdPublisher(args.mqtt, args.device_sn, tel, hz=args.osd_hz or DJI_OSD_HZ)
     try:
-        result = publish_rtmp(
-            args.video,
-            args.rtmp,
-            max_seconds=args.max_seconds,
-            passthrough=args.passthrough,
-            on_frame=osd.on_frame if osd else None,
-        )
+        with _stop_on_sigterm() as stop:
+            result = publish_rtmp(
+                args.video,
+                args.rtmp,
+                max_seconds=args.max_seconds,
+                passthrough=args.passthrough,
+                on_frame=osd.on_frame if osd else None,
+                stop=stop,
+            )
     finally:
         if osd is not None:
             osd.close()
@@ -169,6 +175,27 @@ def _publish_rtmp(args: argparse.Namespace) -> int:
         log.error("the stream did not run to its end: %s", result.error)
         return 1
     return 0
+
+
+@contextmanager
+def _stop_on_sigterm() -> Iterator[threading.Event]:
+    """An event set by SIGTERM (``kill``, ``docker stop``, a supervisor): the stream then ends
+    after its current frame, as at its natural end (summary, exit 0). Outside the main thread
+    (no signal handlers there) the event is never set."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def on_term(_signum, _frame) -> None:
+        log.info("SIGTERM: ending the stream")
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _bench(args: argparse.Namespace) -> int:
