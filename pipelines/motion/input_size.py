@@ -208,11 +208,12 @@ class AutoSizedDetector:
         self.chooser = InputSizeChooser(cfg)
         self.vehicles = VehicleSizeProbe(cfg)
         self.frames_at: Counter[int] = Counter()  # frames run at each input size
+        self._last: int | None = None
 
     @property
     def imgsz(self) -> int | None:
         """The input size in use (None before the first frame)."""
-        return self.chooser.current
+        return self.chooser.current or self._last
 
     def detect(self, frame: Frame) -> sv.Detections:
         cfg = self.chooser.cfg
@@ -224,6 +225,8 @@ class AutoSizedDetector:
         if not self.vehicles.due(t):
             return self._run(frame, self._choose_from_vehicles(long_side))
         probe = fallback_size(long_side, cfg)
+        if self._last is None:
+            log.info("detector input size %d while the cars are measured (no GSD)", probe)
         detections = self._run(frame, probe)
         self.vehicles.add(t, detections)
         self._choose_from_vehicles(long_side)
@@ -233,6 +236,8 @@ class AutoSizedDetector:
         cfg = self.chooser.cfg
         length = self.vehicles.length_px()
         if length is None:
+            if self.chooser.current is None:  # still measuring: no decision yet (the first is at once)
+                return fallback_size(long_side, cfg)
             why = f"no GSD, {self.vehicles.measured} of {cfg.min_vehicles} cars measured: fallback"
             return self.chooser.choose_size(fallback_size(long_side, cfg), why, long_side)
         why = (
@@ -242,6 +247,7 @@ class AutoSizedDetector:
         return self.chooser.choose_size(size_for_vehicle_px(length, long_side, cfg), why, long_side)
 
     def _run(self, frame: Frame, size: int) -> sv.Detections:
+        self._last = size
         self.frames_at[size] += 1
         return self.inner.detect_at(frame, size)
 

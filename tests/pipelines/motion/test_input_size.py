@@ -264,26 +264,32 @@ def test_a_gsd_wins_over_the_measured_cars() -> None:
 
 
 @pytest.mark.shared
-def test_real_oblique_clip_without_telemetry_is_not_sized_down() -> None:
-    """UAVDT M1303 (1024x540, oblique, no telemetry): its far cars are small (a quarter of the
-    shipped detector's cars at 960 are under ~30 px long), so the stream is not run at 640 - as
-    its true GSD would say, and unlike a guessed 60 m nadir GSD (640)."""
-    import cv2
+@pytest.mark.parametrize(("altitude", "expected"), [(30.0, 640), (150.0, 1280)])
+def test_real_vehicles_without_telemetry_get_the_size_their_gsd_would(tmp_path, altitude, expected) -> None:
+    """1080p nadir frames drawn with real vehicle crops (the held-out aerial-cars video DJI-00760)
+    and run with no telemetry: the size measured from the shipped detector's cars is the one the
+    exact GSD gives (cars ~200 px long at 30 m: 640; ~40 px at 150 m: 1280)."""
     from shared_material import shared_path
 
+    from eval.simulate.flight import iter_frames
+    from eval.simulate.spec import FlightSpec
     from pipelines.builder import build_detector_model
     from pipelines.config import PipelineConfig
 
-    cap = cv2.VideoCapture(str(shared_path("uavdt_M1303_overlay_clip", "demo_M1303.mp4")))
+    sprites = tmp_path / "sprites"
+    sprites.mkdir()
+    for f in shared_path("aerial_cars_dji_frames", "dji_video_frames").glob("DJI-00760-*"):
+        (sprites / f.name).symlink_to(f)
+    spec = FlightSpec(
+        seed=7, duration_s=4 / 30, width=1920, height=1080, altitude_m=altitude, pitch_deg=-90.0,
+        n_vehicles=24, sprites_dir=str(sprites), real_sprite_fraction=1.0, mask_every=0,
+    )  # fmt: skip
     cfg = PipelineConfig()
+    assert size_for_gsd(mavic3_gsd(altitude), 1920, cfg.detector.auto_size) == expected
     det = AutoSizedDetector(
         build_detector_model(cfg.detector), GroundModel(cfg.camera), cfg.detector.auto_size
     )
-    for i in range(3):
-        ok, image = cap.read()
-        assert ok
-        det.detect(Frame(index=i, timestamp_s=i / 30, image=image))
-    cap.release()
+    for k, (image, _rows) in enumerate(iter_frames(spec)):
+        det.detect(Frame(index=k, timestamp_s=k / 30, image=image))
     assert det.vehicles.measured >= cfg.detector.auto_size.min_vehicles
-    assert det.vehicles.length_px() < 38  # 800 would need 38 px
-    assert det.imgsz >= 960 and det.frames_at[960] == 1  # measured on the first frame, at the fallback
+    assert det.imgsz == expected, det.vehicles.length_px()
