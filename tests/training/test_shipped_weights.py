@@ -46,9 +46,10 @@ def test_shipped_detector_metadata(weights):
 
 
 # Floors a little under the card's held-out scoreboard (imgsz auto -> 960 for stills, conf 0.25,
-# class-agnostic NMS and matching, IoU 0.5; v3 int8: all 0.525, oblique 0.480, night 0.390, nadir
-# 0.787; AU-AIR 0.243). The v1 detector scored 0.275 / 0.178 / 0.088 / 0.732 and 0.060 here.
-VISDRONE_FLOORS = {"all": 0.49, "oblique": 0.44, "night": 0.33, "nadir": 0.74}
+# class-agnostic NMS and matching, IoU 0.5; v3 int8 after chunk 3: all 0.565, oblique 0.525, night
+# 0.422, nadir 0.800; AU-AIR 0.256; after chunk 2 it was 0.525 / 0.480 / 0.390 / 0.787 and 0.243).
+# The v1 detector scored 0.275 / 0.178 / 0.088 / 0.732 and 0.060 here.
+VISDRONE_FLOORS = {"all": 0.53, "oblique": 0.49, "night": 0.37, "nadir": 0.76}
 
 
 @pytest.mark.shared
@@ -79,7 +80,7 @@ def test_default_detector_held_out_views(tmp_path):
                "--dataset", f"auair={auair}", "--json", str(out)])  # fmt: skip
     assert rc == 0
     (views,) = json.loads(out.read_text()).values()
-    assert views["all"]["ap50"] >= 0.21, views["all"]
+    assert views["all"]["ap50"] >= 0.22, views["all"]
 
 
 def test_shipped_road_model_loads():
