@@ -198,7 +198,8 @@ class SizedDetector(Protocol):
 
 
 class AutoSizedDetector:
-    """``Detector`` running ``inner`` at the input size each frame's GSD asks for.
+    """``Detector`` running ``inner`` at the input size each frame's GSD asks for; without a GSD,
+    the size the cars it measures at the fallback size ask for (:class:`VehicleSizeProbe`).
 
     The GSD comes from the frame's telemetry through its own :class:`GroundModel` (the same camera
     config as the pipeline's), so the detector stage still needs nothing but the frame.
