@@ -467,18 +467,16 @@ def size_changes(sizes: np.ndarray, valid: np.ndarray | None = None) -> np.ndarr
     not one frame's jitter; no smoothing below that many), 0 with fewer than 2 samples.
     ``valid`` (G, N): rows of different lengths padded at the front, each with at least
     SIZE_SMOOTHING samples (None: no padding)."""
-    if valid is not None:
-        runs = np.median(
-            np.lib.stride_tricks.sliding_window_view(np.where(valid, sizes, 1.0), SIZE_SMOOTHING, axis=1),
-            axis=2,
-        )
-        whole = np.lib.stride_tricks.sliding_window_view(valid, SIZE_SMOOTHING, axis=1).all(axis=2)
-        return np.where(whole, runs, -np.inf).max(axis=1) / np.where(whole, runs, np.inf).min(axis=1) - 1.0
-    if sizes.shape[1] >= SIZE_SMOOTHING:
-        sizes = np.median(np.lib.stride_tricks.sliding_window_view(sizes, SIZE_SMOOTHING, axis=1), axis=2)
-    if sizes.shape[1] < 2:
-        return np.zeros(len(sizes))
-    return sizes.max(axis=1) / sizes.min(axis=1) - 1.0
+    if valid is None:
+        if sizes.shape[1] < 2:
+            return np.zeros(len(sizes))
+        if sizes.shape[1] < SIZE_SMOOTHING:
+            return sizes.max(axis=1) / sizes.min(axis=1) - 1.0
+        valid = np.ones(sizes.shape, dtype=bool)
+    windows = np.lib.stride_tricks.sliding_window_view
+    runs = np.median(windows(np.where(valid, sizes, 1.0), SIZE_SMOOTHING, axis=1), axis=2)
+    whole = windows(valid, SIZE_SMOOTHING, axis=1).all(axis=2)  # running medians of samples only
+    return np.where(whole, runs, -np.inf).max(axis=1) / np.where(whole, runs, np.inf).min(axis=1) - 1.0
 
 
 def _padded_windows(

@@ -279,7 +279,7 @@ def train_detector(
     args["lrf"] = settings.lrf
     _use_threads(model, settings.threads)
     log.info("training %s from %s on %s in %s", name, init, data_yaml, precision)
-    with _cpu_bf16_autocast(_cpu_bf16(settings)):
+    with _cpu_bf16_autocast(precision == "bf16" and settings.device == "cpu"):
         model.train(**args)
     return _pick(run_dir, pick)
 
