@@ -182,6 +182,11 @@ class EgoMotionConfig(_Section):
     # while textured ground keeps the strong corners on and along the road.
     corners: Literal["grid", "global", "fill"] = "fill"
     grid_cols: int = Field(16, ge=1, le=64)  # rows follow the aspect ratio
+    # Corners whose gradient structure tensor has lambda_min / lambda_max below this are edges
+    # (lane lines, kerbs, field borders): LK cannot see motion along them (the aperture problem)
+    # and their along-edge motion stays where the previous frame's motion seeded it, which biased
+    # the homography up to 0.08 px/frame at 30 m (pipelines.motion.egomotion.corner_ratios); 0: off.
+    min_corner_ratio: float = Field(0.1, ge=0, le=1)
     # Causal trend fit over the last N frame-to-frame motions (a drone moves smoothly); a motion
     # further than smooth_gate_px (full-res px, any reference point) from the trend's prediction
     # restarts it, so a real pan is followed at once. 0 or 1: no smoothing.

@@ -9,7 +9,10 @@ Sparse pyramidal Lucas-Kanade on corners of the (static) background, on a downsc
    quality threshold relative to the cell; ``"fill"`` (the default) the global corners plus grid
    corners in the cells they leave empty (:func:`fill_empty_cells`), so that plain ground (asphalt
    and grass seen from low altitude) still gives points over the whole frame while textured ground
-   keeps its strong corners on and along the road. They are re-detected every
+   keeps its strong corners on and along the road. Edge-like corners are dropped
+   (:func:`corner_ratios` below ``min_corner_ratio``): a point on a lane line or a kerb is pinned
+   across the line only, so LK leaves its motion along the line where the seed put it. They are
+   re-detected every
    ``refresh_every`` frames or when too few survive, otherwise the surviving inliers are tracked on
    (cheap, and long-lived points are the stable ones);
 2. each corner is tracked previous -> current and back; points whose round trip misses by more than
@@ -121,6 +124,7 @@ def grid_corners(
     cell_quality: float = GRID_CELL_QUALITY,
     min_quality: float = GRID_MIN_QUALITY,
     block: int = 5,
+    min_ratio: float = 0.0,
 ) -> np.ndarray | None:
     """Corners spread over a grid: (N, 1, 2) float32 working pixels, or None.
 
@@ -129,7 +133,8 @@ def grid_corners(
     grouped into ``cols`` x ``rows`` cells (rows from the aspect ratio) and each cell keeps its
     strongest ``ceil(max_corners / cells)`` peaks at or above ``cell_quality`` times the cell's best,
     ``max_corners`` in all (every cell's strongest first). ``min_quality`` times the frame's best is
-    the floor (flat noise gives no corners).
+    the floor (flat noise gives no corners). Peaks whose :func:`corner_ratios` is under
+    ``min_ratio`` (edges) are left out before the cells choose.
     """
     eig = cv2.cornerMinEigenVal(img, block, 3)
     if mask is not None:
@@ -140,6 +145,9 @@ def grid_corners(
     k = 2 * nms_radius + 1
     local_max = eig >= cv2.dilate(eig, cv2.getStructuringElement(cv2.MORPH_RECT, (k, k)))
     ys, xs = np.nonzero(local_max & (eig > min_quality * peak))
+    if min_ratio > 0 and len(ys):
+        corner = corner_ratios(img, np.column_stack([xs, ys]), block) >= min_ratio
+        ys, xs = ys[corner], xs[corner]
     if len(ys) == 0:
         return None
     v = eig[ys, xs]
@@ -155,6 +163,41 @@ def grid_corners(
     if len(keep) > max_corners:  # at most max_corners: every cell's best first, then the seconds...
         keep = keep[np.lexsort((-v[keep], rank[keep]))[:max_corners]]
     return np.column_stack([xs[keep], ys[keep]]).astype(np.float32).reshape(-1, 1, 2)
+
+
+def corner_ratios(img: np.ndarray, pts: np.ndarray, block: int = 5) -> np.ndarray:
+    """(N,) ``lambda_min / lambda_max`` of the gradient structure tensor summed over a ``block`` x
+    ``block`` window at each of the (N, 1, 2) or (N, 2) points (nearest pixel): 1 where the texture
+    varies alike in every direction (a corner), 0 on a straight edge, where the motion along the
+    edge cannot be measured (the aperture problem); 0 for a flat window. Central differences on a
+    gathered patch per point: no full-image pass."""
+    p = np.rint(np.asarray(pts, dtype=np.float64).reshape(-1, 2)).astype(int)
+    if len(p) == 0:
+        return np.zeros(0)
+    h, w = img.shape[:2]
+    r = block // 2 + 1  # one more pixel each side for the differences
+    cx = np.clip(p[:, 0], r, w - 1 - r)
+    cy = np.clip(p[:, 1], r, h - 1 - r)
+    off = np.arange(-r, r + 1)
+    patch = img[(cy[:, None] + off)[:, :, None], (cx[:, None] + off)[:, None, :]].astype(np.float32)
+    gx = patch[:, 1:-1, 2:] - patch[:, 1:-1, :-2]
+    gy = patch[:, 2:, 1:-1] - patch[:, :-2, 1:-1]
+    a = (gx * gx).sum(axis=(1, 2), dtype=np.float64)
+    b = (gx * gy).sum(axis=(1, 2), dtype=np.float64)
+    c = (gy * gy).sum(axis=(1, 2), dtype=np.float64)
+    half_trace = 0.5 * (a + c)
+    root = np.sqrt(np.maximum(0.25 * (a - c) ** 2 + b * b, 0.0))
+    big = half_trace + root
+    return np.divide(half_trace - root, big, out=np.zeros_like(big), where=big > 0)
+
+
+def drop_edges(img: np.ndarray, pts: np.ndarray | None, min_ratio: float) -> np.ndarray | None:
+    """The (N, 1, 2) corners of ``pts`` whose :func:`corner_ratios` is at least ``min_ratio``
+    (``pts`` itself when ``min_ratio`` is 0), or None when none is."""
+    if pts is None or len(pts) == 0 or min_ratio <= 0:
+        return pts
+    kept = pts[corner_ratios(img, pts) >= min_ratio]
+    return kept if len(kept) else None
 
 
 def fill_empty_cells(
@@ -320,8 +363,9 @@ class EgoMotionEstimator:
     def _detect(self, small: np.ndarray, boxes: np.ndarray | None, sx: float, sy: float) -> np.ndarray | None:
         h, w = small.shape
         mask = exclusion_mask((h, w), boxes, (sx, sy))
+        ratio = self.cfg.min_corner_ratio
         if self.cfg.corners == "grid":
-            return grid_corners(small, mask, self.cfg.max_features, cols=self.cfg.grid_cols)
+            return grid_corners(small, mask, self.cfg.max_features, cols=self.cfg.grid_cols, min_ratio=ratio)
         min_dist = max(4.0, min(h, w) / 45.0)
         pts = cv2.goodFeaturesToTrack(
             small,
@@ -331,10 +375,10 @@ class EgoMotionEstimator:
             mask=mask,
             blockSize=5,
         )
-        pts = None if pts is None else pts.astype(np.float32)
+        pts = drop_edges(small, None if pts is None else pts.astype(np.float32), ratio)
         if self.cfg.corners == "fill":
-            pts = fill_empty_cells(pts, grid_corners(small, mask, self.cfg.max_features, cols=self.cfg.grid_cols),
-                                   (h, w), self.cfg.grid_cols)  # fmt: skip
+            extra = grid_corners(small, mask, self.cfg.max_features, cols=self.cfg.grid_cols, min_ratio=ratio)
+            pts = fill_empty_cells(pts, extra, (h, w), self.cfg.grid_cols)
         return pts
 
     # --------------------------------------------------------------------------------------
