@@ -39,6 +39,8 @@ HALF_SAMPLES = 15  # samples of each half of the history the acceleration is est
 ERROR_CORRELATION_S = 1.0
 # how much the noise of the acceleration carry exceeds what its residual scatter says (velocity_now_many)
 CARRY_NOISE_FACTOR = 16.0
+# RMS acceleration of traffic (m/s^2): the prior of a young track's lag, in its sigma (velocity_now_many)
+ACCEL_SIGMA_MPS2 = 0.5
 MAX_AUTOCORRELATION = 0.9  # cap of the residuals' lag-1 autocorrelation (variance x 19 at most)
 
 
@@ -234,13 +236,14 @@ def robust_speed_fit(
     n_speed: int | None = None,
     carry: bool = True,
     error_correlation_s: float = ERROR_CORRELATION_S,
+    accel_sigma_mps2: float = ACCEL_SIGMA_MPS2,
 ) -> tuple[float, float, np.ndarray]:
     """Robust fit of ground position against time: the velocity at the last sample and its error.
 
     Args:
         t: (N,) timestamps in seconds (any order, N >= 2, at least two distinct values).
         xy: (N, 2) ground positions in metres.
-        n_speed, carry, error_correlation_s: see :func:`velocity_now_many` (the speed window's
+        n_speed, carry, error_correlation_s, accel_sigma_mps2: see :func:`velocity_now_many` (the speed window's
             samples, the last ones, default all; repeated times: a straight line through all,
             its velocity at the middle, errors independent).
 
@@ -260,7 +263,7 @@ def robust_speed_fit(
     if len(np.unique(t)) == len(t):
         order = np.argsort(t)
         speed, sigma, v = robust_speed_fit_many(
-            t[order][None], xy[order][None], n_speed, carry, error_correlation_s
+            t[order][None], xy[order][None], n_speed, carry, error_correlation_s, accel_sigma_mps2
         )
         return float(speed[0]), float(sigma[0]), v[0]
     t = t - t.mean()  # conditioning: intercepts at the window centre
@@ -276,15 +279,17 @@ def robust_speed_fit_many(
     n_speed: int | None = None,
     carry: bool = True,
     error_correlation_s: float = ERROR_CORRELATION_S,
+    accel_sigma_mps2: float = ACCEL_SIGMA_MPS2,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`robust_speed_fit` of G tracks with N samples each, in one vectorised pass: ``t``
     (G, N) distinct finite times per track, ``xy`` (G, N, 2) -> speeds (G,), sigmas (G,),
     velocities (G, 2) at each track's last sample time (:func:`velocity_now_many`); the same
     figures as fitting each track on its own (to rounding). ``n_speed``: the speed window's samples (the last
     ones; default all), the rest only serve the acceleration; ``carry=False``: the velocity at
-    the speed window's middle; ``error_correlation_s``: see :func:`velocity_now_many` (0: the
-    errors are taken as independent from frame to frame)."""
-    v, sig = velocity_now_many(t, xy, n_speed, carry, error_correlation_s)
+    the speed window's middle; ``error_correlation_s``, ``accel_sigma_mps2``: see
+    :func:`velocity_now_many` (0: the errors are taken as independent from frame to frame; no lag
+    term)."""
+    v, sig = velocity_now_many(t, xy, n_speed, carry, error_correlation_s, accel_sigma_mps2)
     out = [_speed_and_sigma(v[g], float(sig[g, 0]), float(sig[g, 1])) for g in range(len(t))]
     return np.array([o[0] for o in out]), np.array([o[1] for o in out]), v
 
@@ -360,6 +365,7 @@ def velocity_now_many(
     n_speed: int | None = None,
     carry: bool = True,
     error_correlation_s: float = ERROR_CORRELATION_S,
+    accel_sigma_mps2: float = ACCEL_SIGMA_MPS2,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each track's velocity at its last sample time and its per-axis standard error, (G, 2) each.
 
@@ -382,6 +388,14 @@ def velocity_now_many(
     was moved by is what it may be wrong by). No history beyond the speed window (a young
     track), or ``carry`` False: no carry.
 
+    A track without a carry has its lag in the standard error: a true lag ``a x lead`` (``lead``
+    the last sample's time from the window's middle) has the prior variance ``P =
+    (accel_sigma_mps2 x lead)^2`` (traffic's RMS acceleration, 0.5 m/s^2); what the window's own
+    halves would measure of it (variance ``V``; too noisy to apply) leaves ``P V / (P + V)`` per
+    axis, added in quadrature. A 0.75 s old track fitted over its 0.75 s is a third of a second
+    late, up to 0.7 km/h of error its sigma did not hold before (shipped detector, 30-60 m cells of
+    the speed grid: 1 sigma held 14-42 % of the errors of tracks 0.5-1 s old; 64-82 % with it).
+
     The noise is the residual scatter around a parabola through the speed window (a line's
     residuals would hold the curve an acceleration leaves), inflated for its correlation
     (:func:`ar1_inflation`), and by ``sqrt(1 + (error_correlation_s / history)^2)``: box errors
@@ -394,7 +408,12 @@ def velocity_now_many(
     first, second = half_indices(n)
     halves = (t[:, first], xy[:, first], t[:, second], xy[:, second]) if carry and n > n_speed else None
     return _velocity_now(
-        t[:, n - n_speed :], xy[:, n - n_speed :], halves, t[:, -1] - t[:, 0], error_correlation_s
+        t[:, n - n_speed :],
+        xy[:, n - n_speed :],
+        halves,
+        t[:, -1] - t[:, 0],
+        error_correlation_s,
+        accel_sigma_mps2=accel_sigma_mps2,
     )
 
 
@@ -415,6 +434,7 @@ def _velocity_now(
     history_s: np.ndarray,
     error_correlation_s: float,
     valid: np.ndarray | None = None,
+    accel_sigma_mps2: float = ACCEL_SIGMA_MPS2,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`velocity_now_many` of G tracks given their speed windows ``ts`` (G, K), ``ys``
     (G, K, 2), the (thinned) halves of their histories (times and positions of each, or None: no
@@ -430,8 +450,13 @@ def _velocity_now(
     sig = _slope_sigma(var_noise, n_in, _sxx(ts, valid), infl)
     # errors that last about error_correlation_s look like motion, not scatter, in a shorter history
     unseen = np.sqrt(1.0 + (error_correlation_s / np.maximum(history_s, 1e-3)) ** 2)[:, None]
+    lead = (ts[:, -1] - _mean(ts, 1, valid))[:, None]  # the last sample's time from the window's middle
+    prior = (accel_sigma_mps2 * lead) ** 2  # the lag's prior variance: traffic's accelerations
     if halves is None:
-        return v, unseen * sig
+        # what the window itself says of its lag (not applied: too noisy, measured): from its two
+        # halves, each a slope over half the samples and half the time span (8 x the variance),
+        # their middles half a window apart, as far as the lead
+        return v, np.sqrt((unseen * sig) ** 2 + _lag_variance(prior, CARRY_NOISE_FACTOR * 16.0 * sig**2))
     t1, y1, t2, y2 = halves
     v1, v2 = _slopes(t1, y1), _slopes(t2, y2)
     k = ts.shape[1] if valid is None else valid.sum(axis=1, keepdims=True)
@@ -439,14 +464,27 @@ def _velocity_now(
     sig1 = _slope_sigma(var_noise, per_sample * t1.shape[1], _sxx(t1), infl)
     sig2 = _slope_sigma(var_noise, per_sample * t2.shape[1], _sxx(t2), infl)
     gap = (t2.mean(axis=1) - t1.mean(axis=1))[:, None]
-    lead = (ts[:, -1] - _mean(ts, 1, valid))[:, None]  # the last sample's time from the window's middle
     corr = (v2 - v1) / gap * lead
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         var_corr = CARRY_NOISE_FACTOR * (sig1**2 + sig2**2) * (lead / gap) ** 2
         known = np.isfinite(var_corr)  # else (a half with too few inliers): no carry
         w = np.where(known, np.nan_to_num(corr**2 / (corr**2 + var_corr)), 0.0)
     carried = w * corr
+    # the history measured the lag: what the carry moved the velocity by it may be wrong by (an
+    # acceleration that changed over the history). Adding the lag's prior narrowed by the carry's
+    # noise here as well held 74-93 % of the errors within 1 sigma (exact boxes, three cells);
+    # taking it instead of the carry, 21-70 % (mean 43 %, 36 cells): measured, not kept
     return v + carried, np.sqrt((unseen * sig) ** 2 + carried**2)
+
+
+def _lag_variance(prior: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """The variance left of a lag with prior variance ``prior`` once measured with variance
+    ``measured`` (inf: not measured): ``prior x measured / (prior + measured)``, at most either (0
+    when both are)."""
+    total = prior + measured
+    with np.errstate(invalid="ignore"):  # inf x 0, inf / inf: masked below
+        left = prior * measured / np.where(total > 0, total, 1.0)
+    return np.where(np.isinf(measured), prior, left)
 
 
 def _speed_and_sigma(v: np.ndarray, sx: float, sy: float) -> tuple[float, float, np.ndarray]:
@@ -710,7 +748,15 @@ class SpeedEstimator:
                 else None
             )
             padded = None if valid.all() else valid
-            v, sig = _velocity_now(ts, ys, halves, np.array(span), self.cfg.error_correlation_s, padded)
+            v, sig = _velocity_now(
+                ts,
+                ys,
+                halves,
+                np.array(span),
+                self.cfg.error_correlation_s,
+                padded,
+                self.cfg.accel_sigma_mps2,
+            )
             changes = _window_size_changes(sizes, valid)
             for g, (tid, st, k) in enumerate(group):
                 speed, fit_sigma, velocity = _speed_and_sigma(v[g], float(sig[g, 0]), float(sig[g, 1]))
