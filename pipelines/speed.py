@@ -451,8 +451,8 @@ def _velocity_now(
     # errors that last about error_correlation_s look like motion, not scatter, in a shorter history
     unseen = np.sqrt(1.0 + (error_correlation_s / np.maximum(history_s, 1e-3)) ** 2)[:, None]
     lead = (ts[:, -1] - _mean(ts, 1, valid))[:, None]  # the last sample's time from the window's middle
-    prior = (accel_sigma_mps2 * lead) ** 2  # the lag's prior variance: traffic's accelerations
     if halves is None:
+        prior = (accel_sigma_mps2 * lead) ** 2  # the lag's prior variance: traffic's accelerations
         # what the window itself says of its lag (not applied: too noisy, measured): from its two
         # halves, each a slope over half the samples and half the time span (8 x the variance),
         # their middles half a window apart, as far as the lead

@@ -227,7 +227,9 @@ def train_detector(
         log.info("resuming %s from %s", name, last)
         model = YOLO(str(last), task="detect")
         _use_threads(model, settings.threads)
-        with _cpu_bf16_autocast(_cpu_bf16(settings)):
+        with _cpu_bf16_autocast(
+            _cpu_bf16(resolve_precision(settings.precision, settings.device), settings.device)
+        ):
             model.train(resume=True)
         return _pick(run_dir, pick)
     init_pt = build_init_checkpoint(init, project / f"{name}_init.pt")
@@ -279,13 +281,14 @@ def train_detector(
     args["lrf"] = settings.lrf
     _use_threads(model, settings.threads)
     log.info("training %s from %s on %s in %s", name, init, data_yaml, precision)
-    with _cpu_bf16_autocast(precision == "bf16" and settings.device == "cpu"):
+    with _cpu_bf16_autocast(_cpu_bf16(precision, settings.device)):
         model.train(**args)
     return _pick(run_dir, pick)
 
 
-def _cpu_bf16(settings: TrainSettings) -> bool:
-    return settings.device == "cpu" and resolve_precision(settings.precision, settings.device) == "bf16"
+def _cpu_bf16(precision: str, device: str) -> bool:
+    """Whether a run in the resolved ``precision`` on ``device`` needs the CPU bf16 autocast hook."""
+    return device == "cpu" and precision == "bf16"
 
 
 def _use_threads(model, threads: int | None) -> None:
