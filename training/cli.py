@@ -225,6 +225,16 @@ def cmd_detector(args) -> int:
     return 0
 
 
+def cmd_average(args) -> int:
+    from training.detector import average_checkpoints
+
+    for path in (args.base, args.tuned):
+        if not Path(path).is_file():
+            raise ConfigError(f"no checkpoint at {path}")
+    average_checkpoints(args.base, args.tuned, args.weight, args.out)
+    return 0
+
+
 def cmd_export(args) -> int:
     """Export a trained checkpoint (e.g. to try NNCF int8 after a run) and optionally install it."""
     from training.detector import export_detector, install_detector
@@ -450,7 +460,7 @@ def register(subparsers) -> None:
 
 
 def _register_detector_commands(sub) -> None:
-    """``dataset``, ``detector``, ``eval-detector``, ``bench-detector``."""
+    """``dataset``, ``detector``, ``eval-detector``, ``export``, ``average``, ``bench-detector``."""
     p = sub.add_parser("dataset", help="convert annotations into a tiled ultralytics dataset")
     _add_dataset_args(p)
     p.add_argument("--out", required=True)
@@ -536,6 +546,16 @@ def _register_detector_commands(sub) -> None:
     p.add_argument("--imgsz", type=int, default=640)
     p.add_argument("--install", help="copy the exports under the shipped names into this folder")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "average",
+        help="interpolate two checkpoints of one detector in weight space (WiSE-FT): (1-w) BASE + w TUNED",
+    )
+    p.add_argument("--base", required=True, help="the checkpoint fine-tuning started from (.pt)")
+    p.add_argument("--tuned", required=True, help="the fine-tuned checkpoint (.pt)")
+    p.add_argument("--weight", type=float, required=True, help="share of TUNED, 0..1")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_average)
 
     p = sub.add_parser("bench-detector", help="CPU milliseconds per frame of detector exports")
     p.add_argument("--weights", nargs="+", required=True)

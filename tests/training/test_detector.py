@@ -187,3 +187,68 @@ def test_cli_refuses_noncommercial_training(tmp_path):
     (tmp_path / "annotations.json").write_text('{"annotations": []}')
     rc = main(["train", "dataset", "--dataset", f"auair={tmp_path}", "--out", str(tmp_path / "o")])
     assert rc == 2
+
+
+def _checkpoint(path, seed: int, scale: str = "n"):
+    import torch
+    from ultralytics.nn.tasks import DetectionModel
+
+    torch.manual_seed(seed)
+    model = DetectionModel(f"yolov8{scale}.yaml", nc=len(CLASSES), verbose=False)
+    for m in model.modules():  # distinct BatchNorm statistics, so they are averaged too
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.num_batches_tracked.fill_(seed)
+    model.names = dict(enumerate(CLASSES))
+    torch.save({"model": model.half(), "epoch": -1, "train_args": {"seed": seed}}, path)
+    return model
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.3, 1.0])
+def test_average_checkpoints(tmp_path, weight):
+    import torch
+
+    from training.detector import average_checkpoints
+
+    a = _checkpoint(tmp_path / "a.pt", 1).state_dict()
+    b = _checkpoint(tmp_path / "b.pt", 2).state_dict()
+    out = average_checkpoints(tmp_path / "a.pt", tmp_path / "b.pt", weight, tmp_path / "mix.pt")
+    ckpt = torch.load(out, weights_only=False)
+    mixed = ckpt["model"].state_dict()
+    assert ckpt["train_args"] == {"seed": 2} and ckpt["model"].names == dict(enumerate(CLASSES))
+    for key in ("model.0.conv.weight", "model.22.cv3.2.2.bias", "model.0.bn.running_mean"):
+        want = (1 - weight) * a[key].float() + weight * b[key].float()
+        assert mixed[key].dtype == torch.float16
+        assert torch.allclose(mixed[key].float(), want.half().float(), atol=1e-3), key
+    assert int(mixed["model.0.bn.num_batches_tracked"]) == 2  # integers: the tuned model's
+
+
+def test_average_refuses_other_networks_and_weights(tmp_path):
+    from pipelines.config import ConfigError
+    from training.detector import average_checkpoints
+
+    _checkpoint(tmp_path / "n.pt", 1)
+    _checkpoint(tmp_path / "s.pt", 2, scale="s")
+    with pytest.raises(ConfigError, match="not the same network"):
+        average_checkpoints(tmp_path / "n.pt", tmp_path / "s.pt", 0.5, tmp_path / "x.pt")
+    with pytest.raises(ConfigError, match=r"within \[0, 1\]"):
+        average_checkpoints(tmp_path / "n.pt", tmp_path / "n.pt", 1.5, tmp_path / "x.pt")
+
+
+def test_cli_average_writes_a_loadable_detector(tmp_path, capsys):
+    from ultralytics import YOLO
+
+    from airpatrol.cli import main
+
+    _checkpoint(tmp_path / "a.pt", 1)
+    _checkpoint(tmp_path / "b.pt", 2)
+    out = tmp_path / "mix.pt"
+    args = ["train", "average", "--base", str(tmp_path / "a.pt"), "--tuned", str(tmp_path / "b.pt")]
+    assert main([*args, "--weight", "0.7", "--out", str(out)]) == 0
+    model = YOLO(str(out), task="detect")
+    assert model.names == dict(enumerate(CLASSES))
+    assert model.predict(np.zeros((64, 64, 3), np.uint8), imgsz=64, verbose=False)[0].boxes is not None
+    assert (
+        main([*args[:3], str(tmp_path / "missing.pt"), *args[4:], "--weight", "0.7", "--out", str(out)]) != 0
+    )
+    assert "no checkpoint at" in capsys.readouterr().err
