@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -387,8 +388,8 @@ def export_detector(
 
     ``dynamic=True`` lets the exports take any input size (letterboxed to a multiple of 32), so one
     file serves imgsz 640, 1024 or 1280. ``openvino-int8`` is NNCF post-training quantisation
-    (weights and activations) calibrated on ``calib_images`` images of the *train* split of
-    ``calib_data`` (a data.yaml; never the held-out split, which scores it afterwards).
+    (weights and activations) calibrated on ``calib_images`` images drawn at random (seeded) from the
+    *train* split of ``calib_data`` (a data.yaml; never the held-out split, which scores it afterwards).
     """
     _, YOLO = _ultralytics()
     os.environ.setdefault("OPENVINO_TELEMETRY_DISABLE", "1")  # no network attempt on export
@@ -424,20 +425,81 @@ def _export_openvino_int8(
         raise ConfigError("openvino-int8 needs NNCF: pip install nncf") from exc
     _, YOLO = _ultralytics()
     model = YOLO(str(pt), task="detect")
-    path = model.export(
-        format="openvino",
-        quantize=8,
-        data=str(calib_data),
-        split="train",
-        fraction=int(calib_images),
-        batch=1,
-        imgsz=imgsz,
-        dynamic=dynamic,
-        device="cpu",
-        verbose=False,
-    )
-    log.info("exported openvino-int8 (NNCF, %d calibration images) -> %s", calib_images, path)
+    with tempfile.TemporaryDirectory(prefix="airpatrol-calib-") as tmp:
+        calib_yaml, n = calibration_split(calib_data, calib_images, Path(tmp))
+        path = model.export(
+            format="openvino",
+            quantize=8,
+            data=str(calib_yaml),
+            split="train",
+            batch=1,
+            imgsz=imgsz,
+            dynamic=dynamic,
+            device="cpu",
+            verbose=False,
+        )
+    log.info("exported openvino-int8 (NNCF, %d calibration images) -> %s", n, path)
     return Path(path)
+
+
+CALIBRATION_SEED = 0
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
+
+
+def split_images(data_yaml: str | Path, split: str = "train") -> list[Path]:
+    """The image files of one split of an ultralytics data.yaml: a folder (searched recursively),
+    a ``.txt`` list of paths, or a list of either; relative paths from the yaml's ``path``."""
+    import yaml
+
+    data_yaml = Path(data_yaml)
+    data = yaml.safe_load(data_yaml.read_text()) or {}
+    root = Path(data.get("path") or data_yaml.parent)
+    if not root.is_absolute():
+        root = data_yaml.parent / root
+    entries = data.get(split)
+    if entries is None:
+        raise ConfigError(f"{data_yaml} has no {split!r} split")
+    images: list[Path] = []
+    for entry in entries if isinstance(entries, list) else [entries]:
+        where = Path(entry) if Path(entry).is_absolute() else root / entry
+        if where.is_dir():
+            images += sorted(f for f in where.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
+        elif where.suffix == ".txt" and where.is_file():
+            for line in where.read_text().splitlines():
+                if line.strip():
+                    f = Path(line.strip())
+                    images.append(f if f.is_absolute() else where.parent / f)
+        else:
+            raise ConfigError(f"{data_yaml}: {split} entry {entry!r} is neither a folder nor a .txt list")
+    return images
+
+
+def calibration_split(
+    data_yaml: str | Path, n: int, out_dir: Path, seed: int = CALIBRATION_SEED
+) -> tuple[Path, int]:
+    """A data.yaml whose ``train`` split is a seeded random sample of ``n`` of ``data_yaml``'s train
+    images (all of them when fewer), for int8 calibration.
+
+    ultralytics' own ``fraction=n`` takes the *first* n files in name order: on detector v3/v4's
+    tiles that is 300 tiles of the first VisDrone clips (no nadir frame, no simulated flight, no
+    night), a calibration set unlike the traffic the model runs on. Returns (yaml, images used).
+    """
+    import random
+
+    import yaml
+
+    images = split_images(data_yaml, "train")
+    if not images:
+        raise ConfigError(f"{data_yaml}: no training images to calibrate on")
+    chosen = sorted(random.Random(seed).sample(images, n)) if n < len(images) else images
+    out_dir.mkdir(parents=True, exist_ok=True)
+    listing = out_dir / "calibration.txt"
+    listing.write_text("".join(f"{p.resolve()}\n" for p in chosen))
+    data = yaml.safe_load(Path(data_yaml).read_text()) or {}
+    calib = {"path": str(out_dir), "train": str(listing), "val": str(listing), "names": data.get("names", {})}
+    out = out_dir / "calibration.yaml"
+    out.write_text(yaml.safe_dump(calib, sort_keys=False))
+    return out, len(chosen)
 
 
 def quantize_onnx_int8(src: str | Path, dst: str | Path) -> Path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import cv2
 import numpy as np
 import pytest
@@ -252,3 +254,50 @@ def test_cli_average_writes_a_loadable_detector(tmp_path, capsys):
         main([*args[:3], str(tmp_path / "missing.pt"), *args[4:], "--weight", "0.7", "--out", str(out)]) != 0
     )
     assert "no checkpoint at" in capsys.readouterr().err
+
+
+def _yolo_tree(root, names):
+    (root / "images" / "train").mkdir(parents=True)
+    (root / "images" / "val").mkdir(parents=True)
+    for name in names:
+        cv2.imwrite(str(root / "images" / "train" / f"{name}.jpg"), np.zeros((8, 8, 3), np.uint8))
+    (root / "data.yaml").write_text(f"path: {root}\ntrain: images/train\nval: images/val\nnames:\n  0: car\n")
+    return root / "data.yaml"
+
+
+def test_calibration_split_is_a_seeded_sample_of_the_whole_train_split(tmp_path):
+    """ultralytics' fraction=N calibrates on the first N files by name (one clip's tiles); ours
+    samples the whole split, the same sample every time."""
+    import yaml
+
+    from training.detector import calibration_split, split_images
+
+    names = [f"clip{c}_{k:02d}" for c in "ABCDE" for k in range(20)]  # 100 tiles of 5 clips, sorted
+    data = _yolo_tree(tmp_path / "ds", names)
+    first, n = calibration_split(data, 30, tmp_path / "c1")
+    again, _ = calibration_split(data, 30, tmp_path / "c2")
+    listed = (tmp_path / "c1" / "calibration.txt").read_text().split()
+    assert n == 30 == len(set(listed)) and listed == (tmp_path / "c2" / "calibration.txt").read_text().split()
+    assert {Path(p).name[:5] for p in listed} == {f"clip{c}" for c in "ABCDE"}  # every clip, not the first
+    cfg = yaml.safe_load(first.read_text())
+    assert cfg["train"] == str(tmp_path / "c1" / "calibration.txt") and cfg["names"] == {0: "car"}
+    assert split_images(first) == [Path(p) for p in listed]  # the written split reads back
+    _, everything = calibration_split(data, 500, tmp_path / "c3")
+    assert everything == 100
+
+
+def test_calibration_split_refuses_what_it_cannot_read(tmp_path):
+    from pipelines.config import ConfigError
+    from training.detector import calibration_split
+
+    data = _yolo_tree(tmp_path / "ds", ["a"])
+    with pytest.raises(ConfigError, match="no 'test' split"):
+        from training.detector import split_images
+
+        split_images(data, "test")
+    data.write_text(f"path: {tmp_path / 'ds'}\ntrain: nowhere\nnames: {{0: car}}\n")
+    with pytest.raises(ConfigError, match="neither a folder nor a .txt list"):
+        calibration_split(data, 10, tmp_path / "c")
+    empty = _yolo_tree(tmp_path / "empty", [])
+    with pytest.raises(ConfigError, match="no training images"):
+        calibration_split(empty, 10, tmp_path / "c")
