@@ -34,6 +34,8 @@ def _tiny_dataset(tmp_path):
 
 
 def test_one_epoch_train_and_export(tmp_path):
+    import yaml
+
     from training.detector import (
         TrainSettings,
         export_detector,
@@ -68,6 +70,8 @@ def test_one_epoch_train_and_export(tmp_path):
     assert "FakeQuantize" in xml or "FakeConvert" in xml or 'element_type="i8"' in xml
     m = evaluate_detector(q["openvino-int8"], samples[:1], imgsz=64)
     assert m.images == 1 and m.gt == 3
+    meta = yaml.safe_load((q["openvino-int8"] / "metadata.yaml").read_text())["args"]
+    assert (meta["data"], meta["calibration_images"]) == (str(data_yaml), 2)  # not the temporary list
     installed = install_detector({**q, "pt": slim}, tmp_path / "weights")
     assert {p.name for p in installed.values()} == {
         "airpatrol_vehicles_n_int8_openvino_model",  # the engine's first choice
@@ -301,3 +305,18 @@ def test_calibration_split_refuses_what_it_cannot_read(tmp_path):
     empty = _yolo_tree(tmp_path / "empty", [])
     with pytest.raises(ConfigError, match="no training images"):
         calibration_split(empty, 10, tmp_path / "c")
+
+
+def test_int8_export_asks_nncf_for_full_bias_correction(monkeypatch):
+    nncf = pytest.importorskip("nncf")
+    from training.detector import _nncf_full_bias_correction
+
+    seen = []
+    monkeypatch.setattr(nncf, "quantize", lambda *a, **k: seen.append(k) or "q")
+    stub = nncf.quantize
+    with _nncf_full_bias_correction():
+        assert nncf.quantize(model=None, preset="mixed") == "q"
+        nncf.quantize(model=None, fast_bias_correction=True)  # an explicit choice stands
+    assert nncf.quantize is stub  # restored
+    assert seen == [{"model": None, "preset": "mixed", "fast_bias_correction": False},
+                    {"model": None, "fast_bias_correction": True}]  # fmt: skip
