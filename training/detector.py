@@ -35,6 +35,7 @@ from pathlib import Path
 
 from pipelines.config import ConfigError
 from pipelines.ultralytics_env import prepare_ultralytics
+from training.datasets import IMAGE_EXTS
 from training.defaults import PRECISIONS
 from training.dequant import load_into_yolo, read_quantized_onnx
 from training.samples import CLASSES
@@ -452,7 +453,7 @@ def _record_calibration(folder: Path, calib_data: str | Path, n: int) -> None:
         return
     data = yaml.safe_load(meta.read_text()) or {}
     args = data.setdefault("args", {})
-    args.update(data=str(calib_data), fraction=1.0, calibration_images=n, calibration_seed=CALIBRATION_SEED)
+    args.update(data=str(calib_data), calibration_images=n, calibration_seed=CALIBRATION_SEED)
     meta.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
@@ -482,7 +483,6 @@ def _nncf_full_bias_correction() -> Iterator[None]:
 
 
 CALIBRATION_SEED = 0
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 
 
 def split_images(data_yaml: str | Path, split: str = "train") -> list[Path]:
@@ -502,7 +502,7 @@ def split_images(data_yaml: str | Path, split: str = "train") -> list[Path]:
     for entry in entries if isinstance(entries, list) else [entries]:
         where = Path(entry) if Path(entry).is_absolute() else root / entry
         if where.is_dir():
-            images += sorted(f for f in where.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
+            images += sorted(f for f in where.rglob("*") if f.suffix.lower() in IMAGE_EXTS)
         elif where.suffix == ".txt" and where.is_file():
             for line in where.read_text().splitlines():
                 if line.strip():

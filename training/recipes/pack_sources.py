@@ -24,7 +24,8 @@ from pathlib import Path
 
 import cv2
 
-from training.datasets import read_visdrone_det, visdrone_det_holdout
+from training.datasets import read_mot, read_visdrone_det, visdrone_det_holdout
+from training.samples import iter_loaded
 
 log = logging.getLogger("pack_sources")
 SHARED = Path(
@@ -66,18 +67,10 @@ def pack(out: Path, sim: Path | None, quality: int = 70, parts: int = 2, every: 
         shutil.copy(flight / "gt" / "gt.txt", d / "gt")
         for meta in ("flight.yaml", "seqinfo.ini"):
             shutil.copy(flight / meta, d)
-        cap = cv2.VideoCapture(str(flight / "video.mp4"))
-        index = 0
-        while True:
-            ok, frame = cap.read()
-            if not ok:
-                break
-            if index % every == 0:  # MOT frame numbers are 1-based
-                cv2.imwrite(
-                    str(d / "img1" / f"{index + 1:06d}.webp"), frame, [cv2.IMWRITE_WEBP_QUALITY, quality]
-                )
-            index += 1
-        cap.release()
+        # the frames the CPU recipe trains on (`--dataset mot=SIM --every 20`), read by the same reader
+        for sample, frame in iter_loaded(read_mot(flight, every=every)):
+            index = sample.frame  # 0-based; MOT frame numbers (the file names) are 1-based
+            cv2.imwrite(str(d / "img1" / f"{index + 1:06d}.webp"), frame, [cv2.IMWRITE_WEBP_QUALITY, quality])
     with ThreadPoolExecutor(os.cpu_count() or 1) as ex:  # OpenCV codecs release the GIL
         total = sum(ex.map(_webp, jobs))
     log.info(
