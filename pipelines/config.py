@@ -220,10 +220,12 @@ class SpeedConfig(_Section):
     # a younger track's speed is reported once its measurement sigma (the fit's, without the
     # altitude term) is at most this: low over the road a vehicle crosses the frame in 2 s, and
     # a quarter-second of it already measures its speed well (1.5 before the sigma held a young
-    # track's lag; 2.5 since: coverage +1-3.5 points at 30 m, MAE +0.00-0.04 km/h); None: never
-    # before min_track_age_s
-    early_max_sigma_kmh: float | None = Field(2.5, gt=0)
-    min_samples: int = Field(6, ge=2)
+    # track's lag; 2.5 since: coverage +1-3.5 points at 30 m, MAE +0.00-0.04 km/h; 3.0 with
+    # min_samples 4: docs/BASELINES.md section 5); None: never before min_track_age_s
+    early_max_sigma_kmh: float | None = Field(3.0, gt=0)
+    # the fewest samples in the window for a speed; the sigma gates a young track's first ones (4
+    # instead of 6: the speed grid's 30 m nadir cells 0.835 / 0.843 -> 0.856 / 0.854 coverage)
+    min_samples: int = Field(4, ge=2)
     max_plausible_kmh: float = Field(250.0, gt=0)
     altitude_sigma_frac: float = Field(0.02, ge=0)  # relative altitude uncertainty -> speed sigma
     anchor: Literal["center", "bottom"] = "center"  # nadir: center; oblique: bottom (ground contact)

@@ -502,16 +502,20 @@ def _speed_and_sigma(v: np.ndarray, sx: float, sy: float) -> tuple[float, float,
 def size_changes(sizes: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
     """How much each track's box size (rows of ``sizes``, (G, N), all valid) varied over its
     window: max / min - 1 of the running median of SIZE_SMOOTHING samples (a change that lasts,
-    not one frame's jitter; no smoothing below that many), 0 with fewer than 2 samples.
+    not one frame's jitter; of the widest odd number of samples below that many: 3 of a young
+    track's 3-4, none of 2), 0 with fewer than 2 samples.
     ``valid`` (G, N): rows of different lengths padded at the front, each with at least
     SIZE_SMOOTHING samples (None: no padding)."""
-    if valid is None:
-        if sizes.shape[1] < 2:
-            return np.zeros(len(sizes))
-        if sizes.shape[1] < SIZE_SMOOTHING:
-            return sizes.max(axis=1) / sizes.min(axis=1) - 1.0
-        valid = np.ones(sizes.shape, dtype=bool)
     windows = np.lib.stride_tricks.sliding_window_view
+    if valid is None:
+        n = sizes.shape[1]
+        if n < 2:
+            return np.zeros(len(sizes))
+        if n < SIZE_SMOOTHING:
+            width = n if n % 2 else n - 1
+            runs = np.median(windows(sizes, width, axis=1), axis=2) if width >= 3 else sizes
+            return runs.max(axis=1) / runs.min(axis=1) - 1.0
+        valid = np.ones(sizes.shape, dtype=bool)
     runs = np.median(windows(np.where(valid, sizes, 1.0), SIZE_SMOOTHING, axis=1), axis=2)
     whole = windows(valid, SIZE_SMOOTHING, axis=1).all(axis=2)  # running medians of samples only
     return np.where(whole, runs, -np.inf).max(axis=1) / np.where(whole, runs, np.inf).min(axis=1) - 1.0

@@ -14,6 +14,7 @@ from pipelines.speed import (
     m_per_s,
     robust_speed_fit,
     robust_speed_fit_many,
+    size_changes,
     slope_sigma,
     theil_sen,
 )
@@ -301,8 +302,8 @@ def test_min_age_and_samples_gate(
 @pytest.mark.parametrize(
     "noise_m, early, first_report_after_s",
     [
-        (0.0, 1.5, 5 / 30.0),  # exact positions: reported as soon as the window holds 6 samples
-        (0.01, 1.5, (5 / 30.0, 0.5)),  # low over the road: a few centimetres, early
+        (0.0, 1.5, 3 / 30.0),  # exact positions: reported as soon as the window holds 4 samples
+        (0.01, 1.5, (3 / 30.0, 0.5)),  # low over the road: a few centimetres, early
         (0.3, 1.5, 0.5),  # high up or a poor box: not before min_track_age_s
         (0.0, None, 0.5),  # the early report off
     ],
@@ -452,6 +453,23 @@ def test_bad_boxes_are_absorbed_or_flagged(positions, sizes, max_err_kmh, untrus
             assert e.trusted, (t, e)
         if e.trusted:
             assert abs(e.speed_kmh - 50.0) < max_err_kmh, (t, e.speed_kmh)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "change"),
+    [
+        ([40.0, 40.0, 52.0, 40.0], 0.0),  # one frame's jitter in a young track's 4 samples: no change
+        ([40.0, 40.0, 24.0, 24.0], 40.0 / 24.0 - 1.0),  # a box that shrank and stays shrunk
+        ([40.0, 52.0, 40.0], 0.0),  # 3 samples: their median, nothing to compare it with
+        ([40.0, 20.0], 1.0),  # 2 samples: as they are
+        ([40.0, 40.0, 52.0, 40.0, 40.0, 40.0], 0.0),  # SIZE_SMOOTHING (5) and more: running medians of 5
+        ([40.0], 0.0),
+    ],
+)
+def test_size_changes_of_short_windows_ignore_one_frames_jitter(sizes: list[float], change: float) -> None:
+    """A young track's first speeds come from 4 samples (min_samples): one jittery box among them
+    must not flag the speed as a partial box, a box that shrank and stays so must."""
+    assert size_changes(np.array([sizes]))[0] == pytest.approx(change)
 
 
 def test_a_jump_is_a_confident_wrong_speed_unless_flagged() -> None:
