@@ -53,8 +53,8 @@ HOLDOUT_TOKENS = {"@visdrone-det": "visdrone-det"}  # --groups / --val-groups to
 
 def expand_groups(spec: str | None, samples_by_kind: dict[str, list]) -> list[str] | None:
     """Comma-separated groups -> list; ``@visdrone-det`` stands for the committed VisDrone-DET
-    held-out clips (:func:`training.datasets.visdrone_det_holdout`) of the given samples."""
-    from training.datasets import visdrone_det_holdout
+    held-out clips among the given samples (:func:`training.datasets.visdrone_det_heldout_among`)."""
+    from training.datasets import visdrone_det_heldout_among
 
     out: list[str] = []
     for token in (spec or "").split(","):
@@ -67,7 +67,7 @@ def expand_groups(spec: str | None, samples_by_kind: dict[str, list]) -> list[st
                 raise ConfigError(f"unknown group set {token!r}; known: {', '.join(HOLDOUT_TOKENS)}")
             if kind not in samples_by_kind:
                 raise ConfigError(f"{token} needs a --dataset {kind}=PATH")
-            out += visdrone_det_holdout(s.group for s in samples_by_kind[kind])
+            out += visdrone_det_heldout_among(s.group for s in samples_by_kind[kind])
         else:
             out.append(token)
     return out or None

@@ -184,6 +184,17 @@ def visdrone_det_holdout(
     return sorted(held)
 
 
+def visdrone_det_heldout_among(clips: Iterable[str]) -> list[str]:
+    """The committed held-out clips among ``clips``: :func:`visdrone_det_holdout` applied to the
+    view table's clips (the committed clip list) together with any others given, then kept to
+    those given. A tree that holds only some clips (a packed training copy, whose held-out clips
+    stayed home; a partial download) holds out the same clips as the whole set - the rule applied
+    to the present clips alone would rank them anew and hold out training clips instead."""
+    present = set(clips)
+    table = read_view_table()
+    return [c for c in visdrone_det_holdout(present | set(table), table) if c in present]
+
+
 FIXED_VIEWS: dict[str, tuple[str, ...]] = {
     "aerial-cars": ("nadir", "day"),  # DJI frames straight down, daylight
     "auair": ("low", "day"),  # AU-AIR: 5-30 m, oblique, daylight

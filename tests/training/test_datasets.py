@@ -189,6 +189,20 @@ def test_visdrone_det_holdout_is_a_fixed_stratified_rule(views, held):
     assert ds.visdrone_det_holdout(reversed(list(views)), views) == held  # order-free
 
 
+def test_a_partial_tree_holds_out_the_committed_clips_and_no_others():
+    """A tree with only some clips (a packed training copy, a partial download) holds out the
+    committed clips it has; the rule applied to its clips alone would hold out training clips."""
+    table = ds.read_view_table()
+    full = ds.visdrone_det_holdout(table)
+    training = [c for c in table if c not in full]
+    assert ds.visdrone_det_heldout_among(table) == full
+    assert ds.visdrone_det_heldout_among(training) == []  # the packed copy: nothing to hold out
+    partial = training[::2] + full[:3]
+    assert ds.visdrone_det_heldout_among(reversed(partial)) == full[:3]
+    assert set(ds.visdrone_det_holdout(training)) - set(full)  # ranked anew: training clips held out
+    assert ds.visdrone_det_heldout_among(["9999999", *training]) == []  # an unknown clip: its own stratum
+
+
 def test_view_table_covers_every_clip_of_the_shared_set():
     table = ds.read_view_table()
     assert set(v for v, _ in table.values()) == {"nadir", "oblique"}

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import cv2
 
-from training.datasets import read_mot, read_visdrone_det, visdrone_det_holdout
+from training.datasets import read_mot, read_visdrone_det, visdrone_det_heldout_among
 from training.samples import iter_loaded
 
 log = logging.getLogger("pack_sources")
@@ -47,7 +47,7 @@ def pack(out: Path, sim: Path | None, quality: int = 70, parts: int = 2, every: 
     names = string.ascii_uppercase[:parts]
     jobs: list[tuple[Path, Path, int]] = []
     samples = read_visdrone_det(SHARED / "visdrone_det")
-    held = set(visdrone_det_holdout([s.group for s in samples]))
+    held = set(visdrone_det_heldout_among(s.group for s in samples))
     train = [s for s in samples if s.group not in held]
     for i, s in enumerate(train):
         d = out / names[i % parts] / "visdrone_det"
