@@ -506,18 +506,15 @@ def size_changes(sizes: np.ndarray, valid: np.ndarray | None = None) -> np.ndarr
     track's 3-4, none of 2), 0 with fewer than 2 samples.
     ``valid`` (G, N): rows of different lengths padded at the front, each with at least
     SIZE_SMOOTHING samples (None: no padding)."""
-    windows = np.lib.stride_tricks.sliding_window_view
+    n = sizes.shape[1]
     if valid is None:
-        n = sizes.shape[1]
         if n < 2:
             return np.zeros(len(sizes))
-        if n < SIZE_SMOOTHING:
-            width = n if n % 2 else n - 1
-            runs = np.median(windows(sizes, width, axis=1), axis=2) if width >= 3 else sizes
-            return runs.max(axis=1) / runs.min(axis=1) - 1.0
         valid = np.ones(sizes.shape, dtype=bool)
-    runs = np.median(windows(np.where(valid, sizes, 1.0), SIZE_SMOOTHING, axis=1), axis=2)
-    whole = windows(valid, SIZE_SMOOTHING, axis=1).all(axis=2)  # running medians of samples only
+    width = min(SIZE_SMOOTHING, n if n % 2 else n - 1)  # the widest odd running median there is
+    windows = np.lib.stride_tricks.sliding_window_view
+    runs = np.median(windows(np.where(valid, sizes, 1.0), width, axis=1), axis=2)
+    whole = windows(valid, width, axis=1).all(axis=2)  # running medians of samples only
     return np.where(whole, runs, -np.inf).max(axis=1) / np.where(whole, runs, np.inf).min(axis=1) - 1.0
 
 
