@@ -255,6 +255,13 @@ class RulesConfig(_Section):
     # ends an episode: SpeedEstimate.trusted, set by the speed stage when a box jumped or changed size).
     require_trusted: bool = True
     snapshot_margin_px: int = 24
+    # One vehicle, one violation: a new track that lies where a track with a violation in the same
+    # zone, seen within same_vehicle_gap_s, is now (by its ground velocity; within this far along its
+    # travel and across it) is that vehicle's track broken in two, and reports nothing new
+    # (pipelines.rules). along 0: off
+    same_vehicle_along_m: float = Field(5.0, ge=0)
+    same_vehicle_across_m: float = Field(1.5, ge=0)
+    same_vehicle_gap_s: float = Field(2.0, ge=0)
 
 
 class CameraConfig(_Section):

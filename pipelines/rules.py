@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -24,6 +25,22 @@ from pipelines.types import PROPAGATED_KEY, Frame, SpeedEstimate, Telemetry, Vio
 logger = logging.getLogger(__name__)
 
 GLOBAL_ZONE = "global"
+TRAIL_SAMPLES = 30  # recent ground positions kept per track (1 s at 30 fps)
+TRAIL_VELOCITY_S = 0.5  # a track's ground velocity: least squares over its last half second
+MIN_DIRECTION_SPEED_MPS = 1.0  # slower, a track has no direction of travel to match along
+
+
+def trail_velocity(
+    trail: Sequence[tuple[float, float, float]], span_s: float = TRAIL_VELOCITY_S
+) -> np.ndarray | None:
+    """(vx, vy) in m/s: least-squares slope of the (t, x, y) samples of the last ``span_s`` before the
+    newest; None with fewer than 3 of them or under a tenth of a second."""
+    a = np.asarray(trail, dtype=np.float64).reshape(-1, 3)
+    a = a[a[:, 0] >= a[-1, 0] - span_s] if len(a) else a
+    if len(a) < 3 or a[-1, 0] - a[0, 0] < 0.1:
+        return None
+    t = a[:, 0] - a[:, 0].mean()
+    return (t @ (a[:, 1:] - a[:, 1:].mean(axis=0))) / float(t @ t)
 
 
 def point_in_zone(
@@ -160,7 +177,8 @@ class ViolationDetector:
     below the limit, enters another zone, or has had no estimate above the limit for more than
     ``lost_after_s`` (not seen, or seen without a speed). An episode that lasted at least
     ``min_duration_s`` (between its first and last above-limit timestamps) becomes a Violation when
-    it ends or at :meth:`finish`. Only the first violation per (track, zone) is emitted.
+    it ends or at :meth:`finish`. Only the first violation per (track, zone) is emitted, and none
+    for a track that is another one's vehicle (:meth:`_same_vehicle`: the track broke in two).
     """
 
     def __init__(self, cfg: RulesConfig, *, lost_after_s: float = 1.0) -> None:
@@ -168,11 +186,15 @@ class ViolationDetector:
         self.lost_after_s = float(lost_after_s)
         self._open: dict[int, _Episode] = {}
         self._emitted: set[tuple[int, str]] = set()
+        self._trails: dict[int, deque[tuple[float, float, float]]] = {}  # tid -> (t, x, y) on the ground
+        self._same: dict[int, int] = {}  # track -> the track whose vehicle it is
         self.n_emitted = 0
 
     def reset(self) -> None:
         self._open.clear()
         self._emitted.clear()
+        self._trails.clear()
+        self._same.clear()
 
     @property
     def open_track_ids(self) -> list[int]:
@@ -234,14 +256,14 @@ class ViolationDetector:
         now = frame.timestamp_s
         closed: list[Violation | None] = []
         extended: set[int] = set()
-        tel = frame.telemetry
         n = len(detections)
         ids = detections.tracker_id
         if n and ids is not None:
             points = bottom_centre(detections.xyxy)
-            names = detections.data.get("class_name") if detections.data else None
             propagated = detections.data.get(PROPAGATED_KEY) if detections.data else None
             gxy = None if ground_xy is None else np.asarray(ground_xy, dtype=np.float64).reshape(-1, 2)
+            here = {int(t) for t in ids}
+            self._remember(now, ids, speeds, gxy)
             for i in range(n):
                 tid = int(ids[i])
                 est = speeds.get(tid)
@@ -263,30 +285,113 @@ class ViolationDetector:
                         continue  # one violation per track and zone
                     if propagated is not None and propagated[i]:
                         continue  # a box carried by optical flow extends an episode, never opens one
+                    same = self._same_vehicle(
+                        tid, zl[0], now, gxy[i] if gxy is not None and i < len(gxy) else None
+                    )
+                    if same is not None:  # another track of this vehicle already speeds here
+                        other = self._open.get(same)
+                        if other is not None and other.zone == zl[0] and same not in here:
+                            self._extend(other, frame, detections, i, est, gxy)  # it carries on
+                            extended.add(same)
+                        continue
                     ep = _Episode(tid, zl[0], zl[1], frame.number, now, frame.number, now)
                     self._open[tid] = ep
                 extended.add(tid)
-                ep.end_frame, ep.end_t = frame.number, now
-                ep.times.append(now)
-                ep.speeds.append(est.speed_kmh)
-                if est.speed_kmh > ep.peak_kmh:
-                    box = detections.xyxy[i]
-                    ep.peak_kmh = est.speed_kmh
-                    ep.peak_sigma = est.sigma_kmh
-                    ep.peak_bbox = (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
-                    ep.peak_snapshot = crop_with_margin(frame.image, box, self.cfg.snapshot_margin_px)
-                    if names is not None:
-                        ep.class_name = str(names[i])
-                    ep.peak_ground = None
-                    if gxy is not None and i < len(gxy) and np.all(np.isfinite(gxy[i])):
-                        ep.peak_ground = (float(gxy[i, 0]), float(gxy[i, 1]))
-                    ep.latitude, ep.longitude = vehicle_position(tel, ep.peak_ground)
+                self._extend(ep, frame, detections, i, est, gxy)
         elif n and ids is None:
             logger.debug("frame %d: detections without tracker ids; rules skipped", frame.index)
         for tid, ep in list(self._open.items()):
             if tid not in extended and now - ep.end_t > self.lost_after_s + 1e-9:
                 closed.append(self._close(ep))
         return sorted((v for v in closed if v is not None), key=lambda v: (v.track_id, v.start_time_s))
+
+    def _extend(
+        self,
+        ep: _Episode,
+        frame: Frame,
+        detections: sv.Detections,
+        i: int,
+        est: SpeedEstimate,
+        gxy: np.ndarray | None,
+    ) -> None:
+        """Add detection ``i``'s above-limit estimate to ``ep`` (its peak: box, snapshot, position)."""
+        now = frame.timestamp_s
+        ep.end_frame, ep.end_t = frame.number, now
+        ep.times.append(now)
+        ep.speeds.append(est.speed_kmh)
+        if est.speed_kmh <= ep.peak_kmh:
+            return
+        box = detections.xyxy[i]
+        names = detections.data.get("class_name") if detections.data else None
+        ep.peak_kmh = est.speed_kmh
+        ep.peak_sigma = est.sigma_kmh
+        ep.peak_bbox = (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
+        ep.peak_snapshot = crop_with_margin(frame.image, box, self.cfg.snapshot_margin_px)
+        if names is not None:
+            ep.class_name = str(names[i])
+        ep.peak_ground = None
+        if gxy is not None and i < len(gxy) and np.all(np.isfinite(gxy[i])):
+            ep.peak_ground = (float(gxy[i, 0]), float(gxy[i, 1]))
+        ep.latitude, ep.longitude = vehicle_position(frame.telemetry, ep.peak_ground)
+
+    def _remember(
+        self, now: float, ids: np.ndarray, speeds: dict[int, SpeedEstimate], gxy: np.ndarray | None
+    ) -> None:
+        """Keep the recent ground positions of tracks with a speed (for :meth:`_same_vehicle`)."""
+        if gxy is not None:
+            for i, t in enumerate(ids[: len(gxy)]):
+                tid = int(t)
+                if tid in speeds and np.all(np.isfinite(gxy[i])):
+                    trail = self._trails.setdefault(tid, deque(maxlen=TRAIL_SAMPLES))
+                    trail.append((now, float(gxy[i, 0]), float(gxy[i, 1])))
+        keep_s = max(self.lost_after_s, self.cfg.same_vehicle_gap_s)
+        for tid, trail in list(self._trails.items()):
+            if now - trail[-1][0] > keep_s + 1e-9:
+                del self._trails[tid]
+                self._same.pop(tid, None)
+
+    def _same_vehicle(self, tid: int, zone: str, now: float, xy: np.ndarray | None) -> int | None:
+        """The track whose violation (open or emitted, in ``zone``) is this track's vehicle, if any.
+
+        A vehicle's track can break in two: its box splits (the front of a bus), a second box lands
+        on it, or the tracker loses it and starts a new track. The new track would report the same
+        vehicle again. It is the same vehicle when its ground position lies where the other track,
+        seen within ``same_vehicle_gap_s``, is now by its recent ground velocity: within
+        ``same_vehicle_along_m`` along its direction of travel and ``same_vehicle_across_m`` across
+        it (lanes are ~3.5 m apart, so a vehicle in the next lane never matches). Ground positions
+        are the camera's (relative to the drone), and so are the velocities: the drone's own
+        motion cancels over such short gaps. None without ground positions.
+        """
+        if tid in self._same:
+            return self._same[tid]
+        along_max, across_max = self.cfg.same_vehicle_along_m, self.cfg.same_vehicle_across_m
+        if xy is None or not np.all(np.isfinite(xy)) or along_max <= 0:
+            return None
+        best, best_d = None, math.inf
+        for other, trail in self._trails.items():
+            root = self._same.get(other, other)  # a track already known as another's vehicle stands for it
+            if root == tid or now - trail[-1][0] > self.cfg.same_vehicle_gap_s + 1e-9:
+                continue
+            ep = self._open.get(root)
+            if (root, zone) not in self._emitted and (ep is None or ep.zone != zone):
+                continue
+            v = trail_velocity(trail)
+            if v is None:
+                continue
+            speed = float(np.hypot(*v))
+            if speed < MIN_DIRECTION_SPEED_MPS:
+                continue
+            u = v / speed
+            d = np.asarray(xy, dtype=np.float64) - (np.asarray(trail[-1][1:]) + v * (now - trail[-1][0]))
+            along, across = abs(float(d @ u)), abs(float(d[0] * u[1] - d[1] * u[0]))
+            if along <= along_max and across <= across_max and along + across < best_d:
+                best, best_d = root, along + across
+        if best is not None:
+            self._same[tid] = best
+            logger.info(
+                "track %d is track %d's vehicle (%.1f m away): no second violation", tid, best, best_d
+            )
+        return best
 
     def finish(self) -> list[Violation]:
         """Close every open episode (end of stream); return the resulting violations."""

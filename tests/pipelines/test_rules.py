@@ -376,3 +376,81 @@ def test_rules_changed_during_a_stream(before, new, after, closed_limit, later) 
     assert det.cfg is new and det.open_track_ids == []
     emitted = run(det, after, box=box, start=len(before))
     assert [v.speed_limit_kmh for _, vs in emitted for v in vs] == later
+
+
+# One vehicle, one violation: track A (id 1) drives at 20 m/s along +y on the ground; track B (id 2)
+# appears on the ground at A's position now (by its velocity) + (across, along) metres.
+VEHICLE_MPS = 20.0
+
+
+def run_tracks(
+    det: ViolationDetector, tracks: dict[int, tuple[range, tuple[float, float]]], ground=True
+) -> list:
+    """Tracks {id: (frames seen, ground offset (across, along) from the vehicle)} of one vehicle."""
+    fps = 30.0
+    out = []
+    for i in range(max(frames.stop for frames, _ in tracks.values())):
+        seen, speeds, gxy = [], {}, []
+        y = VEHICLE_MPS * i / fps
+        for tid, (frames, (across, along)) in tracks.items():
+            if i in frames:
+                seen.append((tid, BOX_RIGHT, "car"))
+                speeds[tid] = est(tid, 72.0)
+                gxy.append((across, y + along))
+        out += det.update(frame_at(i, fps), dets(seen), speeds, np.array(gxy) if ground and gxy else None)
+    return out + det.finish()
+
+
+def run_two_tracks(
+    det: ViolationDetector, a_frames: range, b_frames: range, offset: tuple[float, float], ground: bool = True
+) -> list:
+    return run_tracks(det, {1: (a_frames, (0.0, 0.0)), 2: (b_frames, offset)}, ground)
+
+
+@pytest.mark.parametrize(
+    ("a_frames", "b_frames", "offset", "ground", "along_m", "track_ids"),
+    [
+        (range(0, 30), range(36, 60), (0.0, 0.0), True, 5.0, [1]),  # lost 0.2 s, found again as 2
+        (range(0, 30), range(36, 60), (0.8, -3.0), True, 5.0, [1]),  # its box's anchor elsewhere on it
+        (range(0, 30), range(36, 60), (3.5, 0.0), True, 5.0, [1, 2]),  # the next lane
+        (range(0, 30), range(36, 60), (0.0, 9.0), True, 5.0, [1, 2]),  # the car ahead in its lane
+        (range(0, 30), range(66, 90), (0.0, 0.0), True, 5.0, [1]),  # lost 1.2 s: its episode had ended
+        (range(0, 30), range(96, 120), (0.0, 0.0), True, 5.0, [1, 2]),  # lost longer than same_vehicle_gap_s
+        (range(0, 60), range(20, 60), (0.0, 4.0), True, 5.0, [1]),  # a second box on it (the front of a bus)
+        (range(0, 30), range(36, 60), (0.0, 0.0), False, 5.0, [1, 2]),  # no ground positions: can't tell
+        (range(0, 30), range(36, 60), (0.0, 0.0), True, 0.0, [1, 2]),  # switched off
+    ],
+)
+def test_one_vehicle_one_violation_across_its_broken_tracks(
+    a_frames, b_frames, offset, ground, along_m, track_ids
+) -> None:
+    cfg = RulesConfig(speed_limit_kmh=50.0, min_duration_s=0.5, same_vehicle_along_m=along_m)
+    got = run_two_tracks(ViolationDetector(cfg), a_frames, b_frames, offset, ground)
+    assert sorted(v.track_id for v in got) == track_ids
+
+
+def test_a_broken_track_carries_its_vehicles_open_episode() -> None:
+    """A is lost after 0.3 s above the limit (too short for a violation); B, the same vehicle,
+    carries the episode on: one violation, from A's first frame to B's last."""
+    cfg = RulesConfig(speed_limit_kmh=50.0, min_duration_s=0.5)
+    (v,) = run_two_tracks(ViolationDetector(cfg), range(0, 10), range(12, 40), (0.0, 0.0))
+    assert v.track_id == 1 and (v.start_frame, v.end_frame) == (1, 40)
+
+
+def test_a_vehicle_broken_into_three_tracks_has_one_violation() -> None:
+    """C starts 2.4 s after A was last seen (too long to match it) but 1.4 s after B, which is A's
+    vehicle: C is too."""
+    cfg = RulesConfig(speed_limit_kmh=50.0, min_duration_s=0.5)
+    tracks = {1: (range(0, 30), (0.0, 0.0)), 2: (range(36, 60), (0.0, 0.0)), 3: (range(100, 130), (0.0, 0.0))}
+    assert [v.track_id for v in run_tracks(ViolationDetector(cfg), tracks)] == [1]
+    del tracks[2]
+    assert [v.track_id for v in run_tracks(ViolationDetector(cfg), tracks)] == [1, 3]
+
+
+def test_a_slow_or_young_track_has_no_direction_to_match() -> None:
+    from pipelines.rules import trail_velocity
+
+    assert trail_velocity([(0.0, 0.0, 0.0), (0.05, 0.0, 1.0)]) is None  # too few samples
+    assert trail_velocity([(0.0, 0.0, 0.0), (0.03, 0.0, 0.6), (0.06, 0.0, 1.2)]) is None  # too short
+    trail = [(t / 30, 1.0, 2.0 + 20.0 * t / 30) for t in range(30)]
+    assert trail_velocity(trail) == pytest.approx([0.0, 20.0])
