@@ -307,16 +307,63 @@ def test_calibration_split_refuses_what_it_cannot_read(tmp_path):
         calibration_split(empty, 10, tmp_path / "c")
 
 
-def test_int8_export_asks_nncf_for_full_bias_correction(monkeypatch):
+def _ov_conv_chain(names: list[str]):
+    """An OpenVINO model of 3x3 convolutions (+ bias add + Swish) whose ops carry ultralytics' names."""
+    import numpy as np
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    x = ops.parameter([1, 3, 32, 32], np.float32, name="images")
+    y, c_in = x, 3
+    for module in names:
+        w = ops.constant(np.full((8, c_in, 3, 3), 0.01, np.float32))
+        conv = ops.convolution(y, w, [1, 1], [1, 1], [1, 1], [1, 1])
+        conv.set_friendly_name(f"{module}.conv/aten::_convolution/Convolution")
+        add = ops.add(conv, ops.constant(np.zeros((1, 8, 1, 1), np.float32)))
+        add.set_friendly_name(f"{module}.conv/aten::_convolution/Add")
+        act = ops.swish(add)
+        act.set_friendly_name(f"{module}.act/aten::silu_/Swish")
+        y, c_in = act, 8
+    return ov.Model([y], [x], "chain")
+
+
+def test_int8_export_asks_nncf_for_full_bias_correction_and_a_float_stem(monkeypatch):
     nncf = pytest.importorskip("nncf")
-    from training.detector import _nncf_full_bias_correction
+    from training.detector import _nncf_export_settings
 
     seen = []
     monkeypatch.setattr(nncf, "quantize", lambda *a, **k: seen.append(k) or "q")
     stub = nncf.quantize
-    with _nncf_full_bias_correction():
-        assert nncf.quantize(model=None, preset="mixed") == "q"
-        nncf.quantize(model=None, fast_bias_correction=True)  # an explicit choice stands
+    model = _ov_conv_chain(["__module.model.0", "__module.model.1", "__module.model.10"])
+    head = nncf.IgnoredScope(names=["__module.model.1.act/aten::silu_/Swish"], types=["Sigmoid"])
+    with _nncf_export_settings():
+        assert nncf.quantize(model=model, preset="mixed", ignored_scope=head) == "q"
+        nncf.quantize(model=None, fast_bias_correction=True)  # an explicit choice stands; no model: no scope
     assert nncf.quantize is stub  # restored
-    assert seen == [{"model": None, "preset": "mixed", "fast_bias_correction": False},
-                    {"model": None, "fast_bias_correction": True}]  # fmt: skip
+    first, second = seen
+    assert first["fast_bias_correction"] is False and first["preset"] == "mixed"
+    scope = first["ignored_scope"]
+    assert sorted(scope.names) == [  # ultralytics' own ignored names kept, the stem's three added
+        "__module.model.0.act/aten::silu_/Swish",
+        "__module.model.0.conv/aten::_convolution/Add",
+        "__module.model.0.conv/aten::_convolution/Convolution",
+        "__module.model.1.act/aten::silu_/Swish",
+    ]
+    assert scope.types == ["Sigmoid"]
+    assert second == {"model": None, "fast_bias_correction": True}
+
+
+@pytest.mark.parametrize(
+    ("modules", "stem"),
+    [
+        (["__module.model.0", "__module.model.1"], "__module.model.0"),
+        (["__module.backbone.stem", "__module.model.0"], "__module.backbone.stem"),  # the first, whatever its name
+    ],
+)
+def test_the_float_stem_is_the_first_convolutions_module_only(modules, stem):
+    pytest.importorskip("openvino")
+    from training.detector import _stem_op_names
+
+    names = _stem_op_names(_ov_conv_chain(modules))
+    assert len(names) == 3 and all(n.startswith(f"{stem}.") for n in names)
+    assert _stem_op_names(None) == [] and _stem_op_names(object()) == []
