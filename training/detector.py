@@ -470,7 +470,7 @@ def _nncf_export_settings() -> Iterator[None]:
       the ignored scope ultralytics passes. The stem sees the raw pixels, and an int8 stem lost the
       demo's dark procedural vans: three exports each, demo MOTA 0.796 / 0.792 / 0.796 against
       0.748 / 0.732 / 0.729 with it int8, six flights 0.869 / 0.871 / 0.868 against 0.858 / 0.860 /
-      0.860, same speed (the stem is 0.3 % of the network's multiply-adds).
+      0.860, same speed (the stem is 1 % of the network's multiply-adds).
 
     An explicit ``fast_bias_correction`` from the caller stands.
     """
