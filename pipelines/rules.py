@@ -359,11 +359,12 @@ class ViolationDetector:
         seen within ``same_vehicle_gap_s``, is now by its recent ground velocity: within
         ``same_vehicle_along_m`` along its direction of travel and ``same_vehicle_across_m`` across
         it (lanes are ~3.5 m apart, so a vehicle in the next lane never matches). Ground positions
-        are the camera's (relative to the drone), and so are the velocities: the drone's own
-        motion cancels over such short gaps. None without ground positions.
+        are the camera's (relative to the drone), and so are the velocities: a drone flying
+        steadily cancels out over such short gaps (a turning one less so). None without ground positions.
         """
-        if tid in self._same:
-            return self._same[tid]
+        if tid in self._same:  # known: that vehicle, in a zone where it already speeds (else a new zone)
+            root = self._same[tid]
+            return root if self._speeds_in(root, zone) else None
         along_max, across_max = self.cfg.same_vehicle_along_m, self.cfg.same_vehicle_across_m
         if xy is None or not np.all(np.isfinite(xy)) or along_max <= 0:
             return None
@@ -372,8 +373,7 @@ class ViolationDetector:
             root = self._same.get(other, other)  # a track already known as another's vehicle stands for it
             if root == tid or now - trail[-1][0] > self.cfg.same_vehicle_gap_s + 1e-9:
                 continue
-            ep = self._open.get(root)
-            if (root, zone) not in self._emitted and (ep is None or ep.zone != zone):
+            if not self._speeds_in(root, zone):
                 continue
             v = trail_velocity(trail)
             if v is None:
@@ -392,6 +392,11 @@ class ViolationDetector:
                 "track %d is track %d's vehicle (%.1f m away): no second violation", tid, best, best_d
             )
         return best
+
+    def _speeds_in(self, tid: int, zone: str) -> bool:
+        """Whether track ``tid`` has a violation in ``zone``, emitted or under way."""
+        ep = self._open.get(tid)
+        return (tid, zone) in self._emitted or (ep is not None and ep.zone == zone)
 
     def finish(self) -> list[Violation]:
         """Close every open episode (end of stream); return the resulting violations."""

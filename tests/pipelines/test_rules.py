@@ -447,6 +447,23 @@ def test_a_vehicle_broken_into_three_tracks_has_one_violation() -> None:
     assert [v.track_id for v in run_tracks(ViolationDetector(cfg), tracks)] == [1, 3]
 
 
+def test_a_broken_track_still_reports_its_vehicle_in_a_new_zone() -> None:
+    """B takes over from A in the global zone (no second violation there), then drives into the
+    school zone: a violation there, as A would have had."""
+    cfg = RulesConfig(speed_limit_kmh=50.0, zones=[SCHOOL], min_duration_s=0.5)
+    det = ViolationDetector(cfg)
+    got = []
+    for i in range(90):
+        y = VEHICLE_MPS * i / 30.0
+        tid, box = (1, BOX_RIGHT) if i < 30 else (2, BOX_RIGHT if i < 60 else BOX_LEFT)
+        if 30 <= i < 36:
+            got += det.update(frame_at(i), dets([]), {})
+            continue
+        got += det.update(frame_at(i), dets([(tid, box, "car")]), {tid: est(tid, 72.0)}, np.array([[0.0, y]]))
+    got += det.finish()
+    assert sorted((v.track_id, v.zone) for v in got) == [(1, GLOBAL_ZONE), (2, "school")]
+
+
 def test_a_slow_or_young_track_has_no_direction_to_match() -> None:
     from pipelines.rules import trail_velocity
 
