@@ -272,6 +272,7 @@ def cmd_eval_detector(args) -> int:
             imgsz=args.imgsz,
             conf=args.conf,
             only=VEHICLE_SETS[args.vehicles],
+            drop_contained=args.drop_contained,
         )
         results[spec] = {view: m.as_dict() for view, m in per_view.items()}
         for view, m in per_view.items():
@@ -535,6 +536,13 @@ def _register_detector_commands(sub) -> None:
         choices=("all", "four-wheel"),
         default="all",
         help="all: every vehicle class (motorcycles too); four-wheel: car/van/truck/bus, motorcycles ignored",
+    )
+    p.add_argument(
+        "--drop-contained",
+        type=float,
+        metavar="SHARE",
+        help="drop boxes with this share of their area inside a box 1.5x larger scoring --conf or more, "
+        "as the engine's detector.drop_contained does (default: the engine's default, off)",
     )
     p.add_argument("--json", help="also write the metrics here")
     p.set_defaults(func=cmd_eval_detector)

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pipelines.config import DetectorConfig
+from pipelines.motion.detector import contained_boxes
 from pipelines.ultralytics_env import prepare_ultralytics
 from training.samples import CLASS_ID, Sample, iter_loaded
 
@@ -32,6 +34,9 @@ log = logging.getLogger(__name__)
 
 COCO_VEHICLES = (2, 5, 7)  # car, bus, truck: the baseline procedure of the SOURCE.md files
 FOUR_WHEEL = ("car", "van", "truck", "bus")
+ENGINE_DROP_CONTAINED = (
+    DetectorConfig().drop_contained
+)  # parts of a vehicle boxed again, as the engine drops them
 VEHICLE_SETS: dict[str, tuple[str, ...] | None] = {"all": None, "four-wheel": FOUR_WHEEL}
 
 
@@ -165,8 +170,11 @@ def score_images(
     ap_conf: float = 0.001,
     nms_iou: float = 0.5,
     only: Sequence[str] | None = None,
+    drop_contained: float | None = ENGINE_DROP_CONTAINED,
 ) -> list[ImageScore]:
-    """Run the model on every sample and match its detections (see the module doc)."""
+    """Run the model on every sample and match its detections (see the module doc). As the engine
+    does with ``detector.drop_contained`` set (default: not), a box with ``drop_contained`` of its
+    area inside a box at least 1.5x larger that scores ``conf`` or more is dropped (None: kept)."""
     model = load_model(model_or_path) if isinstance(model_or_path, (str, Path)) else model_or_path
     if classes is None:
         classes = vehicle_classes(model)
@@ -192,6 +200,8 @@ def score_images(
         xyxy = r.boxes.xyxy.cpu().numpy().reshape(-1, 4)
         cf = r.boxes.conf.cpu().numpy().reshape(-1)
         keep = ~_in_regions(xyxy, s.ignore)
+        if drop_contained is not None:
+            keep &= ~contained_boxes(xyxy, drop_contained, containers=cf >= conf)
         xyxy, cf = xyxy[keep], cf[keep]
         gt = s.boxes[:, 1:5]
         hi = cf >= conf
@@ -246,9 +256,12 @@ def evaluate_detector(
     ap_conf: float = 0.001,
     nms_iou: float = 0.5,
     only: Sequence[str] | None = None,
+    drop_contained: float | None = ENGINE_DROP_CONTAINED,
 ) -> DetectionMetrics:
     """Run the model on every sample and score it (see the module doc for the procedure)."""
-    scores = score_images(model_or_path, samples, imgsz, conf, iou_thr, classes, ap_conf, nms_iou, only)
+    scores = score_images(
+        model_or_path, samples, imgsz, conf, iou_thr, classes, ap_conf, nms_iou, only, drop_contained
+    )
     m = aggregate(scores, conf)
     log.info("evaluated %s: %s", getattr(model_or_path, "ckpt_path", None) or model_or_path, m)
     return m

@@ -236,6 +236,34 @@ def detections_from_result(result: Any, class_map: Mapping[int, str]) -> sv.Dete
     return det
 
 
+CONTAINED_AREA_RATIO = 1.5  # a container at least this much larger than the box inside it
+
+
+def contained_boxes(
+    xyxy: np.ndarray,
+    share: float,
+    area_ratio: float = CONTAINED_AREA_RATIO,
+    containers: np.ndarray | None = None,
+) -> np.ndarray:
+    """(N,) bool: the boxes with at least ``share`` of their area inside another box at least
+    ``area_ratio`` times larger - a part of a vehicle boxed again beside the whole (the front of a
+    bus, the cab of a truck, a car's roof). ``containers`` (N,) bool: the boxes that may contain
+    others (default: all). NMS keeps such pairs: their IoU is at most 1 / ``area_ratio``."""
+    b = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)
+    n = len(b)
+    if n < 2:
+        return np.zeros(n, dtype=bool)
+    area = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
+    w = np.clip(np.minimum(b[:, None, 2], b[None, :, 2]) - np.maximum(b[:, None, 0], b[None, :, 0]), 0, None)
+    h = np.clip(np.minimum(b[:, None, 3], b[None, :, 3]) - np.maximum(b[:, None, 1], b[None, :, 1]), 0, None)
+    inside = (w * h) >= share * area[:, None]  # [i, j]: box i mostly inside box j
+    inside &= area[None, :] >= area_ratio * np.maximum(area[:, None], 1e-9)
+    if containers is not None:
+        inside &= np.asarray(containers, dtype=bool)[None, :]
+    np.fill_diagonal(inside, False)
+    return inside.any(axis=1)
+
+
 # --------------------------------------------------------------------------------------------
 # weights
 # --------------------------------------------------------------------------------------------
@@ -346,15 +374,19 @@ class YoloDetector(ImageDetector):
         max_det: int = 300,
         agnostic_nms: bool = True,
         threads: int | None = None,
+        drop_contained: float | None = None,
     ) -> None:
         """``half`` None: fp16 on CUDA devices, fp32 elsewhere. ``agnostic_nms``: one box per
-        object whatever its class (a vehicle scored both car and van must not become two tracks)."""
+        object whatever its class (a vehicle scored both car and van must not become two tracks).
+        ``drop_contained``: drop the boxes with this share of their area inside a box 1.5x larger
+        or more (:func:`contained_boxes`); None: keep them."""
         self.weights = resolve_weights(weights)
         self.imgsz = int(imgsz)
         self.conf = float(conf)
         self.iou = float(iou)
         self.max_det = int(max_det)
         self.agnostic_nms = bool(agnostic_nms)
+        self.drop_contained = None if drop_contained is None else float(drop_contained)
         self.device = device
         self.half = _is_cuda(device) if half is None else bool(half)
         if _is_cuda(device):
@@ -422,6 +454,7 @@ class YoloDetector(ImageDetector):
             max_det=cfg.max_det,
             agnostic_nms=cfg.agnostic_nms,
             threads=cfg.threads,
+            drop_contained=cfg.drop_contained,
         )
 
     @property
@@ -463,11 +496,19 @@ class YoloDetector(ImageDetector):
             )
 
     def __call__(self, image_bgr: np.ndarray) -> sv.Detections:
-        return detections_from_result(self.predict_raw(image_bgr), self.class_map)
+        return self._without_parts(detections_from_result(self.predict_raw(image_bgr), self.class_map))
 
     def detect_at(self, frame: Frame, imgsz: int) -> sv.Detections:
         """Detections of one frame at a given input size (``detector.imgsz: auto``)."""
-        return detections_from_result(self.predict_raw(frame.image, imgsz), self.class_map)
+        return self._without_parts(
+            detections_from_result(self.predict_raw(frame.image, imgsz), self.class_map)
+        )
+
+    def _without_parts(self, det: sv.Detections) -> sv.Detections:
+        if self.drop_contained is None or len(det) < 2:
+            return det
+        parts = contained_boxes(det.xyxy, self.drop_contained)
+        return det[~parts] if parts.any() else det
 
     def warmup(self, shape: tuple[int, int] = (540, 960), runs: int = 2) -> None:
         """Run on blank frames so one-off allocations do not land on the first real frame."""

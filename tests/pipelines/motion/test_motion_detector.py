@@ -310,3 +310,45 @@ def test_openvino_detector_threads(weights: str, threads: int | None, expected: 
         image = np.random.default_rng(0).integers(0, 255, (360, 640, 3), dtype=np.uint8)
         a, b = limited(image), YoloDetector(path)(image)
         np.testing.assert_allclose(a.xyxy, b.xyxy, atol=0.5)
+
+
+BUS = [100.0, 100.0, 220.0, 140.0]  # 120 x 40 px
+
+
+@pytest.mark.parametrize(
+    ("boxes", "containers", "dropped"),
+    [
+        ([BUS, [180.0, 102.0, 218.0, 138.0]], None, [False, True]),  # the front of the bus boxed again
+        ([BUS, [200.0, 100.0, 240.0, 140.0]], None, [False, False]),  # half of it outside: a car beside
+        ([BUS, [100.0, 100.0, 200.0, 140.0]], None, [False, False]),  # inside but not 1.5x smaller: NMS's
+        ([[0, 0, 30, 20], [40, 0, 70, 20]], None, [False, False]),  # apart
+        ([BUS, [180.0, 102.0, 218.0, 138.0]], [False, True], [False, False]),  # the bus may not contain
+        ([BUS], None, [False]),
+        (np.zeros((0, 4)), None, []),
+    ],
+)
+def test_contained_boxes(boxes, containers, dropped) -> None:
+    from pipelines.motion.detector import contained_boxes
+
+    got = contained_boxes(np.asarray(boxes, dtype=float), 0.8, containers=containers)
+    assert got.tolist() == dropped
+
+
+class _FakeYOLOWithParts(FakeYOLO):
+    def predict(self, image, **kwargs):
+        self.calls.append(kwargs)
+        xyxy = np.array([BUS, [180.0, 102.0, 218.0, 138.0], [300.0, 100.0, 340.0, 120.0]])
+        boxes = SimpleNamespace(xyxy=xyxy, conf=np.array([0.6, 0.7, 0.5]), cls=np.array([5, 5, 2]))
+        return [SimpleNamespace(boxes=boxes)]
+
+
+@pytest.mark.parametrize(("section", "n_out"), [({}, 3), ({"drop_contained": 0.8}, 2)])
+def test_a_part_of_a_vehicle_boxed_again_is_dropped(tmp_path: Path, monkeypatch, section, n_out) -> None:
+    weights = tmp_path / "model.pt"
+    weights.write_bytes(b"x")
+    monkeypatch.setattr(det_mod.YoloDetector, "_load", lambda self, path: _FakeYOLOWithParts())
+    det = YoloDetector.from_config(DetectorConfig(weights=weights, imgsz=640, **section))
+    out = det(np.zeros((400, 400, 3), dtype=np.uint8))
+    assert len(out) == n_out and out.xyxy[0].tolist() == BUS
+    frame = Frame(index=0, timestamp_s=0.0, image=np.zeros((400, 400, 3), np.uint8))
+    assert len(det.detect_at(frame, 640)) == n_out
