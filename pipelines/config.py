@@ -81,11 +81,11 @@ class DetectorConfig(_Section):
     # NMS across classes: one box per vehicle even when the model scores it as two classes (car and
     # van); per-class NMS made duplicate tracks and false violations (weights/airpatrol_vehicles_n.md)
     agnostic_nms: bool = True
-    # Drop a box with this share of its area inside a box 1.5x larger or more: a part of that vehicle
-    # boxed again (the front of a bus, a truck's cab), which NMS keeps and which becomes a second
-    # track (pipelines.motion.detector.contained_boxes). Off by default: at 0.8 the simulated
-    # flights gained (demo MOTA +1.5, IDF1 +10 points; bands +1.3) but every real set lost a little
-    # (VisDrone AP50 -0.4, DJI-00760 -0.7, M1303 MOTA -0.2; docs/BASELINES.md section 0)
+    # Drop a box with this share of its area inside a box 1.5x larger or more that scores at least
+    # as high: a part of that vehicle boxed again (the front of a bus, a truck's cab), which NMS
+    # keeps and which becomes a second track (pipelines.motion.detector.contained_boxes). Off by
+    # default: at 0.8 simulated flights' MOTA gained (demo +1.2, bands +1.3 points), VisDrone AP50
+    # -0.2, and violations went the other way (docs/BASELINES.md section 0)
     drop_contained: float | None = Field(None, gt=0, le=1)
     device: str = "cpu"  # "cpu", "cuda", "cuda:0", "intel:cpu" (OpenVINO)
     half: bool | None = None  # fp16; None: on CUDA devices, not on the CPU

@@ -201,7 +201,7 @@ def score_images(
         cf = r.boxes.conf.cpu().numpy().reshape(-1)
         keep = ~_in_regions(xyxy, s.ignore)
         if drop_contained is not None:
-            keep &= ~contained_boxes(xyxy, drop_contained, containers=cf >= conf)
+            keep &= ~contained_boxes(xyxy, drop_contained, containers=cf >= conf, confidence=cf)
         xyxy, cf = xyxy[keep], cf[keep]
         gt = s.boxes[:, 1:5]
         hi = cf >= conf

@@ -244,11 +244,14 @@ def contained_boxes(
     share: float,
     area_ratio: float = CONTAINED_AREA_RATIO,
     containers: np.ndarray | None = None,
+    confidence: np.ndarray | None = None,
 ) -> np.ndarray:
     """(N,) bool: the boxes with at least ``share`` of their area inside another box at least
     ``area_ratio`` times larger - a part of a vehicle boxed again beside the whole (the front of a
     bus, the cab of a truck, a car's roof). ``containers`` (N,) bool: the boxes that may contain
-    others (default: all). NMS keeps such pairs: their IoU is at most 1 / ``area_ratio``."""
+    others (default: all). ``confidence`` (N,): a box is only dropped for a container that scores
+    at least as high (an oversized box around a vehicle, less sure than the vehicle's own box, is
+    the one that is wrong). NMS keeps such pairs: their IoU is at most 1 / ``area_ratio``."""
     b = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)
     n = len(b)
     if n < 2:
@@ -260,6 +263,9 @@ def contained_boxes(
     inside &= area[None, :] >= area_ratio * np.maximum(area[:, None], 1e-9)
     if containers is not None:
         inside &= np.asarray(containers, dtype=bool)[None, :]
+    if confidence is not None:
+        c = np.asarray(confidence, dtype=np.float64).reshape(-1)
+        inside &= c[None, :] >= c[:, None]
     np.fill_diagonal(inside, False)
     return inside.any(axis=1)
 
@@ -507,7 +513,7 @@ class YoloDetector(ImageDetector):
     def _without_parts(self, det: sv.Detections) -> sv.Detections:
         if self.drop_contained is None or len(det) < 2:
             return det
-        parts = contained_boxes(det.xyxy, self.drop_contained)
+        parts = contained_boxes(det.xyxy, self.drop_contained, confidence=det.confidence)
         return det[~parts] if parts.any() else det
 
     def warmup(self, shape: tuple[int, int] = (540, 960), runs: int = 2) -> None:

@@ -316,6 +316,22 @@ BUS = [100.0, 100.0, 220.0, 140.0]  # 120 x 40 px
 
 
 @pytest.mark.parametrize(
+    ("confidence", "dropped"),
+    [
+        (None, [False, True]),
+        ([0.6, 0.4], [False, True]),  # the bus surer than its front
+        ([0.6, 0.6], [False, True]),
+        ([0.3, 0.7], [False, False]),  # an oversized box, less sure than the vehicle inside it
+    ],
+)
+def test_contained_boxes_only_for_a_surer_container(confidence, dropped) -> None:
+    from pipelines.motion.detector import contained_boxes
+
+    got = contained_boxes(np.array([BUS, [180.0, 102.0, 218.0, 138.0]]), 0.8, confidence=confidence)
+    assert got.tolist() == dropped
+
+
+@pytest.mark.parametrize(
     ("boxes", "containers", "dropped"),
     [
         ([BUS, [180.0, 102.0, 218.0, 138.0]], None, [False, True]),  # the front of the bus boxed again
@@ -338,7 +354,7 @@ class _FakeYOLOWithParts(FakeYOLO):
     def predict(self, image, **kwargs):
         self.calls.append(kwargs)
         xyxy = np.array([BUS, [180.0, 102.0, 218.0, 138.0], [300.0, 100.0, 340.0, 120.0]])
-        boxes = SimpleNamespace(xyxy=xyxy, conf=np.array([0.6, 0.7, 0.5]), cls=np.array([5, 5, 2]))
+        boxes = SimpleNamespace(xyxy=xyxy, conf=np.array([0.6, 0.4, 0.5]), cls=np.array([5, 5, 2]))
         return [SimpleNamespace(boxes=boxes)]
 
 
