@@ -483,12 +483,13 @@ def _nncf_export_settings() -> Iterator[None]:
         model = kwargs.get("model", args[0] if args else None)
         stem = _stem_op_names(model)
         if stem:
-            scope = kwargs.get("ignored_scope")
-            names = list(scope.names) if scope is not None else []
-            patterns = list(scope.patterns) if scope is not None else []
-            types = list(scope.types) if scope is not None else []
+            scope = kwargs.get("ignored_scope") or nncf.IgnoredScope()
             kwargs["ignored_scope"] = nncf.IgnoredScope(
-                names=names + [n for n in stem if n not in names], patterns=patterns, types=types, validate=False
+                names=[*scope.names, *(n for n in stem if n not in scope.names)],
+                patterns=list(scope.patterns),
+                types=list(scope.types),
+                subgraphs=list(scope.subgraphs),
+                validate=False,
             )
             log.info("NNCF: the first convolution stays in float (%d ops)", len(stem))
         return original(*args, **kwargs)

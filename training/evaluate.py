@@ -34,9 +34,8 @@ log = logging.getLogger(__name__)
 
 COCO_VEHICLES = (2, 5, 7)  # car, bus, truck: the baseline procedure of the SOURCE.md files
 FOUR_WHEEL = ("car", "van", "truck", "bus")
-ENGINE_DROP_CONTAINED = (
-    DetectorConfig().drop_contained
-)  # parts of a vehicle boxed again, as the engine drops them
+# parts of a vehicle boxed again: dropped as the engine drops them (detector.drop_contained)
+ENGINE_DROP_CONTAINED = DetectorConfig().drop_contained
 VEHICLE_SETS: dict[str, tuple[str, ...] | None] = {"all": None, "four-wheel": FOUR_WHEEL}
 
 

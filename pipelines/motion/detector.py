@@ -385,7 +385,7 @@ class YoloDetector(ImageDetector):
         """``half`` None: fp16 on CUDA devices, fp32 elsewhere. ``agnostic_nms``: one box per
         object whatever its class (a vehicle scored both car and van must not become two tracks).
         ``drop_contained``: drop the boxes with this share of their area inside a box 1.5x larger
-        or more (:func:`contained_boxes`); None: keep them."""
+        or more that scores at least as high (:func:`contained_boxes`); None: keep them."""
         self.weights = resolve_weights(weights)
         self.imgsz = int(imgsz)
         self.conf = float(conf)
