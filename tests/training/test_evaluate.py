@@ -91,6 +91,22 @@ def test_four_wheel_subset_ignores_motorcycles(tmp_path, only, tp, fp, gt):
 
 
 @pytest.mark.parametrize(
+    ("drop_contained", "front_conf", "tp", "fp"),
+    [
+        (None, 0.4, 1, 1),  # the engine's default: the bus's front, boxed again, is a false positive
+        (0.8, 0.4, 1, 0),  # dropped, as the engine drops it with detector.drop_contained
+        (0.8, 0.9, 1, 1),  # surer than the bus box: kept
+    ],
+)
+def test_parts_of_a_vehicle_scored_as_the_engine_drops_them(tmp_path, drop_contained, front_conf, tp, fp):
+    bus = (20, 20, 140, 60)
+    samples = [_sample(tmp_path, 200, "a", [(3, *bus)])]
+    model = _FakeModel({200: [(*bus, 0.6, 3), (100, 22, 138, 58, front_conf, 3)]})
+    m = evaluate_detector(model, samples, imgsz=640, drop_contained=drop_contained)
+    assert (m.tp, m.fp) == (tp, fp)
+
+
+@pytest.mark.parametrize(
     ("imgsz", "width", "expected"), [(640, 1920, 640), ("auto", 1920, 960), ("auto", 800, 800)]
 )
 def test_input_size_for_still_images_follows_the_engine_rule(imgsz, width, expected):
