@@ -360,7 +360,8 @@ class ViolationDetector:
         ``same_vehicle_along_m`` along its direction of travel and ``same_vehicle_across_m`` across
         it (lanes are ~3.5 m apart, so a vehicle in the next lane never matches). Ground positions
         are the camera's (relative to the drone), and so are the velocities: a drone flying
-        steadily cancels out over such short gaps (a turning one less so). None without ground positions.
+        steadily cancels out over such short gaps (a turning one less so). None without ground
+        positions (they come with the altitude the speeds need).
         """
         if tid in self._same:  # known: that vehicle, in a zone where it already speeds (else a new zone)
             root = self._same[tid]
