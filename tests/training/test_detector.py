@@ -357,7 +357,8 @@ def test_int8_export_asks_nncf_for_full_bias_correction_and_a_float_stem(monkeyp
     ("modules", "stem"),
     [
         (["__module.model.0", "__module.model.1"], "__module.model.0"),
-        (["__module.backbone.stem", "__module.model.0"], "__module.backbone.stem"),  # the first, whatever its name
+        # the first convolution's module, whatever its name
+        (["__module.backbone.stem", "__module.model.0"], "__module.backbone.stem"),
     ],
 )
 def test_the_float_stem_is_the_first_convolutions_module_only(modules, stem):
