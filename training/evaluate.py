@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 from pipelines.config import DetectorConfig
-from pipelines.motion.detector import contained_boxes
 from pipelines.ultralytics_env import prepare_ultralytics
 from training.samples import CLASS_ID, Sample, iter_loaded
 
@@ -174,6 +173,8 @@ def score_images(
     """Run the model on every sample and match its detections (see the module doc). As the engine
     does with ``detector.drop_contained`` set (default: not), a box with ``drop_contained`` of its
     area inside a box at least 1.5x larger that scores ``conf`` or more is dropped (None: kept)."""
+    from pipelines.motion.detector import contained_boxes  # the engine's pipelines.motion: not at import
+
     model = load_model(model_or_path) if isinstance(model_or_path, (str, Path)) else model_or_path
     if classes is None:
         classes = vehicle_classes(model)
