@@ -272,7 +272,7 @@ def cmd_eval_detector(args) -> int:
             imgsz=args.imgsz,
             conf=args.conf,
             only=VEHICLE_SETS[args.vehicles],
-            drop_contained=args.drop_contained,
+            **({} if args.drop_contained is None else {"drop_contained": args.drop_contained}),
         )
         results[spec] = {view: m.as_dict() for view, m in per_view.items()}
         for view, m in per_view.items():
