@@ -20,6 +20,7 @@ from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.flow import BoxFlowRefiner
 from pipelines.motion.input_size import AutoSizedDetector
 from pipelines.motion.keyframes import BoxPropagator, KeyframeScheduler
+from pipelines.motion.relink import TrackRelinker
 from pipelines.motion.tracker import Tracker
 from pipelines.pipeline import Pipeline
 from pipelines.road_network import (
@@ -160,6 +161,9 @@ def build_pipeline(
         metadata=meta,
         keyframes=KeyframeScheduler(kcfg) if kcfg.enabled else None,
         propagator=BoxPropagator(refiner) if kcfg.enabled else None,
+        relinker=TrackRelinker(
+            config.tracker.relink_along_m, config.tracker.relink_across_m, config.tracker.relink_max_gap_s
+        ),
     )
     log.info("pipeline built: %s", meta)
     return pipeline

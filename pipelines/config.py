@@ -207,6 +207,12 @@ class TrackerConfig(_Section):
     minimum_consecutive_frames: int = 1
     frame_rate: float = 30.0
     refine_with_flow: bool = True  # optical flow inside each box refines its displacement
+    # a track born where a track lost at most relink_max_gap_s ago would be now (its last ground
+    # position carried by its fitted velocity; within relink_along_m along its motion and
+    # relink_across_m across) continues that track's id (pipelines.motion.relink); 0: off
+    relink_along_m: float = Field(5.0, ge=0)
+    relink_across_m: float = Field(1.5, gt=0)
+    relink_max_gap_s: float = Field(1.0, ge=0)
 
 
 class SpeedConfig(_Section):

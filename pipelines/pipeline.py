@@ -35,6 +35,7 @@ from pipelines.ground import GroundModel
 from pipelines.motion.detector import Detector
 from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.keyframes import FLOW_KEY, BoxPropagator, KeyframeScheduler
+from pipelines.motion.relink import LostTrack, TrackRelinker
 from pipelines.motion.tracker import Tracker
 from pipelines.rules import ViolationDetector
 from pipelines.speed import SpeedEstimator
@@ -80,11 +81,14 @@ class Pipeline:
     # keyframes.enabled: when to detect, and the boxes carried between detections (else None)
     keyframes: KeyframeScheduler | None = None
     propagator: BoxPropagator | None = None
+    # ByteTrack's ids -> the output ids, a broken track continuing its id (None: ids as tracked)
+    relinker: TrackRelinker | None = None
 
     _prev_time: float | None = None
     _prev_gray: np.ndarray | None = None
     _last_mask: np.ndarray | None = None
     _held: dict[int, SpeedEstimate] = field(default_factory=dict)  # keyframes: last estimate per track
+    _bridged: set[int] = field(default_factory=set)  # tracks relinked in this frame (_relink)
     _last_xyxy: np.ndarray | None = None  # the last frame's tracked boxes (prepare's exclusions)
     frames_processed: int = 0
     closed: bool = False
@@ -231,6 +235,12 @@ class Pipeline:
             m_ids, m_xyxy = ids[measurable], tracked.xyxy[measurable]
             m_flow = None if flow is None else np.asarray(flow)[measurable]
             positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, m_flow)
+            # a relinked track's new box may sit on another part of its vehicle: its position is
+            # carried over the gap at its speed (no sample), and measured from its new box on
+            bridged = np.array(
+                [int(t) in self._bridged and self.speed.bridge(t, frame.timestamp_s) for t in m_ids], bool
+            )
+            self._bridged.clear()
             if proj is not None:
                 # box size on the ground (px x local GSD): a vehicle nearing an oblique camera
                 # grows in pixels, not in metres, so only a partial or merged box changes it
@@ -239,7 +249,8 @@ class Pipeline:
                 sizes = np.sqrt(np.clip(w * h, 0, None)) * gsd
                 # a clipped box's size is the visible part's: not the vehicle's, no size check
                 sizes = np.where(touches_border(m_xyxy, frame.width, frame.height), np.nan, sizes)
-                speeds = self.speed.update(frame.timestamp_s, m_ids, disp, sizes)
+                keep = ~bridged
+                speeds = self.speed.update(frame.timestamp_s, m_ids[keep], disp[keep], sizes[keep])
             self._prev_time = frame.timestamp_s
             self.displacement.remember(frame.index, m_ids, positions, m_xyxy)
         horizon = self.config.tracker.lost_track_buffer + 1
@@ -254,6 +265,42 @@ class Pipeline:
                 if int(tid) in self._held and int(tid) not in speeds:
                     speeds[int(tid)] = self._held[int(tid)]
         return speeds
+
+    def _relink(
+        self, frame: Frame, tracked: sv.Detections, raw: np.ndarray, proj: GroundProjector | None
+    ) -> np.ndarray:
+        """The output ids of this frame's tracks: a track born where one lost within the relink gap
+        would be now continues its id (pipelines.motion.relink)."""
+        assert self.relinker is not None
+        ids, born = self.relinker.output_ids(raw)
+        if not born.any() or proj is None or not self.relinker.enabled:
+            return ids
+        now, present = frame.timestamp_s, {int(i) for i in ids}
+        lost_ids, anchors_px, moved = [], [], []
+        for tid in self.speed.track_ids:
+            seen = self.speed.last_seen(tid)
+            if tid in present or seen is None or seen[1] is None:
+                continue
+            gap = now - seen[0]
+            anchor = self.displacement.carried_anchor(tid)
+            if not 0 < gap <= self.relinker.max_gap_s or anchor is None:
+                continue
+            lost_ids.append(tid)
+            anchors_px.append(anchor)
+            moved.append((seen[1], gap))
+        if not lost_ids:
+            return ids
+        was = proj.to_ground(np.array(anchors_px))
+        lost = [
+            LostTrack(tid, (float(p[0] + v[0] * dt), float(p[1] + v[1] * dt)), (float(v[0]), float(v[1])))
+            for tid, p, (v, dt) in zip(lost_ids, was, moved, strict=True)
+        ]
+        new_xy = proj.to_ground(self.displacement.anchors(tracked.xyxy[born]))
+        links = self.relinker.link(raw[born], new_xy, lost)
+        for r, o in links.items():
+            log.debug("track %d continues track %d", r, o)
+            self._bridged.add(o)
+        return np.array([links.get(int(r), int(i)) for r, i in zip(raw, ids, strict=True)], dtype=int)
 
     def process(self, frame: Frame, *, backlog: int = 0, prepared: Prepared | None = None) -> FrameResult:
         """One frame, in order. ``backlog``: frames waiting behind this one (the live server's
@@ -286,6 +333,9 @@ class Pipeline:
 
         proj = self.ground.projector(frame)
         ids = tracked.tracker_id.astype(int) if tracked.tracker_id is not None else np.zeros(0, int)
+        if self.relinker is not None:
+            ids = self._relink(frame, tracked, ids, proj)
+            tracked.tracker_id = ids
         speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings)
         n = len(tracked)
         tracked.data["speed_kmh"] = np.array(

@@ -610,6 +610,27 @@ class SpeedEstimator:
     def forget(self, track_id: int) -> None:
         self._tracks.pop(int(track_id), None)
 
+    def bridge(self, track_id: int, timestamp_s: float) -> bool:
+        """The track's vehicle is the same but where it is now was not measured (another tracker
+        track took it over, its box perhaps on another part of it): carry its position to
+        ``timestamp_s`` at its fitted velocity, adding no sample, so that its next displacement
+        goes on from there. False (the track restarts at its next update) without a velocity."""
+        st = self._tracks.get(int(track_id))
+        if st is None or st.velocity is None or not timestamp_s > st.last_t:
+            self.forget(track_id)
+            return False
+        st.pos = st.pos + st.velocity * (timestamp_s - st.last_t)
+        st.last_t = float(timestamp_s)
+        return True
+
+    def last_seen(self, track_id: int) -> tuple[float, np.ndarray | None] | None:
+        """When the track was last updated and its last fitted ground velocity (m/s; None before
+        its first fit); None for a track not held."""
+        st = self._tracks.get(int(track_id))
+        if st is None:
+            return None
+        return st.last_t, None if st.velocity is None else st.velocity.copy()
+
     def prune(self, active_ids: np.ndarray | list[int] | set[int]) -> None:
         """Drop every track not in ``active_ids``."""
         keep = {

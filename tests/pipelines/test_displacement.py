@@ -12,6 +12,7 @@ from pipelines.displacement import (
     GroundDisplacement,
     blend_flow,
     box_anchors,
+    border_margin,
     clipped_edges,
     edge_point,
     measurable_clipped,
@@ -149,6 +150,23 @@ def test_blend_flow(predicted, anchor, size, expected) -> None:
 )
 def test_touches_border(box, expected) -> None:
     assert bool(touches_border(np.array([box]), W, H)[0]) is expected
+
+
+@pytest.mark.parametrize(
+    "size, box, expected",
+    [
+        ((640, 360), (10, 2, 50, 50), True),  # small frames: the 2 px floor
+        ((640, 360), (10, 3, 50, 50), False),
+        # 1080p: a detector's box for a vehicle half out of view ends 4-6 px inside the border
+        ((1920, 1080), (900, 5.6, 1000, 160), True),
+        ((1920, 1080), (900, 7, 1000, 160), False),
+        ((1920, 1080), (900, 500, 1000, 1075), True),
+        ((3840, 2160), (3828, 500, 3830, 600), True),  # 4K: 13 px
+    ],
+)
+def test_the_border_margin_grows_with_the_image(size, box, expected) -> None:
+    assert border_margin(*size) == pytest.approx(max(2.0, 0.006 * min(size)))
+    assert bool(touches_border(np.array([box], dtype=float), *size)[0]) is expected
 
 
 @pytest.mark.parametrize("anchor, expected", [("center", (20.0, 30.0)), ("bottom", (20.0, 40.0))])
