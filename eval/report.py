@@ -48,9 +48,54 @@ def write_report(
         d = tracks_dir / _safe(r.variant)
         d.mkdir(parents=True, exist_ok=True)
         (d / f"{_safe(r.sequence)}.txt").write_text("\n".join(r.tracks.to_mot_lines()) + "\n")
+        if r.speed_samples is not None and len(r.speed_samples):
+            d = out / "speeds" / _safe(r.variant)
+            d.mkdir(parents=True, exist_ok=True)
+            write_speed_samples(r.speed_samples, d / f"{_safe(r.sequence)}.csv")
     plots = write_plots(report, out / "plots")
     (out / "report.md").write_text(render_markdown(report, plots, meta))
     log.info("evaluation report written to %s", out)
+
+
+SAMPLE_COLUMNS = (
+    "frame,gt_id,track_id,true_kmh,speed_kmh,error_kmh,sigma_kmh,measurement_sigma_kmh,trusted,track_frames"
+)
+
+
+def write_speed_samples(samples: SpeedSamples, path: Path) -> None:
+    """Every matched (frame, vehicle) with a true speed, one CSV row each (``SAMPLE_COLUMNS``;
+    frames 1-based as in the ground truth; speed columns empty where none was reported):
+    what a grid cell's MAE, p95, coverage and sigma calibration are computed from, to look into
+    one. ``track_frames``: frames since the track was first matched (its age, near enough)."""
+    order = np.lexsort((samples.frames, samples.track_ids))
+    first: dict[int, int] = {}
+    for k in order:
+        first.setdefault(int(samples.track_ids[k]), int(samples.frames[k]))
+    lines = [SAMPLE_COLUMNS]
+
+    def num(v: float) -> str:
+        return f"{v:.3f}" if math.isfinite(v) else ""
+
+    for k in np.lexsort((samples.gt_ids, samples.frames)):
+        pred = samples.pred_kmh[k]
+        reported = math.isfinite(pred)
+        lines.append(
+            ",".join(
+                [
+                    str(int(samples.frames[k])),
+                    str(int(samples.gt_ids[k])),
+                    str(int(samples.track_ids[k])),
+                    num(samples.gt_kmh[k]),
+                    num(pred),
+                    num(pred - samples.gt_kmh[k]) if reported else "",
+                    num(samples.sigma_kmh[k]) if reported else "",
+                    num(samples.measurement_sigma_kmh[k]) if reported else "",
+                    (("1" if samples.trusted[k] else "0") if reported else ""),
+                    str(int(samples.frames[k]) - first[int(samples.track_ids[k])]),
+                ]
+            )
+        )
+    path.write_text("\n".join(lines) + "\n")
 
 
 def _detector_label(base: PipelineConfig) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import json
 
@@ -265,6 +266,17 @@ def test_eval_command_end_to_end(small_flight_dir, tmp_path):
         "track_timeline.png",
     }
     assert (out / "tracks" / "base" / f"{small_flight_dir.name}.txt").read_text().strip()
+    # every matched (frame, vehicle): what the speed figures are computed from, row by row
+    with (out / "speeds" / "base" / f"{small_flight_dir.name}.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    speed = seqs["base"]["speed"]
+    assert len(rows) == speed["matched"]
+    errors = np.array([float(r["error_kmh"]) for r in rows if r["speed_kmh"]])
+    assert len(errors) / len(rows) == pytest.approx(speed["coverage"])
+    assert np.abs(errors).mean() == pytest.approx(speed["mae_kmh"], abs=1e-3)
+    sigma = np.array([float(r["measurement_sigma_kmh"]) for r in rows if r["speed_kmh"]])
+    assert np.mean(np.abs(errors) <= sigma) == pytest.approx(speed["measurement_sigma"]["within_1sigma"], abs=0.01)
+    assert min(int(r["frame"]) for r in rows) >= 1 and min(int(r["track_frames"]) for r in rows) == 0
 
 
 def test_simulate_command(tmp_path):
