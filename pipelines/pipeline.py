@@ -229,18 +229,13 @@ class Pipeline:
             measurable &= ~np.asarray(extrapolated, dtype=bool)
         flow = tracked.data.pop(FLOW_KEY, None)  # the propagation's, for the speed stage only
         speeds: dict[int, SpeedEstimate] = {}
+        relinked, self._bridged = self._bridged, set()
         if self._prev_time is not None and frame.timestamp_s <= self._prev_time:
             warnings.append(f"non-increasing timestamp {frame.timestamp_s:.4f} s: speed update skipped")
         else:
             m_ids, m_xyxy = ids[measurable], tracked.xyxy[measurable]
             m_flow = None if flow is None else np.asarray(flow)[measurable]
             positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, m_flow)
-            # a relinked track's new box may sit on another part of its vehicle: its position is
-            # carried over the gap at its speed (no sample), and measured from its new box on
-            bridged = np.array(
-                [int(t) in self._bridged and self.speed.bridge(t, frame.timestamp_s) for t in m_ids], bool
-            )
-            self._bridged.clear()
             if proj is not None:
                 # box size on the ground (px x local GSD): a vehicle nearing an oblique camera
                 # grows in pixels, not in metres, so only a partial or merged box changes it
@@ -249,10 +244,23 @@ class Pipeline:
                 sizes = np.sqrt(np.clip(w * h, 0, None)) * gsd
                 # a clipped box's size is the visible part's: not the vehicle's, no size check
                 sizes = np.where(touches_border(m_xyxy, frame.width, frame.height), np.nan, sizes)
-                keep = ~bridged
-                speeds = self.speed.update(frame.timestamp_s, m_ids[keep], disp[keep], sizes[keep])
+                # a relinked track (a box of the size it had) is carried over its gap at its speed
+                # and measured from its new box on: where on the vehicle that box sits is no motion
+                bridged = np.array(
+                    [
+                        int(t) in relinked and self.speed.bridge(t, frame.timestamp_s, size)
+                        for t, size in zip(m_ids, sizes, strict=True)
+                    ],
+                    dtype=bool,
+                )
+                speeds = self.speed.update(
+                    frame.timestamp_s, m_ids[~bridged], disp[~bridged], sizes[~bridged]
+                )
+                relinked -= {int(t) for t in m_ids}  # bridged, or restarted by bridge()
             self._prev_time = frame.timestamp_s
             self.displacement.remember(frame.index, m_ids, positions, m_xyxy)
+        for tid in relinked:  # relinked but not measured now: its speed starts again
+            self.speed.forget(tid)
         horizon = self.config.tracker.lost_track_buffer + 1
         for tid in self.displacement.expire(frame.index, horizon):
             self.speed.forget(tid)

@@ -565,6 +565,7 @@ class _TrackState:
     size: deque[float] = field(default_factory=deque)  # box size per sample; NaN when not given
     velocity: np.ndarray | None = None  # last accepted fit (m/s), bridges rejected steps
     jump_t: float | None = None  # when the box last jumped (a step far off the fitted path)
+    trusted: bool = False  # whether its last estimate was
 
 
 class SpeedEstimator:
@@ -610,13 +611,31 @@ class SpeedEstimator:
     def forget(self, track_id: int) -> None:
         self._tracks.pop(int(track_id), None)
 
-    def bridge(self, track_id: int, timestamp_s: float) -> bool:
+    def bridge(self, track_id: int, timestamp_s: float, size: float = math.nan) -> bool:
         """The track's vehicle is the same but where it is now was not measured (another tracker
-        track took it over, its box perhaps on another part of it): carry its position to
+        track took it over, its box perhaps further along the vehicle): carry its position to
         ``timestamp_s`` at its fitted velocity, adding no sample, so that its next displacement
-        goes on from there. False (the track restarts at its next update) without a velocity."""
+        goes on from there. Only for a track whose last estimate was trusted (a window holding a
+        jump or a partial box would go on misleading the new box's fit: measured, the fresh
+        start is better), and a box of the size its last ones had (``size``, as given to
+        :meth:`update`: within ``max_box_size_change`` of their median; a box that now covers
+        more or less of the vehicle would mix two anchors in one window). Otherwise (or without
+        a velocity) the track is forgotten, restarting at its next update; returns whether bridged."""
         st = self._tracks.get(int(track_id))
-        if st is None or st.velocity is None or not timestamp_s > st.last_t:
+        recent = [x for x in itertools.islice(reversed(st.size), SIZE_SMOOTHING) if x > 0] if st else []
+        same_size = (
+            bool(recent)
+            and size > 0
+            and max(size, float(np.median(recent))) / min(size, float(np.median(recent))) - 1.0
+            <= self.cfg.max_box_size_change
+        )
+        if (
+            st is None
+            or st.velocity is None
+            or not st.trusted
+            or not timestamp_s > st.last_t
+            or not same_size
+        ):
             self.forget(track_id)
             return False
         st.pos = st.pos + st.velocity * (timestamp_s - st.last_t)
@@ -820,6 +839,7 @@ class SpeedEstimator:
         st.velocity = velocity
         sigma = math.hypot(fit_sigma, self.cfg.altitude_sigma_frac * speed)
         doubt = self._doubt(st, now, size_change)
+        st.trusted = not doubt
         return SpeedEstimate(
             track_id=tid,
             speed_kmh=speed_kmh,

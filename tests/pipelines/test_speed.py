@@ -595,3 +595,52 @@ def test_lag_variance_table(prior: float, measured: float, left: float) -> None:
 
     got = _lag_variance(np.array([prior]), np.array([measured]))
     assert got[0] == pytest.approx(left)
+
+
+def _driving(est: SpeedEstimator, seconds: float = 2.0, size: float = 4.5) -> float:
+    """Track 1 driving east at 10 m/s, 30 updates a second, a box of ``size`` m: the last time."""
+    t = 0.0
+    est.update(t, [1], [[np.nan, np.nan]], [size])
+    for _ in range(int(seconds * 30)):
+        t += 1 / 30
+        est.update(t, [1], [[10 / 30, 0.0]], [size])
+    return t
+
+
+@pytest.mark.parametrize(
+    "size_after, gap_s, bridged",
+    [
+        (4.5, 0.5, True),  # the same box size: carried over the gap
+        (5.5, 0.5, True),  # within max_box_size_change (0.3)
+        (2.5, 0.5, False),  # half the vehicle now: two anchors in one window, start again
+        (np.nan, 0.5, False),  # size unknown (cut by the border): start again
+        (4.5, 0.0, False),  # no time passed
+    ],
+)
+def test_a_relinked_track_is_bridged_at_its_speed_or_restarted(size_after, gap_s, bridged) -> None:
+    est = SpeedEstimator(SpeedConfig(altitude_sigma_frac=0.0))
+    t = _driving(est)
+    n = len(est._tracks[1].t)
+    assert est.bridge(1, t + gap_s, size_after) is bridged
+    if not bridged:
+        assert 1 not in est.track_ids  # its next update starts it again
+        return
+    st = est._tracks[1]
+    assert len(st.t) == n and st.last_t == t + gap_s  # no sample added
+    # measured from the new box on (the pipeline remembers where it is at the bridge): whatever
+    # part of the vehicle it sits on, the speed goes on, no jump and no restart
+    later = t + gap_s
+    for _ in range(3):
+        later += 1 / 30
+        got = est.update(later, [1], [[10 / 30, 0.0]], [size_after])
+        assert got[1].trusted
+    assert got[1].speed_kmh == pytest.approx(36.0, abs=0.5)
+
+
+def test_only_a_trusted_track_is_bridged() -> None:
+    est = SpeedEstimator(SpeedConfig(altitude_sigma_frac=0.0, max_step_jump_m=0.2))
+    t = _driving(est)
+    est.update(t + 1 / 30, [1], [[10 / 30 + 1.0, 0.0]], [4.5])  # a box jump: untrusted for a window
+    assert not est._tracks[1].trusted
+    assert est.bridge(1, t + 0.5, 4.5) is False
+    assert est.bridge(2, t + 0.5, 4.5) is False  # a track it does not hold
