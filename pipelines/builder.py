@@ -162,7 +162,10 @@ def build_pipeline(
         keyframes=KeyframeScheduler(kcfg) if kcfg.enabled else None,
         propagator=BoxPropagator(refiner) if kcfg.enabled else None,
         relinker=TrackRelinker(
-            config.tracker.relink_along_m, config.tracker.relink_across_m, config.tracker.relink_max_gap_s
+            config.tracker.relink_along_m,
+            config.tracker.relink_across_m,
+            config.tracker.relink_max_gap_s,
+            config.speed.max_box_size_change,
         ),
     )
     log.info("pipeline built: %s", meta)

@@ -237,13 +237,7 @@ class Pipeline:
             m_flow = None if flow is None else np.asarray(flow)[measurable]
             positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, m_flow)
             if proj is not None:
-                # box size on the ground (px x local GSD): a vehicle nearing an oblique camera
-                # grows in pixels, not in metres, so only a partial or merged box changes it
-                w, h = m_xyxy[:, 2] - m_xyxy[:, 0], m_xyxy[:, 3] - m_xyxy[:, 1]
-                gsd = proj.gsd_at(box_anchors(m_xyxy)) if len(m_ids) else 1.0  # at the box centres
-                sizes = np.sqrt(np.clip(w * h, 0, None)) * gsd
-                # a clipped box's size is the visible part's: not the vehicle's, no size check
-                sizes = np.where(touches_border(m_xyxy, frame.width, frame.height), np.nan, sizes)
+                sizes = _ground_sizes(m_xyxy, proj, frame)
                 # a relinked track (a box of the size it had) is carried over its gap at its speed
                 # and measured from its new box on: where on the vehicle that box sits is no motion
                 bridged = np.array(
@@ -284,27 +278,30 @@ class Pipeline:
         if not born.any() or proj is None or not self.relinker.enabled:
             return ids
         now, present = frame.timestamp_s, {int(i) for i in ids}
-        lost_ids, anchors_px, moved = [], [], []
+        lost: list[LostTrack] = []
         for tid in self.speed.track_ids:
             seen = self.speed.last_seen(tid)
             if tid in present or seen is None or seen[1] is None:
                 continue
-            gap = now - seen[0]
+            last_t, v, size = seen
+            gap = now - last_t
             anchor = self.displacement.carried_anchor(tid)
             if not 0 < gap <= self.relinker.max_gap_s or anchor is None:
                 continue
-            lost_ids.append(tid)
-            anchors_px.append(anchor)
-            moved.append((seen[1], gap))
-        if not lost_ids:
+            was = proj.to_ground(anchor[None])[0]  # where it was, on the ground now
+            lost.append(
+                LostTrack(
+                    tid,
+                    (float(was[0] + v[0] * gap), float(was[1] + v[1] * gap)),
+                    (float(v[0]), float(v[1])),
+                    size,
+                )
+            )
+        if not lost:
             return ids
-        was = proj.to_ground(np.array(anchors_px))
-        lost = [
-            LostTrack(tid, (float(p[0] + v[0] * dt), float(p[1] + v[1] * dt)), (float(v[0]), float(v[1])))
-            for tid, p, (v, dt) in zip(lost_ids, was, moved, strict=True)
-        ]
-        new_xy = proj.to_ground(self.displacement.anchors(tracked.xyxy[born]))
-        links = self.relinker.link(raw[born], new_xy, lost)
+        new_xyxy = tracked.xyxy[born]
+        new_xy = proj.to_ground(self.displacement.anchors(new_xyxy))
+        links = self.relinker.link(raw[born], new_xy, lost, _ground_sizes(new_xyxy, proj, frame))
         for r, o in links.items():
             log.debug("track %d continues track %d", r, o)
             self._bridged.add(o)
@@ -471,6 +468,17 @@ def _column(parts: list[sv.Detections], key: str, default: object, dtype: type) 
             for d in parts
         ]
     )
+
+
+def _ground_sizes(xyxy: np.ndarray, proj: GroundProjector, frame: Frame) -> np.ndarray:
+    """Each box's size on the ground (m): sqrt of its area in pixels times the GSD at its centre
+    (a vehicle nearing an oblique camera grows in pixels, not in metres, so only a partial or
+    merged box changes it); NaN for a box cut by the image border (its visible part's size)."""
+    if not len(xyxy):
+        return np.zeros(0)
+    w, h = xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]
+    sizes = np.sqrt(np.clip(w * h, 0, None)) * proj.gsd_at(box_anchors(xyxy))
+    return np.where(touches_border(xyxy, frame.width, frame.height), np.nan, sizes)
 
 
 def _centre_gsd(proj: GroundProjector | None, frame: Frame) -> float | None:

@@ -555,6 +555,12 @@ def _window_size_changes(sizes: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return changes
 
 
+def _recent_size(st: _TrackState) -> float:
+    """The median of a track's last SIZE_SMOOTHING known box sizes (NaN when none is known)."""
+    recent = [x for x in itertools.islice(reversed(st.size), SIZE_SMOOTHING) if x > 0]
+    return float(np.median(recent)) if recent else math.nan
+
+
 @dataclass(slots=True)
 class _TrackState:
     start_t: float  # when the current integration started (the track's age counts from here)
@@ -622,12 +628,9 @@ class SpeedEstimator:
         more or less of the vehicle would mix two anchors in one window). Otherwise (or without
         a velocity) the track is forgotten, restarting at its next update; returns whether bridged."""
         st = self._tracks.get(int(track_id))
-        recent = [x for x in itertools.islice(reversed(st.size), SIZE_SMOOTHING) if x > 0] if st else []
+        last = _recent_size(st) if st is not None else math.nan
         same_size = (
-            bool(recent)
-            and size > 0
-            and max(size, float(np.median(recent))) / min(size, float(np.median(recent))) - 1.0
-            <= self.cfg.max_box_size_change
+            size > 0 and last > 0 and max(size, last) / min(size, last) - 1.0 <= self.cfg.max_box_size_change
         )
         if (
             st is None
@@ -642,13 +645,14 @@ class SpeedEstimator:
         st.last_t = float(timestamp_s)
         return True
 
-    def last_seen(self, track_id: int) -> tuple[float, np.ndarray | None] | None:
-        """When the track was last updated and its last fitted ground velocity (m/s; None before
-        its first fit); None for a track not held."""
+    def last_seen(self, track_id: int) -> tuple[float, np.ndarray | None, float] | None:
+        """When the track was last updated, its last fitted ground velocity (m/s; None before its
+        first fit) and its box's recent ground size (m: the median of its last few; NaN when
+        unknown); None for a track not held."""
         st = self._tracks.get(int(track_id))
         if st is None:
             return None
-        return st.last_t, None if st.velocity is None else st.velocity.copy()
+        return st.last_t, None if st.velocity is None else st.velocity.copy(), _recent_size(st)
 
     def prune(self, active_ids: np.ndarray | list[int] | set[int]) -> None:
         """Drop every track not in ``active_ids``."""

@@ -12,7 +12,9 @@ is linked only in the frame it is born, to a track lost within ``max_gap_s`` who
 where that vehicle would be now - the static ground under its last anchor, carried to this frame
 by the ego-motion, plus its fitted ground velocity times the gap - must lie within ``along_m``
 (along its motion) and ``across_m`` (across it: a lane is 3-3.5 m wide) of the new track's anchor
-on the ground. Several candidates: the nearest pairs first, each track used once. The gate is in
+on the ground, and where both boxes' ground sizes are known they must agree within
+``max_size_change`` (a box on the front half of the vehicle is not the vehicle's track going on:
+taking it let the whole box, found a moment later, start a track of its own). Several candidates: the nearest pairs first, each track used once. The gate is in
 metres, so it means the same at 30 m as at 150 m.
 
 The linked id then carries on as if the vehicle had been missed for the gap: the ground
@@ -38,6 +40,7 @@ class LostTrack:
     track_id: int  # its output id
     predicted_xy_m: tuple[float, float]  # where it would be now on the ground (m)
     velocity_mps: tuple[float, float]  # its last fitted ground velocity (m/s)
+    size_m: float = float("nan")  # its box's recent size on the ground (m; NaN: unknown)
 
 
 def continuation_cost(
@@ -62,6 +65,17 @@ def continuation_cost(
     with np.errstate(invalid="ignore"):
         cost = np.hypot(a, c)
         return np.where((a <= 1.0) & (c <= 1.0) & np.isfinite(cost), cost, np.inf)
+
+
+def size_mismatch(new_size_m: np.ndarray, lost_size_m: np.ndarray, max_change: float) -> np.ndarray:
+    """(N, M) True where new box i and lost track j both have a known ground size and the larger
+    exceeds the smaller by more than ``max_change`` (a share): another part of the vehicle, or
+    another vehicle."""
+    a = np.asarray(new_size_m, dtype=np.float64).reshape(-1, 1)
+    b = np.asarray(lost_size_m, dtype=np.float64).reshape(1, -1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.maximum(a, b) / np.minimum(a, b)
+        return (a > 0) & (b > 0) & (ratio - 1.0 > max_change)
 
 
 def greedy_pairs(cost: np.ndarray) -> list[tuple[int, int]]:
@@ -91,8 +105,15 @@ class TrackRelinker:
     :meth:`link` with the tracks lost meanwhile. ``along_m`` 0 turns relinking off (ids pass
     through unchanged)."""
 
-    def __init__(self, along_m: float = 5.0, across_m: float = 1.5, max_gap_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        along_m: float = 5.0,
+        across_m: float = 1.5,
+        max_gap_s: float = 1.0,
+        max_size_change: float = 0.3,
+    ) -> None:
         self.along_m = float(along_m)
+        self.max_size_change = float(max_size_change)
         self.across_m = float(across_m)
         self.max_gap_s = float(max_gap_s)
         self.reset()
@@ -119,9 +140,16 @@ class TrackRelinker:
         out = np.array([self._alias.get(int(r), int(r)) for r in raw], dtype=int)
         return out, born
 
-    def link(self, new_ids: np.ndarray, new_xy_m: np.ndarray, lost: list[LostTrack]) -> dict[int, int]:
-        """Link tracks born now (tracker ids ``new_ids``, ground positions ``new_xy_m``) to lost
-        ones: {tracker id: output id it continues}. Remembered for the frames that follow."""
+    def link(
+        self,
+        new_ids: np.ndarray,
+        new_xy_m: np.ndarray,
+        lost: list[LostTrack],
+        new_size_m: np.ndarray | None = None,
+    ) -> dict[int, int]:
+        """Link tracks born now (tracker ids ``new_ids``, ground positions ``new_xy_m``, box sizes
+        on the ground ``new_size_m``, NaN or None: unknown) to lost ones: {tracker id: output id it
+        continues}. Remembered for the frames that follow."""
         new_ids = np.asarray(new_ids, dtype=int).reshape(-1)
         if not self.enabled or not len(new_ids) or not lost:
             return {}
@@ -132,10 +160,13 @@ class TrackRelinker:
             self.along_m,
             self.across_m,
         )
+        if new_size_m is not None:
+            sizes = np.array([t.size_m for t in lost], dtype=np.float64)
+            cost[size_mismatch(new_size_m, sizes, self.max_size_change)] = np.inf
         links = {int(new_ids[r]): lost[c].track_id for r, c in greedy_pairs(cost)}
         self._alias.update(links)
         self.n_relinked += len(links)
         return links
 
 
-__all__ = ["LostTrack", "TrackRelinker", "continuation_cost", "greedy_pairs"]
+__all__ = ["LostTrack", "TrackRelinker", "continuation_cost", "greedy_pairs", "size_mismatch"]

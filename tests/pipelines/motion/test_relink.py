@@ -14,7 +14,13 @@ from eval.oracle import OracleDetector
 from eval.simulate import FlightSpec, simulate_flight
 from pipelines.builder import build_pipeline
 from pipelines.config import PipelineConfig
-from pipelines.motion.relink import LostTrack, TrackRelinker, continuation_cost, greedy_pairs
+from pipelines.motion.relink import (
+    LostTrack,
+    TrackRelinker,
+    continuation_cost,
+    greedy_pairs,
+    size_mismatch,
+)
 from pipelines.runner import load_frames
 
 EAST = (10.0, 0.0)  # m/s: a lost track driving east at 36 km/h
@@ -69,6 +75,28 @@ def test_a_relinked_track_keeps_the_lost_id_until_both_are_seen_again() -> None:
     # ByteTrack finds 1 again while 3 is alive: two vehicles after all, each keeps its own id
     assert linker.output_ids(np.array([1, 2, 3]))[0].tolist() == [1, 2, 3]
     assert linker.output_ids(np.array([3]))[0].tolist() == [3]
+
+
+@pytest.mark.parametrize(
+    "new, lost, mismatch",
+    [
+        (4.5, 4.5, False),
+        (5.5, 4.5, False),  # within 30 %
+        (2.4, 4.5, True),  # the front half of the vehicle
+        (9.0, 4.5, True),  # two vehicles in one box
+        (np.nan, 4.5, False),  # unknown (cut by the border): the position decides
+        (4.5, np.nan, False),
+    ],
+)
+def test_size_mismatch(new, lost, mismatch) -> None:
+    assert size_mismatch(np.array([new]), np.array([lost]), 0.3)[0, 0] == mismatch
+
+
+def test_a_box_of_another_size_does_not_continue_the_track() -> None:
+    lost = [LostTrack(1, (50.0, 0.0), EAST, size_m=4.5)]
+    linker = TrackRelinker()
+    assert linker.link(np.array([3]), np.array([[51.0, 0.0]]), lost, np.array([2.3])) == {}
+    assert linker.link(np.array([4]), np.array([[51.0, 0.0]]), lost, np.array([4.6])) == {4: 1}
 
 
 def test_a_new_track_elsewhere_is_not_linked_and_relinking_can_be_off() -> None:
