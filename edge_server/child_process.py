@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -19,10 +21,51 @@ class ChildUnavailable(RuntimeError):
     """The program could not be started or did not come up; the message says why."""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10000  # free_port picks from here up to the ephemeral range
+_handed_out: set[int] = set()
+_handed_lock = threading.Lock()
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's range of local ports for outgoing connections (Linux; 32768-60999 elsewhere)."""
+    try:
+        lo, hi = (int(x) for x in EPHEMERAL_RANGE.read_text().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now, for a listener that binds it a moment later (a child
+    process, a server thread). Chosen below the kernel's ephemeral range, and never the same twice
+    in a process: a port from ``bind(0)`` lies in that range, from which every outgoing connection
+    draws its local port, so before the listener binds it a connection may take it ("address
+    already in use": a test server failed to start so, once in about twenty CI runs). Falls back
+    to ``bind(0)`` where the range leaves no room below it."""
+    lo, _ = ephemeral_range()
+    rng = random.Random()
+    with _handed_lock:
+        if lo - LOWEST_PORT >= 1000:
+            for _ in range(200):
+                port = rng.randrange(LOWEST_PORT, lo)
+                if port not in _handed_out and _bindable(host, port):
+                    _handed_out.add(port)
+                    return port
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        _handed_out.add(port)
+        return port
 
 
 def port_open(host: str, port: int) -> bool:
@@ -163,4 +206,13 @@ class ChildService:
             self._proc.stop(timeout_s)
 
 
-__all__ = ["ChildProcess", "ChildService", "ChildUnavailable", "alive", "free_port", "loopback", "port_open"]
+__all__ = [
+    "ChildProcess",
+    "ChildService",
+    "ChildUnavailable",
+    "alive",
+    "ephemeral_range",
+    "free_port",
+    "loopback",
+    "port_open",
+]

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from sqlalchemy import text
 
 from edge_client.synthetic import BrightBlobDetector
 from edge_server.app import create_app, uvicorn_config
+from edge_server.child_process import free_port as child_free_port
 from edge_server.media import FrameRing, write_clip
 from edge_server.settings import ServerSettings
 from edge_server.store import make_engine
@@ -65,9 +65,10 @@ def postgres_schema() -> Iterator[str]:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for a test's listener: below the ephemeral range, never handed out twice
+    (edge_server.child_process.free_port: a bind(0) port was once taken by an outgoing
+    connection before the test server bound it)."""
+    return child_free_port()
 
 
 @dataclass

@@ -1,0 +1,47 @@
+"""Ports for listeners started a moment later (nginx, Mosquitto, the test servers)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from edge_server import child_process
+from edge_server.child_process import ephemeral_range, free_port
+
+
+def _bind(port: int) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_free_ports_lie_below_the_ephemeral_range_and_are_never_handed_out_twice() -> None:
+    lo, hi = ephemeral_range()
+    assert 1024 < lo < hi <= 65535
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == 50
+    assert all(child_process.LOWEST_PORT <= p < lo for p in ports)  # outgoing connections draw from lo-hi
+    for p in ports:
+        _bind(p)  # free
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [("32768\t60999\n", (32768, 60999)), ("1024 65000", (1024, 65000)), ("garbage", (32768, 60999))],
+)
+def test_the_ephemeral_range_is_read_from_the_kernel(tmp_path: Path, monkeypatch, content, expected) -> None:
+    f = tmp_path / "ip_local_port_range"
+    f.write_text(content)
+    monkeypatch.setattr(child_process, "EPHEMERAL_RANGE", f)
+    assert ephemeral_range() == expected
+
+
+def test_no_room_below_the_range_falls_back_to_any_free_port(tmp_path: Path, monkeypatch) -> None:
+    f = tmp_path / "ip_local_port_range"
+    f.write_text("10500 60999")
+    monkeypatch.setattr(child_process, "EPHEMERAL_RANGE", f)
+    ports = {free_port() for _ in range(5)}
+    assert len(ports) == 5
+    for p in ports:
+        _bind(p)
