@@ -414,6 +414,8 @@ class Pipeline:
         self.road.release()
         self.displacement.reset()
         self.tracker.reset()
+        if self.relinker is not None:
+            self.relinker.reset()
         self.speed.reset()
         self.road.reset()
         if self.egomotion is not None:

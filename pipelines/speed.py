@@ -509,6 +509,17 @@ def _speed_and_sigma(v: np.ndarray, sx: float, sy: float) -> tuple[float, float,
     return speed, float(sigma), v
 
 
+def size_mismatch(a: np.ndarray | float, b: np.ndarray | float, max_change: float) -> np.ndarray:
+    """(N, M) True where box size ``a[i]`` and ``b[j]`` (ground sizes, (N,) and (M,); NaN or <= 0:
+    unknown) are both known and the larger exceeds the smaller by more than ``max_change`` (a
+    share): another part of the vehicle, or another vehicle."""
+    a = np.asarray(a, dtype=np.float64).reshape(-1, 1)
+    b = np.asarray(b, dtype=np.float64).reshape(1, -1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.maximum(a, b) / np.minimum(a, b)
+        return (a > 0) & (b > 0) & (ratio - 1.0 > max_change)
+
+
 def size_changes(sizes: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
     """How much each track's box size (rows of ``sizes``, (G, N), all valid) varied over its
     window: max / min - 1 of the running median of SIZE_SMOOTHING samples (a change that lasts,
@@ -640,7 +651,7 @@ class SpeedEstimator:
         st = self._tracks.get(int(track_id))
         last = _recent_size(st) if st is not None else math.nan
         same_size = (
-            size > 0 and last > 0 and max(size, last) / min(size, last) - 1.0 <= self.cfg.max_box_size_change
+            size > 0 and last > 0 and not size_mismatch(size, last, self.cfg.max_box_size_change)[0, 0]
         )
         if (
             st is None
@@ -919,6 +930,7 @@ __all__ = [
     "robust_speed_fit_many",
     "slope_sigma",
     "size_changes",
+    "size_mismatch",
     "slope_sigma_many",
     "theil_sen",
     "theil_sen_many",

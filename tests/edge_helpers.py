@@ -33,7 +33,7 @@ from sqlalchemy import text
 
 from edge_client.synthetic import BrightBlobDetector
 from edge_server.app import create_app, uvicorn_config
-from edge_server.child_process import free_port as child_free_port
+from edge_server.child_process import free_port  # noqa: F401 - the tests' ports, re-exported
 from edge_server.media import FrameRing, write_clip
 from edge_server.settings import ServerSettings
 from edge_server.store import make_engine
@@ -62,13 +62,6 @@ def postgres_schema() -> Iterator[str]:
         with admin.begin() as conn:
             conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
-
-
-def free_port() -> int:
-    """A port for a test's listener: below the ephemeral range, never handed out twice
-    (edge_server.child_process.free_port: a bind(0) port was once taken by an outgoing
-    connection before the test server bound it)."""
-    return child_free_port()
 
 
 @dataclass

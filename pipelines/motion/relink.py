@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipelines.speed import size_mismatch
+
 
 @dataclass(frozen=True, slots=True)
 class LostTrack:
@@ -65,17 +67,6 @@ def continuation_cost(
     with np.errstate(invalid="ignore"):
         cost = np.hypot(a, c)
         return np.where((a <= 1.0) & (c <= 1.0) & np.isfinite(cost), cost, np.inf)
-
-
-def size_mismatch(new_size_m: np.ndarray, lost_size_m: np.ndarray, max_change: float) -> np.ndarray:
-    """(N, M) True where new box i and lost track j both have a known ground size and the larger
-    exceeds the smaller by more than ``max_change`` (a share): another part of the vehicle, or
-    another vehicle."""
-    a = np.asarray(new_size_m, dtype=np.float64).reshape(-1, 1)
-    b = np.asarray(lost_size_m, dtype=np.float64).reshape(1, -1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.maximum(a, b) / np.minimum(a, b)
-        return (a > 0) & (b > 0) & (ratio - 1.0 > max_change)
 
 
 def greedy_pairs(cost: np.ndarray) -> list[tuple[int, int]]:
@@ -113,9 +104,9 @@ class TrackRelinker:
         max_size_change: float = 0.3,
     ) -> None:
         self.along_m = float(along_m)
-        self.max_size_change = float(max_size_change)
         self.across_m = float(across_m)
         self.max_gap_s = float(max_gap_s)
+        self.max_size_change = float(max_size_change)
         self.reset()
 
     @property
@@ -124,19 +115,21 @@ class TrackRelinker:
 
     def reset(self) -> None:
         self._alias: dict[int, int] = {}  # tracker id -> output id (only the relinked ones)
-        self._seen: set[int] = set()
+        # ByteTrack numbers its tracks from a counter: an id above every one seen is a new track
+        # (no set of every id of a stream, which would grow for as long as it runs)
+        self._max_seen = 0
         self.n_relinked = 0
 
     def output_ids(self, raw_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """This frame's output ids for the tracker's ids, and which tracker ids are born now
-        (never seen before: they may be linked). Where a relinked track and the track it
+        (numbered above every id seen: they may be linked). Where a relinked track and the track it
         continues are both in the frame, the relink is undone: each keeps its own id."""
         raw = np.asarray(raw_ids, dtype=int).reshape(-1)
         present = {int(r) for r in raw}
         for r in [r for r, o in self._alias.items() if r in present and o in present]:
             del self._alias[r]
-        born = np.array([int(r) not in self._seen for r in raw], dtype=bool)
-        self._seen.update(present)
+        born = raw > self._max_seen
+        self._max_seen = max(self._max_seen, int(raw.max(initial=0)))
         out = np.array([self._alias.get(int(r), int(r)) for r in raw], dtype=int)
         return out, born
 
@@ -169,4 +162,4 @@ class TrackRelinker:
         return links
 
 
-__all__ = ["LostTrack", "TrackRelinker", "continuation_cost", "greedy_pairs", "size_mismatch"]
+__all__ = ["LostTrack", "TrackRelinker", "continuation_cost", "greedy_pairs"]

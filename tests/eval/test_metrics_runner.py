@@ -275,7 +275,9 @@ def test_eval_command_end_to_end(small_flight_dir, tmp_path):
     assert len(errors) / len(rows) == pytest.approx(speed["coverage"])
     assert np.abs(errors).mean() == pytest.approx(speed["mae_kmh"], abs=1e-3)
     sigma = np.array([float(r["measurement_sigma_kmh"]) for r in rows if r["speed_kmh"]])
-    assert np.mean(np.abs(errors) <= sigma) == pytest.approx(speed["measurement_sigma"]["within_1sigma"], abs=0.01)
+    assert np.mean(np.abs(errors) <= sigma) == pytest.approx(
+        speed["measurement_sigma"]["within_1sigma"], abs=0.01
+    )
     assert min(int(r["frame"]) for r in rows) >= 1 and min(int(r["track_frames"]) for r in rows) == 0
 
 

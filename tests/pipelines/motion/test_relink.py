@@ -19,9 +19,9 @@ from pipelines.motion.relink import (
     TrackRelinker,
     continuation_cost,
     greedy_pairs,
-    size_mismatch,
 )
 from pipelines.runner import load_frames
+from pipelines.speed import size_mismatch
 
 EAST = (10.0, 0.0)  # m/s: a lost track driving east at 36 km/h
 
