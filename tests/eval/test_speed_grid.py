@@ -95,3 +95,27 @@ def test_table_marks_misses(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "3 rows, 3 miss a target" in out  # recall 0.7 in both base rows, oracle MAE and sigma
     assert main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_the_sigma_share_with_its_interval_over_vehicles(tmp_path, capsys):
+    """A cell's 1-sigma share over its ~15 vehicles is shown with its 90 % interval; a share out of
+    the band stays marked, and the summary counts cells in the band and cells whose interval reaches it."""
+    seqs = [
+        _seq(name, "base", measurement_sigma={"within_1sigma": share, "within_1sigma_90": interval})
+        for name, share, interval in [
+            ("alt100_pitch45_forward", 0.68, [0.62, 0.74]),
+            ("alt100_pitch45_hover", 0.78, [0.71, 0.84]),  # out of the band, its interval reaches it
+            ("alt100_pitch45_drift", 0.85, [0.80, 0.90]),  # out, and so is its interval
+        ]
+    ]
+    metrics = {"variants": [{"name": "base", "oracle": False}], "sequences": seqs}
+    rows = grid_rows(metrics)
+    assert [r.within_1sigma_90 for r in rows] == [(0.80, 0.90), (0.62, 0.74), (0.71, 0.84)]
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(metrics))
+    assert main([str(path), "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "| 0.780! | 0.71-0.84 |" in out
+    assert (
+        "detector rows, errors within 1 sigma: 1 of 3 in 60%-75%, 2 with a 90 % interval over vehicles" in out
+    )
