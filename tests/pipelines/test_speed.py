@@ -147,6 +147,31 @@ def test_sigma_holds_the_lag_of_a_young_track(noise_m: float, low: float, high: 
     assert np.mean(within[0.0]) < low - 0.1, np.mean(within[0.0])
 
 
+@pytest.mark.parametrize("heading", [45.0, 120.0, 200.0])
+def test_a_turning_velocity_is_no_speed_error(heading: float) -> None:
+    """A velocity that turns keeps its speed - every track in the frame of a yawing drone (3 deg/s
+    here), a vehicle on a bend. The carry turns the fitted velocity to the last sample's heading;
+    the speed's sigma takes only what the carry did along it (per axis, the turn counted as 0.6-0.8
+    km/h of speed error). Sped up as much along its path instead, the carry is in the sigma in full."""
+    rng = np.random.default_rng(3)
+    t = np.arange(90) / 30.0
+    v, turn = m_per_s(40.0), math.radians(3.0)
+    h = math.radians(heading) + turn * t
+    arc = np.cumsum(v / 30.0 * np.column_stack([np.cos(h), np.sin(h)]), axis=0)
+    along = v * t + 0.5 * 0.25 * t**2  # speeding up as fast as the turn turns it: 0.25 m/s^2 at 40 km/h
+    line = np.column_stack([np.cos(h[0]) * along, np.sin(h[0]) * along])
+    fit = dict(n_speed=30, error_correlation_s=0.0, accel_sigma_mps2=0.0)
+    speed, sigma, vel = robust_speed_fit(t, arc + rng.normal(0, 0.01, arc.shape), **fit)
+    assert math.degrees(math.atan2(vel[1], vel[0])) % 360 == pytest.approx(math.degrees(h[-1]) % 360, abs=0.3)
+    assert kmh(speed) == pytest.approx(40.0, abs=0.2)
+    assert kmh(sigma) < 0.25
+    xy = line + rng.normal(0, 0.01, line.shape)
+    speed, sigma, _ = robust_speed_fit(t, xy, **fit)
+    carried = speed - robust_speed_fit(t, xy, n_speed=30, carry=False)[0]
+    assert kmh(speed) == pytest.approx(kmh(v + 0.25 * t[-1]), abs=0.1)
+    assert kmh(carried) > 0.3 and sigma >= 0.95 * carried
+
+
 # ------------------------------------------------------------------------------------------
 # estimator
 # ------------------------------------------------------------------------------------------
