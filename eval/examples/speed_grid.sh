@@ -15,7 +15,9 @@
 #   bash eval/examples/speed_grid.sh [OUT]                   # default OUT: runs/speed_grid (36 flights)
 #   ALTS="100" PITCHES="-90 -45" bash eval/examples/speed_grid.sh runs/grid100   # a slice
 #
-# MOTIONS="hover drift forward" picks the motions; SIM_ONLY=1 only simulates. Needs ../shared/data. About 2.5 min per flight
+# MOTIONS="hover drift forward" picks the motions; SIM_ONLY=1 only simulates; SEED=800 draws other
+# traffic (seeds SEED+1.. in grid order; default 700) - a second draw of the grid, to tell a cell's
+# own effect from its 16 vehicles' luck. Needs ../shared/data. About 2.5 min per flight
 # on the 2-core dev VM (simulation + both configurations).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,7 +35,7 @@ mkdir -p "$OUT/sprites-DJI-00760" "$OUT/sims"
 printf 'road_heading_deg: 0\nyaw_deg: 0\n' > "$OUT/base.yaml"
 for f in "$FRAMES"/DJI-00760-*; do ln -sf "$(realpath "$f")" "$OUT/sprites-DJI-00760/"; done
 
-seed=700
+seed=${SEED:-700}
 for alt in $ALTS; do
   for pitch in $PITCHES; do
     for motion in $MOTIONS; do
