@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -248,6 +249,17 @@ def cmd_export(args) -> int:
     return 0
 
 
+def iou_arg(text: str) -> float:
+    """``--iou``: a number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected an IoU in (0, 1], got {text!r}")
+    return value
+
+
 def cmd_eval_detector(args) -> int:
     """AP50 / precision / recall per dataset, over all its images and per view (nadir, oblique,
     low, day, night where the dataset says): ``{spec: {"all": {...}, "oblique": {...}, ...}}``."""
@@ -272,17 +284,19 @@ def cmd_eval_detector(args) -> int:
             imgsz=args.imgsz,
             conf=args.conf,
             only=VEHICLE_SETS[args.vehicles],
+            iou_thr=args.iou,
             **({} if args.drop_contained is None else {"drop_contained": args.drop_contained}),
         )
         results[spec] = {view: m.as_dict() for view, m in per_view.items()}
         for view, m in per_view.items():
             log.info(
-                "%s [%s, %s vehicles]: %d images, %d vehicles, AP50 %.3f, P %.3f, R %.3f at conf %.2f, imgsz %s",
+                "%s [%s, %s vehicles]: %d images, %d vehicles, AP%d %.3f, P %.3f, R %.3f at conf %.2f, imgsz %s",
                 spec,
                 view,
                 args.vehicles,
                 m.images,
                 m.gt,
+                round(100 * m.iou),
                 m.ap50,
                 m.precision,
                 m.recall,
@@ -531,6 +545,13 @@ def _register_detector_commands(sub) -> None:
         help="input size, or auto: the engine's rule for frames without a GSD (detector.auto_size.fallback)",
     )
     p.add_argument("--conf", type=float, default=0.25)
+    p.add_argument(
+        "--iou",
+        type=iou_arg,
+        default=0.5,
+        help="the IoU a detection needs to match a labelled box (0.5: AP50, the figure every table uses; "
+        "a looser one shows what loose or grouped labels cost, e.g. AU-AIR's)",
+    )
     p.add_argument(
         "--vehicles",
         choices=("all", "four-wheel"),

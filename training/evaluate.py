@@ -51,6 +51,7 @@ class DetectionMetrics:
     conf: float
     imgsz: float  # the input size (the median one when ``imgsz="auto"`` chose several)
     ms_per_image: float
+    iou: float = 0.5  # the IoU a detection needs to match a box (0.5: ``ap50`` is AP50)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -262,7 +263,7 @@ def evaluate_detector(
     scores = score_images(
         model_or_path, samples, imgsz, conf, iou_thr, classes, ap_conf, nms_iou, only, drop_contained
     )
-    m = aggregate(scores, conf)
+    m = replace(aggregate(scores, conf), iou=iou_thr)
     log.info("evaluated %s: %s", getattr(model_or_path, "ckpt_path", None) or model_or_path, m)
     return m
 
@@ -282,7 +283,8 @@ def evaluate_by_view(
     for score in scores:
         for tag in views(score.sample):
             groups.setdefault(tag, []).append(score)
-    return {tag: aggregate(group, conf) for tag, group in groups.items()}
+    iou = kwargs.get("iou_thr", 0.5)
+    return {tag: replace(aggregate(group, conf), iou=iou) for tag, group in groups.items()}
 
 
 # How a server could run one OpenVINO network for several streams: (hint, requests in flight, batch)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from pipelines.config import ConfigError
-from training.cli import expand_groups
+from training.cli import expand_groups, iou_arg
 from training.evaluate import FOUR_WHEEL, evaluate_by_view, evaluate_detector, input_size_for
 from training.samples import CLASSES, Sample
 
@@ -174,3 +175,20 @@ def test_bench_detector_cli_openvino_modes(capsys, tmp_path) -> None:
     assert "not an OpenVINO export folder" in capsys.readouterr().err
     assert main(["train", "bench-detector", "--weights", weights]) != 0
     assert "needs --image" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("iou", "tp"), [(0.5, 0), (0.3, 1)])
+def test_a_looser_match_shows_what_a_loose_label_costs(tmp_path, iou, tp):
+    """A labelled box twice the size of the car in it (as AU-AIR's often are): the detector's tight
+    box overlaps it by IoU 0.44 - a false positive and a miss at 0.5, a match at 0.3."""
+    samples = [_sample(tmp_path, 200, "a", [(10, 10, 40, 40)])]
+    model = _FakeModel({200: [(10, 10, 30, 30, 0.9)]})  # 400 / 900 of the label
+    m = evaluate_by_view(model, samples, lambda s: (), imgsz=640, iou_thr=iou)["all"]
+    assert (m.tp, m.fp, m.iou) == (tp, 1 - tp, iou)
+    assert m.as_dict()["iou"] == iou
+
+
+@pytest.mark.parametrize("text", ["0", "1.5", "-0.2", "half"])
+def test_eval_detector_rejects_an_iou_out_of_range(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="IoU in"):
+        iou_arg(text)
