@@ -492,8 +492,11 @@ def vehicle_interval(
     _, group = np.unique(vehicles, return_inverse=True)
     n = np.bincount(group).astype(float)
     k = np.bincount(group, weights=np.asarray(hits, float))
-    draws = np.random.default_rng(seed).integers(0, len(n), (resamples, len(n)))
-    shares = k[draws].sum(axis=1) / n[draws].sum(axis=1)
+    rng = np.random.default_rng(seed)
+    shares = np.empty(resamples)
+    for start in range(0, resamples, 100):  # 100 draws at a time: a long flight has thousands of vehicles
+        draws = rng.integers(0, len(n), (min(100, resamples - start), len(n)))
+        shares[start : start + len(draws)] = k[draws].sum(axis=1) / n[draws].sum(axis=1)
     lo, hi = np.percentile(shares, [50 * (1 - level), 50 * (1 + level)])
     return float(lo), float(hi)
 
