@@ -73,13 +73,19 @@ class BandRow:
     fps: float | None
 
 
-def metric_value(d: Mapping | None, *keys: str) -> float | None:
-    """``d[k1][k2]...`` of a ``metrics.json`` entry as a float, or None where any level is missing."""
+def metric_entry(d: Mapping | None, *keys: str):
+    """``d[k1][k2]...`` of a ``metrics.json`` entry, or None where any level is missing."""
     for k in keys:
         if not isinstance(d, Mapping) or d.get(k) is None:
             return None
         d = d[k]
-    return float(d)  # type: ignore[arg-type]
+    return d
+
+
+def metric_value(d: Mapping | None, *keys: str) -> float | None:
+    """:func:`metric_entry` as a float."""
+    v = metric_entry(d, *keys)
+    return None if v is None else float(v)
 
 
 def band_rows(metrics: Mapping) -> list[BandRow]:

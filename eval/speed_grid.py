@@ -25,7 +25,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from eval.bands import format_table, metric_value, table_main
+from eval.bands import format_table, metric_entry, metric_value, table_main
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +104,8 @@ def grid_rows(metrics: Mapping) -> list[GridRow]:
 
 
 def _interval(d: Mapping | None, *keys: str) -> tuple[float, float] | None:
-    for k in keys:
-        if not isinstance(d, Mapping) or d.get(k) is None:
-            return None
-        d = d[k]
-    lo, hi = d  # type: ignore[misc]
-    return float(lo), float(hi)
+    v = metric_entry(d, *keys)
+    return None if v is None else (float(v[0]), float(v[1]))
 
 
 def reaches_sigma_band(r: GridRow) -> bool:

@@ -391,8 +391,8 @@ def velocity_now_many(
     cells of the speed grid, shipped detector: speed MAE 0.32-0.77 km/h against 0.38-0.82 with no
     carry and 0.45-1.05 with the factor 1; exact boxes 0.05-0.23 against 0.23-0.66 with no carry).
     The carry applied, ``w c``, is added to the standard error in quadrature (what the speed was
-    moved by is what it may be wrong by: the carry's component along the velocity, :func:`_along`). No history beyond the speed window (a young
-    track), or ``carry`` False: no carry.
+    moved by is what it may be wrong by: the carry's component along the velocity, :func:`_along`).
+    No history beyond the speed window (a young track), or ``carry`` False: no carry.
 
     A track without a carry has its lag in the standard error: a true lag ``a x lead`` (``lead``
     the last sample's time from the window's middle) has the prior variance ``P =
@@ -494,7 +494,7 @@ def _along(d: np.ndarray, v: np.ndarray) -> np.ndarray:
     as a per-axis standard error (G, 2): its component along ``v``, the same on both axes (which
     :func:`_speed_and_sigma` maps back to itself); ``|d|`` per axis where ``v`` is 0. Only that
     component changes a speed: a velocity that turned - a vehicle on a bend, or every track in
-    the frame of a yawing drone (2 deg/s turns 40 km/h by 0.7 km/h a second, across its motion)
+    the frame of a yawing drone (2 deg/s turns a 40 km/h velocity by 1.4 km/h a second, across it)
     - kept its speed. Per axis, such a turn counted as speed error: the speed grid's drifting and
     yawing cells had 73 % of their errors within 1 sigma against 68 % hovering and flying
     forward, up to 83 % in one cell."""
