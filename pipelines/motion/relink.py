@@ -14,8 +14,9 @@ by the ego-motion, plus its fitted ground velocity times the gap - must lie with
 (along its motion) and ``across_m`` (across it: a lane is 3-3.5 m wide) of the new track's anchor
 on the ground, and where both boxes' ground sizes are known they must agree within
 ``max_size_change`` (a box on the front half of the vehicle is not the vehicle's track going on:
-taking it let the whole box, found a moment later, start a track of its own). Several candidates: the nearest pairs first, each track used once. The gate is in
-metres, so it means the same at 30 m as at 150 m.
+taking it let the whole box, found a moment later, start a track of its own). Several
+candidates: the nearest pairs first, each track used once. The gate is in metres, so it means the
+same at 30 m as at 150 m.
 
 The linked id then carries on as if the vehicle had been missed for the gap: the ground
 displacement is measured from where it was last seen, and its speed window goes on (the step
