@@ -9,7 +9,7 @@ is in pyproject.toml.
 
 from setuptools import find_packages, setup
 
-PACKAGES = ["airpatrol*", "pipelines*", "eval*", "edge_server*", "edge_client*", "training*"]
+PACKAGES = ["airpatrol*", "pipelines*", "batch*", "eval*", "edge_server*", "edge_client*", "training*"]
 
 setup(
     packages=[*find_packages(include=PACKAGES), "airpatrol_weights", "airpatrol_docs"],
@@ -24,6 +24,6 @@ setup(
         ],
         "pipelines": ["*.yaml"],
         "airpatrol_weights": ["*.md", "*.pt", "*_openvino_model/*"],
-        "airpatrol_docs": ["*.md"],
+        "airpatrol_docs": ["*.md", "lab/*.md"],
     },
 )

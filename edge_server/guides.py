@@ -1,9 +1,12 @@
 """The shipped guides (``docs/*.md``), rendered to HTML at ``/guide`` and ``/guide/{name}``.
 
 They travel in the wheel as the package ``airpatrol_docs`` (setup.py maps it onto ``docs/``), so an
-installed server documents itself: the setup of the DJI apps, the API, the data channel. Public like
-``/healthz``: they hold nothing of the site. Links between guides point at their pages; a link out of
-``docs/`` (a README of the source tree) is kept as text, since an installed server has no tree.
+installed server documents itself: the setup of the DJI apps, the API, the data channel, the measured
+results. The lab notes behind the results (``docs/lab/*.md``, dated) are served at
+``/guide/lab/{name}``, linked from the results and from the index, not listed as guides. Public like
+``/healthz``: they hold nothing of the site. Links between guides and notes point at their pages; a
+link out of ``docs/`` (a README of the source tree) is kept as text, since an installed server has no
+tree.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import functools
 import html
 import importlib.resources
+import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +36,8 @@ HEADERS = {
     "X-Content-Type-Options": "nosniff",
 }
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-_LINK = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*)\.md(?P<anchor>#[^\s]*)?$")
+LAB = "lab"  # docs/lab/: the dated measurements behind RESULTS.md, at /guide/lab/<name>
+_PAGE = re.compile(rf"^(?:(?P<sub>{LAB})/)?(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*)\.md$")
 
 
 def guides_dir() -> Path:
@@ -58,8 +63,9 @@ def _title(text: str, name: str) -> str:
     return name
 
 
-def list_guides(folder: Path | None = None) -> list[Guide]:
-    folder = folder or guides_dir()
+def list_guides(folder: Path | None = None, sub: str = "") -> list[Guide]:
+    """The guides (``sub`` "") or the lab notes (``sub`` LAB), by name."""
+    folder = (folder or guides_dir()) / sub
     found = []
     for path in sorted(folder.glob("*.md"), key=lambda p: p.stem.lower()):
         if _NAME.fullmatch(path.stem):
@@ -84,16 +90,26 @@ def _heading_ids(state) -> None:  # markdown-it core rule
             token.attrSet("id", base if n == 0 else f"{base}-{n}")
 
 
-def _links(state) -> None:  # markdown-it core rule: sibling guides -> their pages, others out -> text
+def page_href(href: str, sub: str = "") -> str | None:
+    """The /guide URL of a relative link to a guide or lab note from a page in ``sub`` ("" or LAB)."""
+    path, hash_, anchor = href.partition("#")
+    match = _PAGE.match(posixpath.normpath(posixpath.join(sub, path))) if path else None
+    if not match:
+        return None
+    page = f"{LAB}/{match['name']}" if match["sub"] else match["name"]
+    return f"/guide/{page}{hash_}{anchor}"
+
+
+def _links(state) -> None:  # markdown-it core rule: guides and lab notes -> their pages, others out -> text
     for block in state.tokens:
         children = block.children or []
         for i, token in enumerate(children):
             if token.type != "link_open":
                 continue
             href = str(token.attrGet("href") or "")
-            match = _LINK.match(href)
-            if match:
-                token.attrSet("href", f"/guide/{match['name']}{match['anchor'] or ''}")
+            target = page_href(href, state.env.get("sub", ""))
+            if target:
+                token.attrSet("href", target)
             elif not href.startswith(("http://", "https://", "#", "/")):
                 token.type, token.tag, token.attrs = "span_open", "span", {"class": "local"}
                 close = next(t for t in children[i:] if t.type == "link_close")
@@ -129,13 +145,16 @@ def _page(title: str, body: str) -> str:
     )
 
 
-def render(name: str, folder: Path | None = None) -> str:
-    """The guide's HTML page; KeyError for a name that is not a shipped guide."""
-    path = (folder or guides_dir()) / f"{name}.md"
-    if not _NAME.fullmatch(name) or not path.is_file():
+def render(name: str, folder: Path | None = None, sub: str = "") -> str:
+    """The page of a guide (``sub`` "") or a lab note (``sub`` LAB); KeyError for a name that is not
+    a shipped one."""
+    if sub not in ("", LAB) or not _NAME.fullmatch(name):
+        raise KeyError(name)
+    path = (folder or guides_dir()) / sub / f"{name}.md"
+    if not path.is_file():
         raise KeyError(name)
     text = path.read_text(encoding="utf-8")
-    return _page(_title(text, name), _markdown().render(text))
+    return _page(_title(text, name), _markdown().render(text, {"sub": sub}))
 
 
 def index(folder: Path | None = None) -> str:
@@ -143,7 +162,10 @@ def index(folder: Path | None = None) -> str:
         f'<li><a href="/guide/{g.name}">{html.escape(g.title)}</a> <code>{g.name}.md</code></li>'
         for g in list_guides(folder)
     )
-    return _page("Guides", f"<h1>AirPatrol guides</h1><ul>{items}</ul>")
+    lab = ""
+    if ((folder or guides_dir()) / LAB / "README.md").is_file():
+        lab = f'<p>The dated measurements behind the results: <a href="/guide/{LAB}/README">lab notes</a></p>'
+    return _page("Guides", f"<h1>AirPatrol guides</h1><ul>{items}</ul>{lab}")
 
 
 router = APIRouter(include_in_schema=False)
@@ -161,3 +183,12 @@ async def guide_page(name: str) -> HTMLResponse:
     except KeyError:
         known = ", ".join(g.name for g in list_guides())
         raise ApiError(404, "not_found", f"no guide {name!r}; the guides: {known}") from None
+
+
+@router.get(f"/guide/{LAB}/{{name}}")
+async def lab_page(name: str) -> HTMLResponse:
+    try:
+        return HTMLResponse(render(name, sub=LAB), headers=HEADERS)
+    except KeyError:
+        known = ", ".join(g.name for g in list_guides(sub=LAB))
+        raise ApiError(404, "not_found", f"no lab note {name!r}; the notes: {known}") from None

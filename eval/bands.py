@@ -170,7 +170,7 @@ def table_main(
     """The command line of a table module: read a ``metrics.json``, print ``render(metrics, markdown)``."""
     p = argparse.ArgumentParser(prog=f"python -m {prog}", description=description)
     p.add_argument("metrics", type=Path, help="metrics.json of `airpatrol eval`")
-    p.add_argument("--markdown", action="store_true", help="a Markdown table (for docs/BASELINES.md)")
+    p.add_argument("--markdown", action="store_true", help="a Markdown table (for the lab notes, docs/lab/)")
     args = p.parse_args(argv)
     try:
         metrics = json.loads(args.metrics.read_text())

@@ -85,7 +85,7 @@ class DetectorConfig(_Section):
     # as high: a part of that vehicle boxed again (the front of a bus, a truck's cab), which NMS
     # keeps and which becomes a second track (pipelines.motion.detector.contained_boxes). Off by
     # default: at 0.8 simulated flights' MOTA gained (demo +1.2, bands +1.3 points), VisDrone AP50
-    # -0.2, and violations went the other way (docs/BASELINES.md section 0)
+    # -0.2, and violations went the other way (docs/lab/2026-11-26-issue-9-detector-v4.md)
     drop_contained: float | None = Field(None, gt=0, le=1)
     device: str = "cpu"  # "cpu", "cuda", "cuda:0", "intel:cpu" (OpenVINO)
     half: bool | None = None  # fp16; None: on CUDA devices, not on the CPU
@@ -233,7 +233,7 @@ class SpeedConfig(_Section):
     # altitude term) is at most this: low over the road a vehicle crosses the frame in 2 s, and
     # a quarter-second of it already measures its speed well (1.5 before the sigma held a young
     # track's lag; 2.5 since: coverage +1-3.5 points at 30 m, MAE +0.00-0.04 km/h; 3.0 with
-    # min_samples 4: docs/BASELINES.md section 5); None: never before min_track_age_s
+    # min_samples 4: docs/lab/2026-11-26-issue-10-speed-grid-v4.md); None: never before min_track_age_s
     early_max_sigma_kmh: float | None = Field(3.0, gt=0)
     # the fewest samples in the window for a speed; the sigma gates a young track's first ones (4
     # instead of 6: the speed grid's 30 m nadir cells 0.835 / 0.843 -> 0.856 / 0.854 coverage)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The baseline matrix of docs/BASELINES.md, end to end (about 15-25 min on a 2-core CPU):
+# The baseline matrix of docs/lab/2026-11-23-pipeline-accuracy-models.md, end to end (about 15-25
+# min on a 2-core CPU; its six flights also give docs/RESULTS.md its six-flight row):
 #
 #   bash eval/examples/baselines.sh [OUT]          # default OUT: runs/baselines
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The live-throughput figures of docs/BASELINES.md section 6 (issue 12), end to end (a benchmark, not
+# The live-throughput figures of docs/RESULTS.md (issue 12), end to end (a benchmark, not
 # CI; about 17 min on a 2-core CPU):
 #
 #   bash eval/examples/throughput.sh [OUT] [SECONDS]     # default OUT: runs/throughput, 30 s runs

@@ -27,6 +27,8 @@ SHIPPED = [
     "airpatrol_docs/api.md",
     "airpatrol_docs/dji-apps.md",
     "airpatrol_docs/telemetry-datachannel.md",
+    "airpatrol_docs/RESULTS.md",
+    "airpatrol_docs/lab/README.md",
     "edge_server/alembic.ini",
     "edge_server/console_assets/index.html",
     "edge_server/console_assets/console.css",
@@ -94,7 +96,9 @@ def test_installed_wheel_runs_the_demo_without_the_source_tree(wheel: Path, tmp_
             "-c",
             "import pipelines, pipelines.config as c; from edge_server import guides;"
             "print(pipelines.__file__); print(c.DEFAULT_WEIGHTS_DIR); print(guides.guides_dir());"
-            "assert '<h1' in guides.render('dji-apps')",
+            "assert '<h1' in guides.render('dji-apps');"
+            "assert 'href=\"/guide/lab/' in guides.render('RESULTS');"
+            "assert '<h1' in guides.render('README', sub=guides.LAB)",
         ],
         capture_output=True,
         text=True,

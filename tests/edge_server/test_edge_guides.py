@@ -1,6 +1,7 @@
-"""The shipped guides at /guide: every docs/*.md page from a real server on 127.0.0.1, every link
-between them landing on a page and a heading that exist, refusals as JSON errors, and one page in
-headless chromium (its strict CSP: no console error, the links work)."""
+"""The shipped guides at /guide: every docs/*.md page (and every lab note, docs/lab/*.md, at
+/guide/lab/<name>) from a real server on 127.0.0.1, every link between them landing on a page and a
+heading that exist, refusals as JSON errors, and one page in headless chromium (its strict CSP: no
+console error, the links work)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,17 @@ from edge_server import guides
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 NAMES = sorted(p.stem for p in DOCS.glob("*.md"))
+LAB_NAMES = sorted(p.stem for p in (DOCS / guides.LAB).glob("*.md"))
 HREF = re.compile(r'<a href="([^"]*)"')
 
 
 def test_every_doc_is_a_guide() -> None:
     assert guides.guides_dir() == DOCS
     assert sorted(g.name for g in guides.list_guides()) == NAMES
-    assert {"api", "dji-apps", "telemetry-datachannel"} <= set(NAMES)
+    assert {"api", "dji-apps", "telemetry-datachannel", "RESULTS"} <= set(NAMES)
+    assert "BASELINES" not in NAMES  # moved: RESULTS.md (today) and lab/ (the dated history)
+    assert sorted(g.name for g in guides.list_guides(sub=guides.LAB)) == LAB_NAMES
+    assert "README" in LAB_NAMES and len(LAB_NAMES) > 1
 
 
 @pytest.mark.parametrize(
@@ -59,6 +64,39 @@ def test_markdown_to_page(tmp_path: Path, markdown: str, html: str) -> None:
     assert html in page and "<title>Title - AirPatrol</title>" in page
 
 
+@pytest.mark.parametrize(
+    ("href", "sub", "url"),
+    [
+        ("other.md", "", "/guide/other"),
+        ("./other.md#a-b", "", "/guide/other#a-b"),
+        ("lab/README.md", "", "/guide/lab/README"),
+        ("lab/2026-11-26-issue-10-x.md#a", "", "/guide/lab/2026-11-26-issue-10-x#a"),
+        ("../RESULTS.md#detector", "lab", "/guide/RESULTS#detector"),
+        ("note.md", "lab", "/guide/lab/note"),
+        ("../eval/README.md", "", None),  # out of docs/: text
+        ("../../weights/card.md", "lab", None),
+        ("lab/", "", None),
+        ("#here", "", None),
+        ("other/deeper.md", "", None),
+    ],
+)
+def test_links_to_guides_and_lab_notes(href: str, sub: str, url: str | None) -> None:
+    assert guides.page_href(href, sub) == url
+
+
+def test_a_lab_note_links_back(tmp_path: Path) -> None:
+    (tmp_path / "RESULTS.md").write_text("# Results\n\nHistory: [v4](lab/note.md#chunk-4).\n")
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "note.md").write_text("# Note\n\n## Chunk 4\n\n[today](../RESULTS.md#results)\n")
+    assert '<a href="/guide/lab/note#chunk-4">v4</a>' in guides.render("RESULTS", tmp_path)
+    note = guides.render("note", tmp_path, sub=guides.LAB)
+    assert '<a href="/guide/RESULTS#results">today</a>' in note and '<h2 id="chunk-4">' in note
+    with pytest.raises(KeyError):
+        guides.render("note", tmp_path)  # a note is not a guide
+    with pytest.raises(KeyError):
+        guides.render("note", tmp_path, sub="..")
+
+
 def test_index_and_every_page_from_the_server_with_working_links(server: RunningServer) -> None:
     with httpx.Client(base_url=server.url, timeout=30) as anonymous:  # public: no token
         index = anonymous.get("/guide")
@@ -66,7 +104,7 @@ def test_index_and_every_page_from_the_server_with_working_links(server: Running
         listed = {
             href.removeprefix("/guide/") for href in HREF.findall(index.text) if href.startswith("/guide/")
         }
-        assert listed == set(NAMES)
+        assert listed == set(NAMES) | {"lab/README"}
         assert anonymous.get(guides.ICON).status_code == 200
         pages = {}
         for name in NAMES:
@@ -74,6 +112,11 @@ def test_index_and_every_page_from_the_server_with_working_links(server: Running
             assert page.status_code == 200, name
             assert "default-src 'none'" in page.headers["content-security-policy"]
             pages[name] = page.text
+        for name in LAB_NAMES:
+            page = anonymous.get(f"/guide/lab/{name}")
+            assert page.status_code == 200, name
+            pages[f"lab/{name}"] = page.text
+        assert 'href="/guide/lab/' in pages["RESULTS"]
         for name, text in pages.items():
             for href in HREF.findall(text):
                 if href.startswith("http"):
@@ -94,6 +137,9 @@ def test_index_and_every_page_from_the_server_with_working_links(server: Running
         ("/guide/__init__", "no guide '__init__'"),
         ("/guide/API", "no guide 'API'"),
         ("/guide/api.md", "no guide 'api.md'"),
+        ("/guide/BASELINES", "no guide 'BASELINES'"),
+        ("/guide/lab/nope", "no lab note 'nope'; the notes: "),
+        ("/guide/lab/RESULTS", "no lab note 'RESULTS'"),
         ("/guide/..%2F..%2Fsetup.py", "no route GET /guide/../../setup.py"),  # %2F decoded: no route
     ],
 )
