@@ -14,7 +14,8 @@ import sys
 
 # (module, description) in the order the help lists them
 COMMAND_MODULES = (
-    "pipelines.cli",  # process, bench, cameras
+    "batch.cli",  # process
+    "pipelines.cli",  # bench, cameras
     "airpatrol.demo",  # demo
     "airpatrol.doctor",  # doctor
     "eval.cli",  # eval, simulate
@@ -49,7 +50,7 @@ def configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # INFO from our own packages is useful by default; third-party chatter is not.
-    for ours in ("airpatrol", "pipelines", "eval", "edge_server", "edge_client", "training"):
+    for ours in ("airpatrol", "pipelines", "batch", "eval", "edge_server", "edge_client", "training"):
         logging.getLogger(ours).setLevel(min(level, logging.INFO))
 
 

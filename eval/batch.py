@@ -2,7 +2,7 @@
 
 Each task runs :func:`eval.runner.run_sequence` (the same code as the sequential evaluator) and
 keeps its :class:`~eval.results.SequenceResult` in ``<out>/parts/<variant>/<sequence>/`` under the
-batch's exactly-once protocol (:mod:`pipelines.batch`): a re-run, or a retry after a worker died,
+batch's exactly-once protocol (:mod:`batch.commit`): a re-run, or a retry after a worker died,
 redoes only the pairs not finished with the same inputs and settings. The driver then combines the
 results in the dataset's order and writes metrics.json, report.md and plots as the sequential run
 does.
@@ -18,18 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from batch.commit import frame_done
+from batch.discovery import safe_name_part
+from batch.errors import BatchError
+from batch.executors import Executor
+from batch.jobs import configure_worker, frames_in
+from batch.run import run_batch
 from eval.datasets import Dataset, SequenceSpec
 from eval.results import EvalReport
 from eval.variants import OracleOptions, Variant
-from pipelines.batch import (
-    BatchError,
-    Executor,
-    configure_worker,
-    frame_done,
-    frames_in,
-    run_batch,
-    safe_name_part,
-)
 from pipelines.config import PipelineConfig
 
 log = logging.getLogger(__name__)

@@ -6,15 +6,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipelines.cli import (
-    add_batch_options,
-    add_pipeline_options,
-    batch_config,
-    config_from_args,
-    executor_from_args,
-    float_in,
-    positive_int,
-)
+from batch.cli import add_batch_options, batch_config, executor_from_args
+from pipelines.cli import add_pipeline_options, config_from_args, float_in, positive_int
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +150,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             progress=not args.quiet,
         )
     else:
-        from pipelines.batch import configure_worker
+        from batch.jobs import configure_worker
 
         configure_worker(base_cfg)  # --threads-per-task
         report = evaluate(

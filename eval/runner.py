@@ -121,7 +121,7 @@ def run_sequence(
         cfg = cfg.with_overrides(road={"enabled": False})
     model = None
     if shared_models and detector is None:
-        from pipelines.batch import worker_detector
+        from batch.jobs import worker_detector
 
         model = worker_detector(cfg.detector)
     pipeline = build_pipeline(cfg, detector=detector, segmenter=segmenter, model=model)

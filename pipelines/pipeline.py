@@ -307,6 +307,31 @@ class Pipeline:
             self._bridged.add(o)
         return np.array([links.get(int(r), int(i)) for r, i in zip(raw, ids, strict=True)], dtype=int)
 
+    def _speed_columns(
+        self,
+        tracked: sv.Detections,
+        ids: np.ndarray,
+        speeds: dict[int, SpeedEstimate],
+        proj: GroundProjector | None,
+    ) -> np.ndarray:
+        """Each track's speed, its sigma and whether it is trusted (NaN, NaN, False without one), and
+        its ground position (NaN without a ground projection) as columns of ``tracked.data``; returns
+        the ground positions (N, 2)."""
+        n = len(tracked)
+        tracked.data["speed_kmh"] = np.array(
+            [speeds[t].speed_kmh if t in speeds else np.nan for t in ids], dtype=float
+        )
+        tracked.data["speed_sigma_kmh"] = np.array(
+            [speeds[t].sigma_kmh if t in speeds else np.nan for t in ids], dtype=float
+        )
+        tracked.data["speed_trusted"] = np.array(
+            [speeds[t].trusted if t in speeds else False for t in ids], bool
+        )
+        anchors = self.displacement.anchors(tracked.xyxy)  # the same anchor the speeds were measured at
+        ground_xy = proj.to_ground(anchors) if (proj is not None and n) else np.full((n, 2), np.nan)
+        tracked.data["ground_xy_m"] = ground_xy
+        return ground_xy
+
     def process(self, frame: Frame, *, backlog: int = 0, prepared: Prepared | None = None) -> FrameResult:
         """One frame, in order. ``backlog``: frames waiting behind this one (the live server's
         queue); with keyframes on, a backlog stretches the detection interval. ``prepared``: its
@@ -342,19 +367,7 @@ class Pipeline:
             ids = self._relink(frame, tracked, ids, proj)
             tracked.tracker_id = ids
         speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings)
-        n = len(tracked)
-        tracked.data["speed_kmh"] = np.array(
-            [speeds[t].speed_kmh if t in speeds else np.nan for t in ids], dtype=float
-        )
-        tracked.data["speed_sigma_kmh"] = np.array(
-            [speeds[t].sigma_kmh if t in speeds else np.nan for t in ids], dtype=float
-        )
-        tracked.data["speed_trusted"] = np.array(
-            [speeds[t].trusted if t in speeds else False for t in ids], bool
-        )
-        anchors = self.displacement.anchors(tracked.xyxy)  # the same anchor the speeds were measured at
-        ground_xy = proj.to_ground(anchors) if (proj is not None and n) else np.full((n, 2), np.nan)
-        tracked.data["ground_xy_m"] = ground_xy
+        ground_xy = self._speed_columns(tracked, ids, speeds, proj)
         t5 = clock()
         timings["speed"] = (t5 - t4) * 1e3
 

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("pipelines", "edge_server", "edge_client", "eval", "training", "airpatrol")
+PACKAGES = ("pipelines", "batch", "edge_server", "edge_client", "eval", "training", "airpatrol")
 
 
 def project_modules() -> dict[str, Path]:

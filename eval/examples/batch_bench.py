@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+from batch.commit import running_attempts  # noqa: E402
 from eval.simulate import FlightSpec, simulate_flight  # noqa: E402
-from pipelines.batch import running_attempts  # noqa: E402
 
 log = logging.getLogger("batch_bench")
 

@@ -28,7 +28,7 @@ def _eval(dataset: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
     args = [sys.executable, "-m", "airpatrol.cli", "eval", str(dataset), "--out", str(out), "-q"]
     args += ["--ablate", "egomotion=off", "--max-frames", "45", *extra]
     # normal priority for Ray's workers (nice 15 by default starved them under other load: see
-    # tests/pipelines/test_batch.py)
+    # tests/batch/test_batch_cli.py)
     env = {**os.environ, "RAY_worker_niceness": "0"}
     return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600, check=False, env=env)
 

@@ -290,7 +290,7 @@ def test_shared_detector_serves_streams_one_call_at_a_time() -> None:
     [
         ("airpatrol_vehicles_n_int8_openvino_model", 1, 1),
         ("airpatrol_vehicles_n_int8_openvino_model", None, None),  # OpenVINO's own choice
-        ("airpatrol_vehicles_n.pt", 1, None),  # torch: threads set per process (pipelines.batch)
+        ("airpatrol_vehicles_n.pt", 1, None),  # torch: threads set per process (batch.jobs)
     ],
 )
 def test_openvino_detector_threads(weights: str, threads: int | None, expected: int | None) -> None:

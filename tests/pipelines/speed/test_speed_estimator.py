@@ -1,4 +1,5 @@
-"""Speed: robust fit math and the windowed estimator on synthetic trajectories with known speed."""
+"""pipelines.speed.estimator: the windowed estimator on synthetic trajectories with known speed,
+its robustness to bad boxes and its trust flag, and fitting a frame's tracks together."""
 
 from __future__ import annotations
 
@@ -6,175 +7,11 @@ import math
 
 import numpy as np
 import pytest
+from speed_tracks import run_track, straight
 
+import pipelines.speed.estimator as estimator_module
 from pipelines.config import SpeedConfig
-from pipelines.speed import (
-    SpeedEstimator,
-    kmh,
-    m_per_s,
-    robust_speed_fit,
-    robust_speed_fit_many,
-    size_changes,
-    slope_sigma,
-    theil_sen,
-)
-
-
-def run_track(
-    est: SpeedEstimator,
-    times: np.ndarray,
-    positions: np.ndarray,
-    track_id: int = 1,
-    nan_first: bool = True,
-) -> list[tuple[float, object]]:
-    """Feed one track's positions as per-update displacements; return (t, estimate or None) per update."""
-    out = []
-    prev = None
-    for t, p in zip(times, positions, strict=True):
-        d = np.full(2, np.nan) if prev is None and nan_first else p - (prev if prev is not None else p)
-        res = est.update(float(t), np.array([track_id]), d[None])
-        out.append((float(t), res.get(track_id)))
-        prev = p
-    return out
-
-
-def straight(speed_kmh: float, heading_deg: float, times: np.ndarray, start=(3.0, -7.0)) -> np.ndarray:
-    v = m_per_s(speed_kmh)
-    h = math.radians(heading_deg)
-    return np.asarray(start) + np.outer(times, [v * math.cos(h), v * math.sin(h)])
-
-
-# ------------------------------------------------------------------------------------------
-# pure math
-# ------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("ms, expected", [(0.0, 0.0), (1.0, 3.6), (13.8888889, 50.0), (-2.0, -7.2)])
-def test_kmh(ms: float, expected: float) -> None:
-    assert kmh(ms) == pytest.approx(expected)
-    assert m_per_s(kmh(ms)) == pytest.approx(ms)
-
-
-@pytest.mark.parametrize("heading", [0.0, 37.0, 90.0, 145.0, 260.0])
-@pytest.mark.parametrize("n", [3, 8, 31])
-def test_fit_exact_line(heading: float, n: int) -> None:
-    t = np.linspace(2.0, 3.0, n)
-    xy = straight(50.0, heading, t)
-    speed, sigma, v = robust_speed_fit(t, xy)
-    assert kmh(speed) == pytest.approx(50.0, abs=1e-9)
-    assert sigma == pytest.approx(0.0, abs=1e-9)
-    assert math.degrees(math.atan2(v[1], v[0])) % 360 == pytest.approx(heading % 360)
-
-
-@pytest.mark.parametrize("outlier_share", [0.1, 0.2, 0.25])
-def test_fit_ignores_gross_outliers(outlier_share: float) -> None:
-    rng = np.random.default_rng(11)
-    t = np.arange(40) / 30.0
-    xy = straight(72.0, 20.0, t) + rng.normal(0, 0.05, (40, 2))
-    bad = rng.choice(40, int(outlier_share * 40), replace=False)
-    xy[bad] += rng.uniform(5, 15, (len(bad), 2)) * rng.choice([-1, 1], (len(bad), 2))
-    speed, sigma, _ = robust_speed_fit(t, xy)
-    assert abs(kmh(speed) - 72.0) < 1.5
-    assert kmh(sigma) < 2.0  # the outliers do not inflate the scatter estimate
-
-
-def test_fit_order_independent_and_two_points() -> None:
-    t = np.array([0.3, 0.0, 0.1, 0.2])
-    xy = straight(36.0, 0.0, t)
-    assert kmh(robust_speed_fit(t, xy)[0]) == pytest.approx(36.0)
-    speed, sigma, _ = robust_speed_fit(t[:2], xy[:2])
-    assert kmh(speed) == pytest.approx(36.0) and sigma == math.inf
-
-
-@pytest.mark.parametrize(
-    "t, xy, match",
-    [
-        (np.array([0.0]), np.zeros((1, 2)), "at least 2"),
-        (np.array([0.0, 1.0]), np.zeros((3, 2)), "samples"),
-        (np.array([0.0, np.nan]), np.zeros((2, 2)), "finite"),
-        (np.array([1.0, 1.0]), np.zeros((2, 2)), "distinct"),
-    ],
-)
-def test_fit_rejects_bad_input(t: np.ndarray, xy: np.ndarray, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        robust_speed_fit(t, xy)
-
-
-def test_theil_sen_columns_and_slope_sigma_matches_ols_scale() -> None:
-    rng = np.random.default_rng(5)
-    t = np.linspace(-0.5, 0.5, 200)
-    y = np.column_stack([2.0 * t + 1.0, -3.0 * t]) + rng.normal(0, 0.1, (200, 2))
-    slopes, intercepts = theil_sen(t, y)
-    assert slopes == pytest.approx([2.0, -3.0], abs=0.1) and intercepts == pytest.approx([1.0, 0.0], abs=0.03)
-    ols_se = 0.1 / math.sqrt(np.sum((t - t.mean()) ** 2))
-    sig = slope_sigma(t, y - (intercepts + np.outer(t, slopes)))
-    assert sig == pytest.approx([ols_se * math.sqrt(math.pi / 3)] * 2, rel=0.2)
-
-
-def test_sigma_is_calibrated_monte_carlo() -> None:
-    rng = np.random.default_rng(2)
-    errs, sigmas = [], []
-    t = np.arange(16) / 15.0
-    for _ in range(400):
-        xy = straight(50.0, rng.uniform(0, 360), t) + rng.normal(0, 0.3, (16, 2))
-        # independent errors, a constant speed: no lag to allow for
-        s, sg, _ = robust_speed_fit(t, xy, error_correlation_s=0.0, accel_sigma_mps2=0.0)
-        errs.append(s - m_per_s(50.0))
-        sigmas.append(sg)
-    ratio = np.std(errs) / np.median(sigmas)
-    assert 0.8 < ratio < 1.25
-    assert np.mean(np.abs(errs) < 3 * np.asarray(sigmas)) > 0.97
-
-
-@pytest.mark.parametrize(("noise_m", "low", "high"), [(0.02, 0.55, 0.8), (0.1, 0.55, 0.8)])
-def test_sigma_holds_the_lag_of_a_young_track(noise_m: float, low: float, high: float) -> None:
-    """Vehicles speeding up or braking (accelerations of RMS 0.5 m/s^2, the prior), seen for 0.75 s:
-    the fit's velocity is that of the window's middle, a third of a second late. The lag is in
-    the sigma: about 68 % of the errors against the speed at the last frame are within 1 sigma;
-    without the lag term (``accel_sigma_mps2=0``) far fewer."""
-    rng = np.random.default_rng(4)
-    t = np.arange(23) / 30.0
-    within = {0.5: [], 0.0: []}
-    for _ in range(400):
-        a, v0, heading = rng.normal(0, 0.5), rng.uniform(8, 20), np.radians(rng.uniform(0, 360))
-        along = v0 * t + 0.5 * a * t**2
-        xy = np.column_stack([np.cos(heading) * along, np.sin(heading) * along])
-        xy += rng.normal(0, noise_m, xy.shape)
-        for prior in within:
-            s, sg, _ = robust_speed_fit(t, xy, error_correlation_s=0.0, accel_sigma_mps2=prior)
-            within[prior].append(abs(s - (v0 + a * t[-1])) <= sg)
-    assert low <= np.mean(within[0.5]) <= high, np.mean(within[0.5])
-    assert np.mean(within[0.0]) < low - 0.1, np.mean(within[0.0])
-
-
-@pytest.mark.parametrize("heading", [45.0, 120.0, 200.0])
-def test_a_turning_velocity_is_no_speed_error(heading: float) -> None:
-    """A velocity that turns keeps its speed - every track in the frame of a yawing drone (3 deg/s
-    here), a vehicle on a bend. The carry turns the fitted velocity to the last sample's heading;
-    the speed's sigma takes only what the carry did along it (per axis, the turn counted as 0.6-0.8
-    km/h of speed error). Sped up as much along its path instead, the carry is in the sigma in full."""
-    rng = np.random.default_rng(3)
-    t = np.arange(90) / 30.0
-    v, turn = m_per_s(40.0), math.radians(3.0)
-    h = math.radians(heading) + turn * t
-    arc = np.cumsum(v / 30.0 * np.column_stack([np.cos(h), np.sin(h)]), axis=0)
-    along = v * t + 0.5 * 0.25 * t**2  # speeding up as fast as the turn turns it: 0.25 m/s^2 at 40 km/h
-    line = np.column_stack([np.cos(h[0]) * along, np.sin(h[0]) * along])
-    fit = dict(n_speed=30, error_correlation_s=0.0, accel_sigma_mps2=0.0)
-    speed, sigma, vel = robust_speed_fit(t, arc + rng.normal(0, 0.01, arc.shape), **fit)
-    assert math.degrees(math.atan2(vel[1], vel[0])) % 360 == pytest.approx(math.degrees(h[-1]) % 360, abs=0.3)
-    assert kmh(speed) == pytest.approx(40.0, abs=0.2)
-    assert kmh(sigma) < 0.25
-    xy = line + rng.normal(0, 0.01, line.shape)
-    speed, sigma, _ = robust_speed_fit(t, xy, **fit)
-    carried = speed - robust_speed_fit(t, xy, n_speed=30, carry=False)[0]
-    assert kmh(speed) == pytest.approx(kmh(v + 0.25 * t[-1]), abs=0.1)
-    assert kmh(carried) > 0.3 and sigma >= 0.95 * carried
-
-
-# ------------------------------------------------------------------------------------------
-# estimator
-# ------------------------------------------------------------------------------------------
+from pipelines.speed import SpeedEstimator, kmh, m_per_s, size_changes
 
 
 @pytest.mark.parametrize(
@@ -354,20 +191,6 @@ def test_early_report_once_precise(noise_m: float, early: float | None, first_re
     assert all(abs(e.speed_kmh - 50.0) < 3 * e.sigma_kmh + 1e-6 for _, e in got)
 
 
-def test_a_young_tracks_sigma_allows_for_errors_it_cannot_see_yet() -> None:
-    """Errors lasting about error_correlation_s read as motion in a shorter history: its sigma is
-    widened by sqrt(1 + (error_correlation_s / history)^2); a history of 3 s hardly at all."""
-    rng = np.random.default_rng(4)
-    t = np.arange(91) / 30.0
-    xy = straight(50.0, 0.0, t) + rng.normal(0, 0.05, (91, 2))
-    for n, factor in [(10, math.sqrt(1 + (1.0 / (9 / 30)) ** 2)), (91, math.sqrt(1 + (1.0 / 3.0) ** 2))]:
-        _, plain, _ = robust_speed_fit(
-            t[:n], xy[:n], carry=False, error_correlation_s=0.0, accel_sigma_mps2=0
-        )
-        _, wide, _ = robust_speed_fit(t[:n], xy[:n], carry=False, accel_sigma_mps2=0)
-        assert wide == pytest.approx(plain * factor, rel=1e-9)
-
-
 @pytest.mark.parametrize(
     "true_kmh, cap, reported", [(240.0, 250.0, True), (300.0, 250.0, False), (130.0, 120.0, False)]
 )
@@ -531,37 +354,20 @@ def test_a_jump_before_the_first_estimate_is_caught_and_stops_the_carry() -> Non
     assert all(e.speed_kmh == plain[t].speed_kmh for t, e in out if t <= 0.25 + history)
 
 
-@pytest.mark.parametrize("n", [2, 3, 5, 6, 30, 61])
-def test_fitting_many_tracks_at_once_gives_each_track_its_own_figures(n: int) -> None:
-    """The vectorised fit of a frame's tracks (G tracks of N samples) is the per-track fit, to
-    rounding (batched sums may add in another order)."""
-    rng = np.random.default_rng(n)
-    t = np.sort(rng.uniform(0, 1.5, (9, n)), axis=1)
-    xy = rng.normal(0, 0.2, (9, n, 2)) + t[:, :, None] * rng.normal(0, 12, (9, 1, 2))
-    xy[0, n // 2] += 30.0  # a gross outlier in one track
-    speeds, sigmas, velocities = robust_speed_fit_many(t, xy)
-    for g in range(9):
-        speed, sigma, v = robust_speed_fit(t[g], xy[g])
-        assert (speeds[g], sigmas[g]) == (pytest.approx(speed, rel=1e-9), pytest.approx(sigma, rel=1e-9))
-        np.testing.assert_allclose(velocities[g], v, rtol=1e-9)
-
-
 def test_a_frames_tracks_estimated_together_as_each_alone(monkeypatch) -> None:
     """SpeedEstimator fits a frame's tracks together (windows of different lengths padded into
     one array): every estimate, trust flag and counter is what the track gets in an estimator of
     its own, whatever the other tracks do (new, restarted by NaN, missed frames, outlier steps,
     box size changes, missing sizes)."""
-    import pipelines.speed as speed_module
-
     padded_rows = []
-    fit = speed_module._velocity_now
+    fit = estimator_module._velocity_now
 
     def recording_fit(ts, ys, halves, history_s, corr, valid=None, accel=0.5):
         if valid is not None:
             padded_rows.append(int((~valid).any(axis=1).sum()))
         return fit(ts, ys, halves, history_s, corr, valid, accel)
 
-    monkeypatch.setattr(speed_module, "_velocity_now", recording_fit)
+    monkeypatch.setattr(estimator_module, "_velocity_now", recording_fit)
     rng = np.random.default_rng(3)
     together, alone = SpeedEstimator(SpeedConfig()), {}
     velocity = {tid: rng.normal(0, 10, 2) for tid in range(12)}
@@ -602,24 +408,6 @@ def test_a_frames_tracks_estimated_together_as_each_alone(monkeypatch) -> None:
     assert trusted == {True, False}  # both kinds of figure were compared
     assert sum(padded_rows) > 500  # and many windows were fitted padded
     assert together.n_outliers == sum(e.n_outliers for e in alone.values()) > 0
-
-
-@pytest.mark.parametrize(
-    ("prior", "measured", "left"),
-    [
-        (0.0, 0.0, 0.0),
-        (1.0, math.inf, 1.0),
-        (0.0, math.inf, 0.0),
-        (2.0, 2.0, 1.0),
-        (1.0, 0.0, 0.0),
-        (3.0, 1.0, 0.75),
-    ],
-)
-def test_lag_variance_table(prior: float, measured: float, left: float) -> None:
-    from pipelines.speed import _lag_variance
-
-    got = _lag_variance(np.array([prior]), np.array([measured]))
-    assert got[0] == pytest.approx(left)
 
 
 def _driving(est: SpeedEstimator, seconds: float = 2.0, size: float = 4.5) -> float:
