@@ -5,10 +5,12 @@
 * :mod:`edge_client.tracks` - its video: sources checked up front, and the real-time WebRTC tracks;
 * :mod:`edge_client.synthetic` - a synthetic test source: the scene, its H.264 video and DJI SRT
   sidecar, and :class:`~edge_client.synthetic.BrightBlobDetector`, a model-free detector for it;
-* :mod:`edge_client.bench` - the server benchmark (``airpatrol serve-bench``).
+* :mod:`edge_client.bench` - the server benchmark (``airpatrol serve-bench``), with its server
+  subprocess (``bench_server``), stream runs (``bench_runs``, ``bench_api_load``) and report
+  (``bench_report``).
 
 None of this runs inside the server. It talks to a server only over HTTP and WebRTC, and may
 import :mod:`pipelines` and the server's wire formats (``edge_server.schemas``, the telemetry
 message of ``edge_server.telemetry``, the ICE helper ``edge_server.ice``), never the server's
-internals (store, rtc, worker, api).
+internals (store, streams, worker, api).
 """

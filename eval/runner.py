@@ -142,21 +142,7 @@ def run_sequence(
         notes.append(f"scored classes: {', '.join(seq.scored_classes)} (tracks of other classes left out)")
     predicted: list[Violation] = list(summary["violation_list"])
     altitude, pitch = _camera_height(cfg, seq, track)
-    if gt is None:
-        notes.append("no ground truth: only timings")
-        scores = {
-            "tracking": None,
-            "tracking_raw": None,
-            "speed": None,
-            "speed_samples": None,
-            "violations": None,
-        }
-    else:
-        matched = prepare_sequence(gt.truncated(n_frames), tracks, n_frames, source.size)
-        last_t = (n_frames - 1) / source.fps if source.fps else None
-        scores = _score(
-            seq, matched, tracks, predicted, last_t, altitude, pitch, cfg.speed.altitude_sigma_frac
-        )
+    scores = _score_run(seq, gt, tracks, predicted, n_frames, source, altitude, pitch, cfg, notes)
     return SequenceResult(
         variant=variant.name,
         sequence=seq.name,
@@ -175,6 +161,38 @@ def run_sequence(
         egomotion=_ego_score(seq, egos, source.size),
         **scores,
     )
+
+
+def _score_run(
+    seq: SequenceSpec,
+    gt: GroundTruth | None,
+    tracks: PredTracks,
+    predicted: list[Violation],
+    n_frames: int,
+    source,
+    altitude: float | None,
+    pitch: float | None,
+    cfg: PipelineConfig,
+    notes: list[str],
+) -> dict[str, Any]:
+    """The scores of a run of ``n_frames`` frames of ``source`` (:func:`_score` against the ground
+    truth cut to those frames), or none without ground truth (noted in ``notes``)."""
+    if gt is None:
+        notes.append("no ground truth: only timings")
+        scores = {
+            "tracking": None,
+            "tracking_raw": None,
+            "speed": None,
+            "speed_samples": None,
+            "violations": None,
+        }
+    else:
+        matched = prepare_sequence(gt.truncated(n_frames), tracks, n_frames, source.size)
+        last_t = (n_frames - 1) / source.fps if source.fps else None
+        scores = _score(
+            seq, matched, tracks, predicted, last_t, altitude, pitch, cfg.speed.altitude_sigma_frac
+        )
+    return scores
 
 
 def _ego_score(seq: SequenceSpec, egos: dict[int, tuple], size: tuple[int, int]) -> dict | None:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import uvicorn
+from fastapi import FastAPI
 
 REPO = Path(__file__).resolve().parents[2]
 from edge_server.app import create_app  # noqa: E402
@@ -102,20 +103,17 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q))
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--violations", type=int, default=10_000)
     ap.add_argument("--sessions", type=int, default=200)
     ap.add_argument("--loads", type=int, default=7, help="page loads per page")
     ap.add_argument("--n", type=int, default=30, help="live violations timed")
-    args = ap.parse_args()
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    if not (CHROMIUM and CHROMEDRIVER):
-        sys.exit("needs chromium and chromedriver (.ci/chromium.sh)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    return ap.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="console-bench-"))
+
+def start_server(tmp: Path) -> tuple[ServerSettings, FastAPI, uvicorn.Server]:
+    """A real server (uvicorn, in a thread) on a free port of 127.0.0.1: its settings, app and server."""
     settings = ServerSettings(api_token=TOKEN, data_dir=tmp / "data", host="127.0.0.1", port=0,
                               rtmp_port=None, mqtt_port=None, warm_pipeline=False)  # fmt: skip
     with __import__("socket").socket() as sock:
@@ -126,6 +124,68 @@ def main() -> int:
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
         time.sleep(0.05)
+    return settings, app, server
+
+
+def time_page_loads(driver, url: str, loads: int) -> None:
+    """Navigation start -> data shown, ``loads`` fresh loads of each page: median and max."""
+    pages = {
+        "violations (first 50 of 10,000)": ("#/violations", WAIT_ROWS, ["#violations tbody tr", 50]),
+        "sessions (first 50 of 200)": ("#/sessions", WAIT_ROWS, ["#sessions tbody tr", 50]),
+        "live (health + streams)": ("#/live", WAIT_TEXT, ["#health"]),
+    }
+    say(f"\npage load, navigation start -> data shown, {loads} loads each (ms):")
+    for name, (route, script, script_args) in pages.items():
+        times = []
+        for _ in range(loads):
+            driver.get("about:blank")  # a new document each time, not a hash change
+            driver.get(f"{url}/console/{route}")
+            times.append(driver.execute_async_script(script, *script_args))
+        say(f"  {name:34s} median {statistics.median(times):6.0f}   max {max(times):6.0f}")
+
+
+def time_live_rows(driver, url: str, app: FastAPI, settings: ServerSettings, n: int) -> None:
+    """``n`` violations stored by the server's own ViolationRecorder -> their rows on the open
+    violations page: median, p95 and max."""
+    driver.get("about:blank")
+    driver.get(f"{url}/console/#/violations")
+    driver.execute_async_script(WAIT_ROWS, "#violations tbody tr", 50)
+    time.sleep(1.0)  # the events link is up
+    driver.execute_script(STAMP_ROWS)
+    recorder = ViolationRecorder("live0001", settings=settings, store=app.state.store, bus=app.state.bus,
+                                 metrics=app.state.metrics, clip_executor=ThreadPoolExecutor(1),
+                                 snapshot_margin_px=12)  # fmt: skip
+    app.state.store.create_session("live0001", "webrtc")
+    frame = np.full((360, 640, 3), 90, np.uint8)
+    stored: dict[int, float] = {}
+    for k in range(n):
+        v = Violation(track_id=k, zone="global", speed_limit_kmh=50.0, peak_speed_kmh=70.0 + k % 20,
+                      mean_speed_kmh=68.0, sigma_kmh=0.9, start_frame=30 * k + 1, end_frame=30 * k + 30,
+                      start_time_s=float(k), end_time_s=k + 1.0, class_name="car",
+                      bbox_xyxy=(100.0, 100.0, 160.0, 130.0))  # fmt: skip
+        before = time.time() * 1000  # before the row is stored: an upper bound of the delay
+        row = recorder.record(v, frame, None, dt.datetime.now(dt.timezone.utc))
+        stored[row.id] = before
+        time.sleep(0.3)
+    time.sleep(2.0)
+    seen = driver.execute_script("return window.__seen")
+    latency = [seen[str(i)] - t for i, t in stored.items() if str(i) in seen]
+    missing = len(stored) - len(latency)
+    say(f"\nviolation stored -> row on the open violations page, {len(latency)} violations (ms):")
+    say(f"  median {statistics.median(latency):.0f}   p95 {pct(latency, 95):.0f}   max {max(latency):.0f}"
+          f"   missing {missing}")  # fmt: skip
+
+
+def main() -> int:
+    args = parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    if not (CHROMIUM and CHROMEDRIVER):
+        sys.exit("needs chromium and chromedriver (.ci/chromium.sh)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    tmp = Path(tempfile.mkdtemp(prefix="console-bench-"))
+    settings, app, server = start_server(tmp)
     url = f"http://127.0.0.1:{settings.port}"
     started = time.perf_counter()
     seed(app.state.store, args.sessions, args.violations)
@@ -139,47 +199,8 @@ def main() -> int:
     try:
         driver.get(f"{url}/console/")
         driver.execute_script("sessionStorage.setItem('airpatrol.token', arguments[0])", TOKEN)
-        pages = {
-            "violations (first 50 of 10,000)": ("#/violations", WAIT_ROWS, ["#violations tbody tr", 50]),
-            "sessions (first 50 of 200)": ("#/sessions", WAIT_ROWS, ["#sessions tbody tr", 50]),
-            "live (health + streams)": ("#/live", WAIT_TEXT, ["#health"]),
-        }
-        say(f"\npage load, navigation start -> data shown, {args.loads} loads each (ms):")
-        for name, (route, script, script_args) in pages.items():
-            times = []
-            for _ in range(args.loads):
-                driver.get("about:blank")  # a new document each time, not a hash change
-                driver.get(f"{url}/console/{route}")
-                times.append(driver.execute_async_script(script, *script_args))
-            say(f"  {name:34s} median {statistics.median(times):6.0f}   max {max(times):6.0f}")
-
-        driver.get("about:blank")
-        driver.get(f"{url}/console/#/violations")
-        driver.execute_async_script(WAIT_ROWS, "#violations tbody tr", 50)
-        time.sleep(1.0)  # the events link is up
-        driver.execute_script(STAMP_ROWS)
-        recorder = ViolationRecorder("live0001", settings=settings, store=app.state.store, bus=app.state.bus,
-                                     metrics=app.state.metrics, clip_executor=ThreadPoolExecutor(1),
-                                     snapshot_margin_px=12)  # fmt: skip
-        app.state.store.create_session("live0001", "webrtc")
-        frame = np.full((360, 640, 3), 90, np.uint8)
-        stored: dict[int, float] = {}
-        for k in range(args.n):
-            v = Violation(track_id=k, zone="global", speed_limit_kmh=50.0, peak_speed_kmh=70.0 + k % 20,
-                          mean_speed_kmh=68.0, sigma_kmh=0.9, start_frame=30 * k + 1, end_frame=30 * k + 30,
-                          start_time_s=float(k), end_time_s=k + 1.0, class_name="car",
-                          bbox_xyxy=(100.0, 100.0, 160.0, 130.0))  # fmt: skip
-            before = time.time() * 1000  # before the row is stored: an upper bound of the delay
-            row = recorder.record(v, frame, None, dt.datetime.now(dt.timezone.utc))
-            stored[row.id] = before
-            time.sleep(0.3)
-        time.sleep(2.0)
-        seen = driver.execute_script("return window.__seen")
-        latency = [seen[str(i)] - t for i, t in stored.items() if str(i) in seen]
-        missing = len(stored) - len(latency)
-        say(f"\nviolation stored -> row on the open violations page, {len(latency)} violations (ms):")
-        say(f"  median {statistics.median(latency):.0f}   p95 {pct(latency, 95):.0f}   max {max(latency):.0f}"
-              f"   missing {missing}")  # fmt: skip
+        time_page_loads(driver, url, args.loads)
+        time_live_rows(driver, url, app, settings, args.n)
     finally:
         driver.quit()
         server.should_exit = True

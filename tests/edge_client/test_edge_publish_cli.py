@@ -210,7 +210,8 @@ async def test_a_killed_server_is_noticed_in_seconds(tmp_path) -> None:
     import argparse
     import asyncio
 
-    from edge_client.bench import DEFAULT_DETECTOR, ServerProcess
+    from edge_client.bench import DEFAULT_DETECTOR
+    from edge_client.bench_server import ServerProcess
     from edge_client.publish import publish
 
     args = argparse.Namespace(

@@ -59,7 +59,7 @@ def test_float_model_reproduces_int8_detections(int8_onnx, uavdt_frame, tmp_path
     from ultralytics.nn.tasks import DetectionModel
 
     from training.dequant import load_into_yolo, read_quantized_onnx
-    from training.detector import save_checkpoint
+    from training.detector_checkpoints import save_checkpoint
     from training.evaluate import box_iou
 
     w = read_quantized_onnx(int8_onnx)

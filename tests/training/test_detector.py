@@ -36,13 +36,9 @@ def _tiny_dataset(tmp_path):
 def test_one_epoch_train_and_export(tmp_path):
     import yaml
 
-    from training.detector import (
-        TrainSettings,
-        export_detector,
-        install_detector,
-        strip_checkpoint,
-        train_detector,
-    )
+    from training.detector import TrainSettings, train_detector
+    from training.detector_checkpoints import strip_checkpoint
+    from training.detector_export import export_detector, install_detector
     from training.evaluate import evaluate_detector
 
     data_yaml = _tiny_dataset(tmp_path)
@@ -144,7 +140,7 @@ def test_resolve_precision_refuses_unknown():
 
 def test_openvino_int8_needs_calibration_data(tmp_path):
     from pipelines.config import ConfigError
-    from training.detector import export_detector
+    from training.detector_export import export_detector
 
     with pytest.raises(ConfigError, match="calibration images"):
         export_detector(tmp_path / "none.pt", ("openvino-int8",))
@@ -155,7 +151,7 @@ def test_coco_int8_init_checkpoint(tmp_path):
     shared_path("yolov8n_coco_int8", "yolov8n_int8.onnx")
     from ultralytics import YOLO
 
-    from training.detector import build_init_checkpoint
+    from training.detector_checkpoints import build_init_checkpoint
 
     pt = build_init_checkpoint("coco-int8", tmp_path / "init.pt")
     model = YOLO(str(pt))
@@ -214,7 +210,7 @@ def _checkpoint(path, seed: int, scale: str = "n"):
 def test_average_checkpoints(tmp_path, weight):
     import torch
 
-    from training.detector import average_checkpoints
+    from training.detector_checkpoints import average_checkpoints
 
     a = _checkpoint(tmp_path / "a.pt", 1).state_dict()
     b = _checkpoint(tmp_path / "b.pt", 2).state_dict()
@@ -231,7 +227,7 @@ def test_average_checkpoints(tmp_path, weight):
 
 def test_average_refuses_other_networks_and_weights(tmp_path):
     from pipelines.config import ConfigError
-    from training.detector import average_checkpoints
+    from training.detector_checkpoints import average_checkpoints
 
     _checkpoint(tmp_path / "n.pt", 1)
     _checkpoint(tmp_path / "s.pt", 2, scale="s")
@@ -274,7 +270,7 @@ def test_calibration_split_is_a_seeded_sample_of_the_whole_train_split(tmp_path)
     samples the whole split, the same sample every time."""
     import yaml
 
-    from training.detector import calibration_split, split_images
+    from training.detector_export import calibration_split, split_images
 
     names = [f"clip{c}_{k:02d}" for c in "ABCDE" for k in range(20)]  # 100 tiles of 5 clips, sorted
     data = _yolo_tree(tmp_path / "ds", names)
@@ -292,11 +288,11 @@ def test_calibration_split_is_a_seeded_sample_of_the_whole_train_split(tmp_path)
 
 def test_calibration_split_refuses_what_it_cannot_read(tmp_path):
     from pipelines.config import ConfigError
-    from training.detector import calibration_split
+    from training.detector_export import calibration_split
 
     data = _yolo_tree(tmp_path / "ds", ["a"])
     with pytest.raises(ConfigError, match="no 'test' split"):
-        from training.detector import split_images
+        from training.detector_export import split_images
 
         split_images(data, "test")
     data.write_text(f"path: {tmp_path / 'ds'}\ntrain: nowhere\nnames: {{0: car}}\n")
@@ -329,7 +325,7 @@ def _ov_conv_chain(names: list[str]):
 
 def test_int8_export_asks_nncf_for_full_bias_correction_and_a_float_stem(monkeypatch):
     nncf = pytest.importorskip("nncf")
-    from training.detector import _nncf_export_settings
+    from training.detector_export import _nncf_export_settings
 
     seen = []
     monkeypatch.setattr(nncf, "quantize", lambda *a, **k: seen.append(k) or "q")
@@ -363,7 +359,7 @@ def test_int8_export_asks_nncf_for_full_bias_correction_and_a_float_stem(monkeyp
 )
 def test_the_float_stem_is_the_first_convolutions_module_only(modules, stem):
     pytest.importorskip("openvino")
-    from training.detector import _stem_op_names
+    from training.detector_export import _stem_op_names
 
     names = _stem_op_names(_ov_conv_chain(modules))
     assert len(names) == 3 and all(n.startswith(f"{stem}.") for n in names)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from pipelines.config import ConfigError
-from training.cli import expand_groups, iou_arg
+from training.cli.dataset import expand_groups
+from training.cli.detector_eval import iou_arg
 from training.evaluate import FOUR_WHEEL, evaluate_by_view, evaluate_detector, input_size_for
 from training.samples import CLASSES, Sample
 

@@ -1,0 +1,168 @@
+"""The stream runs of ``airpatrol serve-bench``: N concurrent streams (the server's per-session
+numbers, its RSS and CPU), one long stream sampling RSS, and ``--churn`` short streams in a row
+(the server's resources after each). Each publishes with :func:`edge_client.publish.publish`."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from edge_client.bench_server import ServerProcess
+
+
+def telemetry(args: argparse.Namespace):
+    from edge_client.publish import telemetry_source
+
+    return telemetry_source(
+        args.video, args.srt, altitude_m=args.altitude, pitch_deg=args.pitch, camera=args.camera
+    )
+
+
+def tracks_with_speed(session: dict[str, Any]) -> int:
+    """Tracks the server gave a speed: 0 means the stream ran with speeds disabled."""
+    return sum(1 for t in session.get("tracks") or () if t.get("peak_speed_kmh") is not None)
+
+
+async def run_streams(
+    url: str, token: str, n: int, args: argparse.Namespace, server: ServerProcess
+) -> dict[str, Any]:
+    import asyncio
+
+    import httpx
+
+    from edge_client.publish import publish
+
+    tel = telemetry(args)
+    passthrough = not args.encode  # a video file must then be H.264 without B-frames
+    rss_samples: list[float] = []
+
+    async def sample_rss() -> None:
+        while True:
+            rss_samples.append(server.rss_mb())
+            await asyncio.sleep(1.0)
+
+    sampler = asyncio.create_task(sample_rss())
+    started = time.monotonic()
+    server_cpu0, own_cpu0 = server.cpu_s(), time.process_time()
+    results = await asyncio.gather(
+        *(
+            publish(
+                args.source,
+                url,
+                token,
+                loop_playback=True,
+                max_seconds=args.duration,
+                return_video=args.return_video,
+                telemetry=tel,
+                passthrough=passthrough,
+            )
+            for _ in range(n)
+        )
+    )
+    wall = time.monotonic() - started
+    server_cores = (server.cpu_s() - server_cpu0) / wall
+    publisher_cores = (time.process_time() - own_cpu0) / wall
+    sampler.cancel()
+    rows = []
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
+        for r in results:
+            s = (await c.get(f"/api/v1/sessions/{r.session_id}")).json()
+            received = s["frames_received"] or 1
+            rows.append(
+                {
+                    "session_id": s["id"],
+                    "frames_sent": r.frames_sent,
+                    "frames_skipped_by_publisher": r.frames_skipped,
+                    "frames_received": s["frames_received"],
+                    "frames_processed": s["frames_processed"],
+                    "frames_dropped": s["frames_dropped"],
+                    "dropped_ratio": round(s["frames_dropped"] / received, 3),
+                    "processed_fps": s["processed_fps"],
+                    "latency_p50_ms": s["latency_p50_ms"],
+                    "latency_p95_ms": s["latency_p95_ms"],
+                    "violations": s["violations_count"],
+                    "tracks": len(s.get("tracks") or ()),
+                    "tracks_with_speed": tracks_with_speed(s),
+                    "return_frames": r.return_frames,
+                    "stage_ms_mean": (s.get("info") or {}).get("stage_ms_mean"),
+                    "detection": ((s.get("info") or {}).get("pipeline") or {}).get("keyframes"),
+                }
+            )
+    return {
+        "streams": n,
+        "wall_s": round(wall, 1),
+        "rss_mb_max": round(max(rss_samples), 1) if rss_samples else None,
+        "rss_mb_after": round(server.rss_mb(), 1),
+        "server_cpu_cores": round(server_cores, 2),
+        "publishers_cpu_cores": round(publisher_cores, 2),
+        "sessions": rows,
+    }
+
+
+async def long_run(url: str, token: str, args: argparse.Namespace, server: ServerProcess) -> dict[str, Any]:
+    import asyncio
+
+    from edge_client.publish import publish
+
+    samples: list[tuple[float, float]] = []
+    t0 = time.monotonic()
+
+    async def sample() -> None:
+        while True:
+            samples.append((round(time.monotonic() - t0, 1), round(server.rss_mb(), 1)))
+            await asyncio.sleep(15.0)
+
+    task = asyncio.create_task(sample())
+    result = await publish(
+        args.source,
+        url,
+        token,
+        loop_playback=True,
+        max_seconds=args.long_run,
+        return_video=args.return_video,
+        telemetry=telemetry(args),
+        passthrough=not args.encode,
+    )
+    task.cancel()
+    samples.append((round(time.monotonic() - t0, 1), round(server.rss_mb(), 1)))
+    import httpx
+
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
+        s = (await c.get(f"/api/v1/sessions/{result.session_id}")).json()
+    keys = (
+        "frames_received",
+        "frames_processed",
+        "frames_dropped",
+        "processed_fps",
+        "latency_p50_ms",
+        "latency_p95_ms",
+    )
+    stats = {k: s.get(k) for k in keys}
+    stats["dropped_ratio"] = round(s["frames_dropped"] / max(s["frames_received"], 1), 3)
+    stats["violations"] = s.get("violations_count")
+    stats["tracks_with_speed"] = tracks_with_speed(s)
+    return {"seconds": args.long_run, "session_id": result.session_id, "rss_mb": samples, "session": stats}
+
+
+async def churn(url: str, token: str, args: argparse.Namespace, server: ServerProcess) -> dict[str, Any]:
+    """``args.churn`` short streams one after the other; the server's resources after each."""
+    import asyncio
+
+    from edge_client.publish import publish
+
+    samples: list[dict[str, Any]] = []
+    for _ in range(args.churn):
+        await publish(args.source, url, token, max_seconds=args.churn_seconds, passthrough=not args.encode)
+        await asyncio.sleep(0.5)  # the session's last writes
+        threads, files = server.threads_and_files()
+        samples.append({"rss_mb": round(server.rss_mb(), 1), "threads": threads, "open_files": files})
+    first, last = samples[0], samples[-1]
+    return {
+        "streams": args.churn,
+        "seconds_each": args.churn_seconds,
+        "after_first": first,
+        "after_last": last,
+        "rss_growth_mb": round(last["rss_mb"] - first["rss_mb"], 1),
+        "rss_mb": [x["rss_mb"] for x in samples],
+    }

@@ -1,0 +1,107 @@
+"""The server under ``airpatrol serve-bench``: ``airpatrol serve`` in a subprocess on 127.0.0.1 with a
+fresh data folder (WebRTC streams only), and its resources read from ``/proc`` (RSS, threads, open
+files, CPU seconds)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class ServerProcess:
+    def __init__(self, args: argparse.Namespace, data_dir: Path, token: str) -> None:
+        import socket
+
+        port = args.port
+        if not port:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        env = dict(os.environ)
+        env.update(
+            {
+                "AIRPATROL_API_TOKEN": token,
+                "AIRPATROL_MAX_STREAMS": str(max(max(args.streams), 1)),
+                "AIRPATROL_STREAM_IDLE_TIMEOUT_S": "15",
+                "AIRPATROL_STATS_INTERVAL_S": "0.5",
+                # WebRTC streams only: no nginx or Mosquitto beside the measured server
+                "AIRPATROL_RTMP_PORT": "null",
+                "AIRPATROL_MQTT_PORT": "null",
+            }
+        )
+        if args.process_max_width:
+            env["AIRPATROL_PROCESS_MAX_WIDTH"] = str(args.process_max_width)
+        if args.detector_factory and args.detector_factory.lower() != "none":
+            env["AIRPATROL_DETECTOR_FACTORY"] = args.detector_factory
+        cmd = [
+            sys.executable,
+            "-m",
+            "airpatrol.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+        ]
+        cmd += ["--ice-host", "127.0.0.1"]
+        if args.config:
+            cmd += ["--config", str(args.config)]
+        self.log_path = data_dir / "server.log"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"server not ready in {timeout:.0f} s; see {self.log_path}")
+
+    def rss_mb(self) -> float:
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+        except OSError:
+            pass
+        return float("nan")
+
+    def threads_and_files(self) -> tuple[int, int]:
+        """The server process's thread count and open file descriptors (-1 when unreadable)."""
+        try:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+            threads = int(status.split("Threads:")[1].split()[0])
+            return threads, len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+        except (OSError, IndexError, ValueError):
+            return -1, -1
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the server process so far."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return float("nan")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self._log.close()
