@@ -30,7 +30,6 @@ from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 from starlette.types import Receive, Scope, Send
 
 from edge_server.events import dumps
-from edge_server.rtc import CapacityError, OfferError, PipelineUnavailable, StreamManager
 from edge_server.schemas import (
     API_PREFIX,
     ErrorOut,
@@ -53,6 +52,7 @@ from edge_server.schemas import (
     ZoneIn,
 )
 from edge_server.store import MAX_ROW_ID, CursorError, Store, ViolationFilter
+from edge_server.streams import CapacityError, OfferError, PipelineUnavailable, StreamManager
 from edge_server.violation_csv import CSV_COLUMNS, csv_line, csv_values
 from pipelines.config import RulesConfig
 
@@ -138,7 +138,7 @@ async def healthz(request: Request) -> HealthOut:
 def rtmp_status(app: Any) -> str:
     """RTMP ingest as it is now: nginx may have died since it started."""
     manager = getattr(app.state, "manager", None)
-    rtmp = manager.rtmp if manager is not None else None
+    rtmp = manager.rtmp.server if manager is not None else None
     if rtmp is not None and not rtmp.running:
         return f"unavailable: nginx exited ({rtmp.workdir / 'error.log'}: {rtmp.error_tail() or 'no log'})"
     return getattr(app.state, "rtmp_status", "off")
@@ -185,7 +185,7 @@ def start_errors() -> Iterator[None]:
 
 async def _start_stream(request: Request, sdp: str, kind: str) -> Any:
     with start_errors():
-        return await _manager(request).create(sdp, kind, _remote(request))
+        return await _manager(request).webrtc.create(sdp, kind, _remote(request))
 
 
 # what ending a stream answers (every DELETE of a live stream)
@@ -388,7 +388,7 @@ async def get_session(request: Request, session_id: SessionId) -> SessionDetail:
 async def add_viewer(request: Request, session_id: SessionId, body: SdpIn) -> ViewerOut:
     try:
         with start_errors():
-            viewer_id, answer = await _manager(request).add_viewer(session_id, body.sdp)
+            viewer_id, answer = await _manager(request).viewers.add(session_id, body.sdp)
     except KeyError:
         raise ApiError(404, "not_found", f"no active stream {session_id}") from None
     return ViewerOut(sdp=answer, session_id=session_id, viewer_id=viewer_id)
@@ -403,7 +403,7 @@ async def add_viewer(request: Request, session_id: SessionId, body: SdpIn) -> Vi
     responses={404: {"model": ErrorOut}},
 )
 async def remove_viewer(request: Request, session_id: SessionId, viewer_id: SessionId) -> Response:
-    if not await _manager(request).remove_viewer(session_id, viewer_id):
+    if not await _manager(request).viewers.remove(session_id, viewer_id):
         raise ApiError(404, "not_found", f"no viewer {viewer_id} of an active stream {session_id}")
     return Response(status_code=204)
 

@@ -44,10 +44,10 @@ from edge_server.middleware import (
     RequestGuardMiddleware,
 )
 from edge_server.mosquitto import BrokerUnavailable, MosquittoBroker, resolve_password
-from edge_server.rtc import StreamManager
 from edge_server.rtmp import RtmpServer, RtmpUnavailable
 from edge_server.settings import ServerSettings, SettingsError
 from edge_server.store import Store
+from edge_server.streams import StreamManager
 from pipelines.config import PipelineConfig
 from pipelines.errors import AirPatrolError
 
@@ -308,7 +308,7 @@ def _lifespan(
         if settings.tls_certfile is not None and settings.rtmp_port is not None:
             callbacks = LoopbackCallbacks(app)  # nginx-rtmp calls in plain HTTP only
             await callbacks.start()
-        manager.rtmp = await asyncio.to_thread(
+        manager.rtmp.server = await asyncio.to_thread(
             _start_rtmp, app, settings, callbacks.port if callbacks else None
         )
         broker = app.state.mqtt_broker = await asyncio.to_thread(_start_mqtt, app, settings, manager)
@@ -321,8 +321,8 @@ def _lifespan(
         finally:
             log.info("shutting down: closing %d streams", app.state.manager.active_count)
             await app.state.manager.close_all("server shutdown")
-            if manager.rtmp is not None:
-                await asyncio.to_thread(manager.rtmp.stop)
+            if manager.rtmp.server is not None:
+                await asyncio.to_thread(manager.rtmp.server.stop)
             if callbacks is not None:
                 await callbacks.stop()
             if getattr(app.state, "mqtt", None) is not None:
@@ -401,7 +401,9 @@ def _start_mqtt(app: FastAPI, settings: ServerSettings, manager: StreamManager) 
     else:
         app.state.mqtt_status = "off"
         return None
-    subscriber = OsdSubscriber(target, manager.on_osd, client_id=f"airpatrol-edge-{secrets.token_hex(4)}")
+    subscriber = OsdSubscriber(
+        target, manager.telemetry.on_osd, client_id=f"airpatrol-edge-{secrets.token_hex(4)}"
+    )
     if not subscriber.start(timeout_s=10.0):
         log.warning(
             "MQTT: not connected to %s:%d yet (%s); retrying", target.host, target.port, subscriber.last_error

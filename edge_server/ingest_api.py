@@ -30,7 +30,6 @@ from edge_server.api import (
 )
 from edge_server.pilot2 import PILOT2_PAGE
 from edge_server.pull import StreamUnavailable
-from edge_server.rtc import CapacityError, KeyBusy, PipelineUnavailable, RtmpKeyRef, operator_fields
 from edge_server.rtmp import RTMP_APP
 from edge_server.schemas import (
     API_PREFIX,
@@ -47,6 +46,7 @@ from edge_server.schemas import (
     StreamStartedOut,
 )
 from edge_server.store import RtmpKeyRow
+from edge_server.streams import CapacityError, KeyBusy, PipelineUnavailable, RtmpKeyRef, operator_fields
 from pipelines.camera import UnknownCameraError, get_profile
 from pipelines.errors import TelemetryError
 from pipelines.telemetry import validate_telemetry
@@ -93,7 +93,7 @@ def _operator_or_400(values: OperatorTelemetryIn | None) -> Telemetry | None:
 
 
 def _key_out(row: RtmpKeyRow, request: Request) -> dict[str, Any]:
-    live = _manager(request).find_rtmp_id(row.id)
+    live = _manager(request).rtmp.find_id(row.id)
     return {
         "id": row.id,
         "name": row.name,
@@ -162,7 +162,7 @@ async def list_rtmp_keys(request: Request) -> list[RtmpKeyOut]:
 async def delete_rtmp_key(request: Request, key_id: KeyId) -> Response:
     if not await asyncio.to_thread(_store(request).delete_rtmp_key, key_id):
         raise ApiError(404, "not_found", f"no RTMP key {key_id}")
-    live = _manager(request).find_rtmp_id(key_id)
+    live = _manager(request).rtmp.find_id(key_id)
     if live is not None:
         await _manager(request).close(live.id, "RTMP key revoked")
     return Response(status_code=204)
@@ -194,7 +194,7 @@ async def rtsp_start(request: Request, body: RtspIn) -> StreamStartedOut:
     operator = _operator_or_400(body.operator)
     try:
         with start_errors():
-            sess = await _manager(request).create_pull(
+            sess = await _manager(request).pull.create(
                 body.url, "rtsp", _remote(request), operator=operator, device_sn=body.device_sn
             )
     except StreamUnavailable as exc:
@@ -329,14 +329,14 @@ async def rtmp_on_publish(request: Request, secret: str) -> Response:
         f"{addr} (RTMP key {row.id}{f' {row.name}' if row.name else ''})" if addr else f"RTMP key {row.id}"
     )
     try:
-        await _manager(request).admit_rtmp(ref, remote, operator)
+        await _manager(request).rtmp.admit(ref, remote, operator)
     except CapacityError as exc:
         return _refuse(request, 503, "at capacity", str(exc))
     except KeyBusy as exc:
         return _refuse(request, 409, "key busy", str(exc))
     except PipelineUnavailable as exc:
         return _refuse(request, 503, "pipeline unavailable", str(exc))
-    live = _manager(request).find_rtmp(key)
+    live = _manager(request).rtmp.find(key)
     if live is None or live.closing:  # ended (API, revoked key) while nginx waited for this answer
         return _refuse(request, 403, "ended", "the stream was ended before it started")
     await asyncio.to_thread(_store(request).touch_rtmp_key, row.id)
@@ -351,8 +351,8 @@ async def rtmp_on_publish_done(request: Request, secret: str) -> Response:
     key = q.get("name", "")
     if key and len(key) <= MAX_KEY_CHARS:
         manager = _manager(request)
-        if manager.find_rtmp(key) is not None:  # ending it flushes the stream: nginx need not wait
-            manager.spawn(manager.rtmp_publish_done(key, q.get("clientid")))
+        if manager.rtmp.find(key) is not None:  # ending it flushes the stream: nginx need not wait
+            manager.spawn(manager.rtmp.publish_done(key, q.get("clientid")))
     return Response("ok", media_type="text/plain")
 
 

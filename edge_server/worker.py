@@ -10,179 +10,42 @@ ahead), so dropped frames cost nothing but their decode.
 Whatever ends the stream - the peer leaving, a corrupt frame, an engine error, server shutdown -
 the worker calls ``pipeline.finish()``, stores every violation, writes pending clips and the
 track summaries, and closes the session row.
+
+:class:`StreamWorker` is the stream's engine behind :class:`edge_server.engine_link.StreamEngine`;
+its frame hand-over is :mod:`edge_server.frame_queue`, what it writes :mod:`edge_server.stream_outputs`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
-from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import cv2
-import numpy as np
 
-from edge_server.events import EventBus
+from edge_server.engine_link import IncomingFrame, PeerLink
+from edge_server.frame_queue import CorruptFrameError, FrameQueue, ReadyFrame, to_bgr
 from edge_server.media import fit_width, lower_thread_priority
-from edge_server.metrics import Metrics
-from edge_server.settings import ServerSettings
-from edge_server.store import Store
-from edge_server.stream_stats import StreamStats, TrackSummaries
-from edge_server.violations import ViolationRecorder
+from edge_server.stream_outputs import StreamOutputs, StreamServices
+from edge_server.stream_stats import StreamStats
 from pipelines.annotate import annotate
 from pipelines.config import RulesConfig
 from pipelines.serialize import to_jsonable
-from pipelines.types import Frame, FrameResult, Telemetry, Violation
+from pipelines.types import Frame, FrameResult
 
 if TYPE_CHECKING:  # the engine (torch, models) loads when the first pipeline is built
-    from pipelines.pipeline import Pipeline, Prepared
+    from pipelines.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 
 PREPARE_NICE = 5  # the prepare thread's nice value above the worker's (Linux)
 
 
-class CorruptFrameError(Exception):
-    """A received frame that cannot be turned into a usable image."""
-
-
-@dataclass
-class IncomingFrame:
-    image: Any  # av.VideoFrame (converted in the worker) or a BGR ndarray
-    media_time_s: float  # zero-based media time from the RTP timestamps
-    received_perf: float  # time.perf_counter() when the decoded frame reached the server code
-    received_wall: float  # time.time() at the same moment
-    index: int  # received-frame index (gaps in processed indices = dropped frames)
-
-
-class FrameQueue:
-    """Frames waiting for the worker, at most ``capacity``: ``put`` beyond that drops the oldest
-    and returns it. Capacity 1 is a latest-frame slot; 2-3 absorb the longer frames (a keyframe's
-    detection) without dropping, while latency stays bounded by the capacity."""
-
-    def __init__(self, capacity: int = 1) -> None:
-        if capacity < 1:
-            raise ValueError("capacity must be >= 1")
-        self.capacity = capacity
-        self._cond = threading.Condition()
-        self._items: deque[Any] = deque()
-        self._closed = False
-
-    def put(self, item: Any) -> Any | None:
-        """Queue ``item``; beyond the capacity the oldest is dropped and returned."""
-        with self._cond:
-            if self._closed:
-                return None
-            self._items.append(item)
-            self._cond.notify_all()
-            if len(self._items) <= self.capacity:
-                return None
-            return self._items.popleft()
-
-    def wait_room(self, timeout: float) -> bool:
-        """Wait (at most ``timeout`` s) until an item can be queued without dropping one; True when
-        there is room and the queue is open. A producer whose work would be wasted on a dropped
-        item waits here before it starts on the next one."""
-        with self._cond:
-            if len(self._items) >= self.capacity and not self._closed:
-                self._cond.wait_for(lambda: len(self._items) < self.capacity or self._closed, timeout)
-            return len(self._items) < self.capacity and not self._closed
-
-    def take(self, timeout: float) -> Any | None:
-        with self._cond:
-            if not self._items and not self._closed:
-                self._cond.wait(timeout)
-            if not self._items:
-                return None
-            item = self._items.popleft()
-            self._cond.notify_all()  # a producer waiting for room (wait_room)
-            return item
-
-    @property
-    def waiting(self) -> int:
-        """Frames queued now (behind the one being processed)."""
-        return len(self._items)
-
-    def close(self) -> list[Any]:
-        """No more frames: returns (and forgets) the ones still waiting."""
-        with self._cond:
-            self._closed = True
-            items = list(self._items)
-            self._items.clear()
-            self._cond.notify_all()
-            return items
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-
-def _to_bgr(image: Any) -> np.ndarray:
-    if isinstance(image, np.ndarray):
-        arr = image
-    else:
-        try:
-            arr = image.to_ndarray(format="bgr24")
-        except Exception as exc:  # noqa: BLE001 - whatever the decoder handed us
-            raise CorruptFrameError(f"frame could not be converted to BGR: {exc}") from exc
-    if arr.ndim != 3 or arr.shape[2] != 3 or arr.dtype != np.uint8:
-        raise CorruptFrameError(f"frame has shape {arr.shape} and dtype {arr.dtype}, expected HxWx3 uint8")
-    if arr.shape[0] < 16 or arr.shape[1] < 16:
-        raise CorruptFrameError(f"frame is {arr.shape[1]}x{arr.shape[0]} pixels, too small to process")
-    return arr
-
-
-@dataclass(frozen=True)
-class ReadyFrame:
-    """A received frame made ready for the pipeline on the prepare thread: the pipeline's Frame
-    and its grey image and camera motion (or the error that ends the stream)."""
-
-    item: IncomingFrame
-    frame: Frame | None = None
-    prepared: Prepared | None = None
-    error: Exception | None = None
-
-
-@dataclass(frozen=True)
-class StreamServices:
-    """What every stream on this server shares: settings, store, live events, metrics, clip writer."""
-
-    settings: ServerSettings
-    store: Store
-    bus: EventBus
-    metrics: Metrics
-    clip_executor: Executor
-
-
-def _no_telemetry(_media_time_s: float) -> Telemetry | None:
-    return None
-
-
-@dataclass(frozen=True)
-class PeerLink:
-    """How a worker reaches its stream's transport; every part is optional.
-
-    ``telemetry_at(media_time_s)``: the drone's telemetry at a frame's media time. ``return_sink``
-    takes annotated frames back to the publisher while ``return_wanted()`` says someone watches.
-    ``on_finished(session_id, status, reason)`` is called once the stream is closed and stored;
-    ``session_info()`` adds transport details to the stored session.
-    """
-
-    telemetry_at: Callable[[float], Telemetry | None] = _no_telemetry
-    return_sink: Callable[[np.ndarray], None] | None = None
-    return_wanted: Callable[[], bool] = lambda: True
-    on_finished: Callable[[str, str, str | None], None] | None = None
-    session_info: Callable[[], dict[str, Any]] | None = None
-
-
 class StreamWorker:
-    """Runs one pipeline in its own thread for one stream."""
+    """Runs one pipeline in its own thread for one stream (a :class:`~edge_server.engine_link.StreamEngine`);
+    what it writes goes through its :class:`~edge_server.stream_outputs.StreamOutputs`."""
 
     def __init__(
         self,
@@ -203,16 +66,9 @@ class StreamWorker:
         self.metrics = services.metrics
         self.peer = peer or PeerLink()
         self.stats = stats or StreamStats()
-        self.violations = ViolationRecorder(
-            session_id,
-            settings=services.settings,
-            store=services.store,
-            bus=services.bus,
-            metrics=services.metrics,
-            clip_executor=services.clip_executor,
-            snapshot_margin_px=pipeline.config.rules.snapshot_margin_px,
+        self.outputs = StreamOutputs(
+            session_id, services, self.stats, pipeline.config.rules.snapshot_margin_px
         )
-        self.tracks = TrackSummaries()
         # settings.prepare_ahead: received frames -> ``incoming`` -> prepare thread (BGR, grey,
         # camera motion) -> ``slot`` -> worker; else received frames go to ``slot`` directly
         self._prepare_thread = (
@@ -235,11 +91,6 @@ class StreamWorker:
         self._stop_reason: str | None = None
         self._stop_failed = False
         self._size: tuple[int, int] | None = None
-        self._first_media_time: float | None = None
-        self._first_wall: float | None = None
-        self._last_telemetry: Telemetry | None = None
-        self._last_stats_pub = 0.0
-        self._last_persist = time.perf_counter()
         self._thread = threading.Thread(target=self._run, name=f"stream-{session_id[:8]}", daemon=True)
         self.status = "active"
         self.end_reason: str | None = None
@@ -256,9 +107,9 @@ class StreamWorker:
         """Hand a received frame to the worker (never blocks)."""
         self.stats.received += 1
         self.metrics.frames_received.inc()
-        if self._first_wall is None:
-            self._first_wall = item.received_wall
-            self._first_media_time = item.media_time_s
+        if self.outputs.first_wall is None:
+            self.outputs.first_wall = item.received_wall
+            self.outputs.first_media_time = item.media_time_s
         queue = self.incoming if self._prepare_thread is not None else self.slot
         if queue.put(item) is not None:
             self._count_dropped()
@@ -347,7 +198,7 @@ class StreamWorker:
 
     def _frame(self, item: IncomingFrame) -> Frame:
         """The received image as the pipeline's frame: BGR, one size for the whole stream, telemetry."""
-        image = _to_bgr(item.image)
+        image = to_bgr(item.image)
         max_width = self.settings.process_max_width
         if max_width and image.shape[1] > max_width:
             image = fit_width(image, max_width)  # the whole frame: geometry stays consistent
@@ -362,7 +213,7 @@ class StreamWorker:
         if telemetry is None:
             self.stats.without_telemetry += 1
         else:
-            self._last_telemetry = telemetry
+            self.outputs.last_telemetry = telemetry
             if telemetry.camera:
                 self.stats.camera = telemetry.camera
         return Frame(index=item.index, timestamp_s=item.media_time_s, image=image, telemetry=telemetry)
@@ -416,7 +267,7 @@ class StreamWorker:
             self.session_id, rules.speed_limit_kmh, len(rules.zones), rules.tolerance_kmh, len(closing),
         )  # fmt: skip
         for v in closing:
-            self._record(v, None, self._last_telemetry)
+            self.outputs.record(v, None, self.outputs.last_telemetry)
 
     def _process_one(self, item: IncomingFrame | ReadyFrame) -> None:
         if self._pending_rules is not None:
@@ -437,26 +288,27 @@ class StreamWorker:
         t_annotate = time.perf_counter()
         wants_return = self.peer.return_sink is not None and self.peer.return_wanted()
         annotated = None
-        if result.violations or wants_return or self.violations.frame_due(frame.timestamp_s):
+        violations = self.outputs.violations
+        if result.violations or wants_return or violations.frame_due(frame.timestamp_s):
             annotated = annotate(
                 result,
                 speed_limit_kmh=self._speed_limit,
                 fps=round(self.stats.recent_fps(), 1),
                 max_width=self._annotate_width(result, wants_return),
             )
-            self.violations.add_frame(frame.timestamp_s, annotated)
+            violations.add_frame(frame.timestamp_s, annotated)
         if wants_return:
             try:
                 self.peer.return_sink(annotated)
             except Exception:  # noqa: BLE001 - the return video is best effort
                 log.debug("return video push failed", exc_info=True)
-        self.tracks.update(result)
+        self.outputs.tracks.update(result)
         for v in result.violations:
-            self._record(v, annotated, frame.telemetry)
-        self.violations.flush(frame.timestamp_s)
+            self.outputs.record(v, annotated, frame.telemetry)
+        violations.flush(frame.timestamp_s)
         self.stats.stage_ms_sum["annotate_ring_return"] += (time.perf_counter() - t_annotate) * 1000.0
-        self._maybe_publish_stats(now)
-        self._maybe_persist(now, frame.timestamp_s)
+        self.outputs.maybe_publish_stats(now)
+        self.outputs.maybe_persist(now, frame.timestamp_s)
 
     def _annotate_width(self, result: FrameResult, wants_return: bool) -> int | None:
         """Draw at the size the annotated frame is used at: full size for a violation's frame (its
@@ -465,69 +317,6 @@ class StreamWorker:
             return None
         width = self.settings.clip_max_width
         return max(width, self.settings.return_video_max_width) if wants_return else width
-
-    def _maybe_persist(self, now: float, media_time_s: float) -> None:
-        """Every ``session_persist_interval_s``: the live counters into the session row, and the
-        summaries of tracks gone for ``track_summary_idle_s`` into the store (a crash then loses at
-        most that much of either, and memory holds only the tracks in view)."""
-        if now - self._last_persist < self.settings.session_persist_interval_s:
-            return
-        self._last_persist = now
-        store = self.services.store
-        try:
-            store.update_session(self.session_id, **self.stats.as_session_fields())
-            finished = self.tracks.finished(media_time_s, self.settings.track_summary_idle_s)
-            if finished:
-                store.save_tracks(self.session_id, finished)
-                self.tracks.forget([row["track_id"] for row in finished])
-        except Exception:  # noqa: BLE001 - the stream goes on; what is missing is written at its end
-            log.warning(
-                "session %s: live counters or track summaries not stored", self.session_id, exc_info=True
-            )
-
-    def _maybe_publish_stats(self, now: float) -> None:
-        if now - self._last_stats_pub < self.settings.stats_interval_s:
-            return
-        self._last_stats_pub = now
-        fps = self.stats.recent_fps()
-        self.metrics.stream_fps.labels(self.session_id).set(fps)
-        self.metrics.stream_drop_ratio.labels(self.session_id).set(self.stats.drop_ratio())
-        self.services.bus.publish_threadsafe(
-            {
-                "type": "stats",
-                "session_id": self.session_id,
-                "processed_fps": round(fps, 2),
-                "frames_received": self.stats.received,
-                "frames_processed": self.stats.processed,
-                "frames_dropped": self.stats.dropped,
-                "latency_p50_ms": self.stats.percentile_ms(50),
-                "latency_p95_ms": self.stats.percentile_ms(95),
-                "telemetry_rejected": self.stats.telemetry_rejected,
-                # seconds since the last telemetry message arrived (None: none yet)
-                "telemetry_age_s": (
-                    round(now - self.stats.last_telemetry_perf, 1)
-                    if self.stats.last_telemetry_perf is not None
-                    else None
-                ),
-                "altitude_m": self.stats.altitude_m,
-                "gimbal_pitch_deg": self.stats.gimbal_pitch_deg,
-                "gsd_cm_per_px": round(self.stats.gsd_m_per_px * 100, 2) if self.stats.gsd_m_per_px else None,
-            }
-        )
-
-    # -- violations -----------------------------------------------------------------------------
-
-    def _wall_time(self, media_time_s: float) -> dt.datetime:
-        base_wall = self._first_wall if self._first_wall is not None else time.time()
-        base_media = self._first_media_time or 0.0
-        return dt.datetime.fromtimestamp(base_wall + (media_time_s - base_media), dt.timezone.utc)
-
-    def _record(self, v: Violation, annotated: np.ndarray | None, telemetry: Telemetry | None) -> None:
-        self.violations.record(
-            v, annotated, telemetry or self._last_telemetry, self._wall_time(v.start_time_s)
-        )
-        self.stats.violations += 1
-        self.tracks.violated.add(int(v.track_id))
 
     # -- the end --------------------------------------------------------------------------------
 
@@ -551,21 +340,7 @@ class StreamWorker:
             log.exception("session %s: pipeline.finish() failed", self.session_id)
             closing = []
         close_pipeline(self.pipeline)
-        for v in closing:
-            try:
-                self._record(v, None, self._last_telemetry)
-            except Exception:  # noqa: BLE001
-                log.exception("session %s: violation not stored", self.session_id)
-        self.violations.flush(None)
-        late = self.violations.wait_for_clips(self.settings.clip_wait_s)
-        if late:
-            log.info(
-                "session %s: %d clips still being written; they follow as clip_ready", self.session_id, late
-            )
-        try:
-            self.services.store.save_tracks(self.session_id, self.tracks.rows())
-        except Exception:  # noqa: BLE001
-            log.exception("session %s: track summaries not stored", self.session_id)
+        self.outputs.write_out(closing)
 
     def _session_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {"pipeline": to_jsonable(self.pipeline.metadata, max_array_size=64)}
@@ -581,17 +356,7 @@ class StreamWorker:
         return info
 
     def _announce_end(self, status: str, reason: str) -> None:
-        self.metrics.stream_end_total.labels(status).inc()
-        self.metrics.forget_stream(self.session_id)
-        self.services.bus.publish_threadsafe(
-            {
-                "type": "session.ended",
-                "session_id": self.session_id,
-                "status": status,
-                "reason": reason,
-                **self.stats.as_session_fields(),
-            }
-        )
+        self.outputs.publish_end(status, reason)
         self.finished.set()
         log.info(
             "session %s %s (%s): %d received, %d processed, %d dropped, %d violations",

@@ -299,7 +299,7 @@ def speeding_in_view(server: RunningServer, session_id: str | None = None) -> bo
     if sess is None or sess.worker is None:
         return False
     try:
-        rows = sess.worker.tracks.rows()
+        rows = sess.worker.outputs.tracks.rows()
     except RuntimeError:  # the worker thread changed the dict under us: ask again
         return False
     # speeds start after min_track_age (0.5 s); a violation needs min_duration (0.5 s) above the limit

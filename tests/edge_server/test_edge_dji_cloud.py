@@ -188,7 +188,7 @@ def dji_server(server_factory) -> tuple[RunningServer, int]:
         nginx_path=NGINX,
         warm_pipeline=True,
     )
-    wait_until(lambda: srv.manager.spare_ready, 60, "spare pipeline built")
+    wait_until(lambda: srv.manager.spare.ready, 60, "spare pipeline built")
     return srv, port
 
 
@@ -276,8 +276,8 @@ def test_brokers_left_by_a_killed_server_are_stopped_at_the_next_start(server_fa
     first = server_factory(
         data_dir=data, mqtt_password=PASSWORD, nginx_path=NGINX, mosquitto_path=MOSQUITTO, **ports
     )
-    pids = [first.manager.rtmp.pid, first.app.state.mqtt_broker.pid]
-    first.manager.rtmp._proc = None  # as if the server died: nothing stops them
+    pids = [first.manager.rtmp.server.pid, first.app.state.mqtt_broker.pid]
+    first.manager.rtmp.server._proc = None  # as if the server died: nothing stops them
     first.app.state.mqtt_broker._proc = None
     first.stop()
     assert all(alive(pid) for pid in pids)

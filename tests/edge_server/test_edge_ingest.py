@@ -278,7 +278,9 @@ async def test_live_counters_and_finished_tracks_reach_the_store_while_the_strea
         worker = srv.manager.get(row.id).worker  # still streaming
         stored_ids = {t.track_id for t in stored}
         # the stored ones are let go of (right after they are saved)
-        await wait_for(lambda: not {r["track_id"] for r in worker.tracks.rows()} & stored_ids, timeout=5)
+        await wait_for(
+            lambda: not {r["track_id"] for r in worker.outputs.tracks.rows()} & stored_ids, timeout=5
+        )
     finally:
         result = await task
     final = {t.track_id for t in srv.store.session_tracks(result.session_id)}

@@ -22,8 +22,8 @@ from edge_helpers import RunningServer, free_port, wait_until
 from shared_material import REPO
 
 from edge_client import synthetic
-from edge_server.rtc import with_operator_values
 from edge_server.rtmp import RtmpUnavailable, find_nginx, render_config
+from edge_server.streams import with_operator_values
 from pipelines.types import Telemetry
 
 pytestmark = pytest.mark.timeout(180)
@@ -87,7 +87,7 @@ def summary(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, dict
 @pytest.fixture
 def rtmp_server(server_factory) -> RunningServer:
     srv = server_factory(rtmp_port=free_port(), rtmp_host="127.0.0.1", warm_pipeline=True, nginx_path=NGINX)
-    wait_until(lambda: srv.manager.spare_ready, 60, "spare pipeline built")
+    wait_until(lambda: srv.manager.spare.ready, 60, "spare pipeline built")
     return srv
 
 
@@ -222,7 +222,7 @@ def test_operator_ends_a_stream_and_revokes_its_key(rtmp_server: RunningServer) 
     code, result, _ = summary(publish(key["url"], 2.0))
     assert code == 1 and "refused" in result["error"]
     # nginx gone (killed): /healthz says so instead of "running"
-    os.kill(srv.manager.rtmp.pid, signal.SIGKILL)
+    os.kill(srv.manager.rtmp.server.pid, signal.SIGKILL)
     wait_until(
         lambda: httpx.get(f"{srv.url}/healthz").json()["rtmp"].startswith("unavailable: nginx exited"), 10, ""
     )

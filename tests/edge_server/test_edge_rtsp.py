@@ -47,7 +47,7 @@ def camera(tmp_path: Path) -> Iterator[str]:
 @needs_rtsp
 def test_rtsp_camera_runs_through_the_pipeline(server_factory, camera: str) -> None:
     srv: RunningServer = server_factory(warm_pipeline=True)
-    wait_until(lambda: srv.manager.spare_ready, 60, "spare pipeline built")
+    wait_until(lambda: srv.manager.spare.ready, 60, "spare pipeline built")
     with srv.client() as c:
         r = c.post("/api/v1/rtsp", json={"url": camera, "operator": OPERATOR})
         assert r.status_code == 201, r.text

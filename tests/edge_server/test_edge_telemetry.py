@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from edge_server.engine_link import IncomingFrame
+from edge_server.frame_queue import FrameQueue
 from edge_server.settings import ServerSettings, SettingsError
 from edge_server.telemetry import (
     NTP_UNIX_OFFSET_S,
@@ -18,7 +20,6 @@ from edge_server.telemetry import (
     ntp_to_unix,
     parse_message,
 )
-from edge_server.worker import FrameQueue, IncomingFrame
 from pipelines.errors import TelemetryError
 from pipelines.telemetry import TelemetryTrack
 from pipelines.types import Telemetry

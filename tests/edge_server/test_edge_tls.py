@@ -66,7 +66,7 @@ def test_rtmp_is_admitted_by_a_server_on_https(server_factory, certificate) -> N
         warm_pipeline=True,
         nginx_path=NGINX,
     )
-    wait_until(lambda: srv.manager.spare_ready, 60, "spare pipeline built")
+    wait_until(lambda: srv.manager.spare.ready, 60, "spare pipeline built")
     wrong = summary(publish(make_key(srv)["url"].replace("/live/", "/live/x"), 2.0))
     assert wrong[0] != 0  # a wrong key is refused through the same callbacks
     key_url = make_key(srv, name="pilot over https")["url"]

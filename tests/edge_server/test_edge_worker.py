@@ -1,5 +1,6 @@
-"""The stream worker's frame hand-over: the frame queue and the prepare thread (edge_server/worker.py),
-run with a real pipeline, store and clip writer, fed faster than it can process."""
+"""The stream worker's frame hand-over: the frame queue and the prepare thread (edge_server/worker.py,
+edge_server/frame_queue.py), run with a real pipeline, store and clip writer, fed faster than it can
+process."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import numpy as np
 import pytest
 
 from edge_client.synthetic import BrightBlobDetector
+from edge_server.engine_link import IncomingFrame
 from edge_server.events import EventBus
+from edge_server.frame_queue import FrameQueue
 from edge_server.metrics import Metrics
 from edge_server.settings import ServerSettings
 from edge_server.store import Store
-from edge_server.worker import FrameQueue, IncomingFrame, StreamServices, StreamWorker
+from edge_server.stream_outputs import StreamServices
+from edge_server.worker import StreamWorker
 from pipelines.builder import build_pipeline
 from pipelines.config import PipelineConfig
 

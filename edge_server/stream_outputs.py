@@ -1,0 +1,166 @@
+"""What a stream's worker writes, from its thread: :class:`StreamOutputs` (violations with their
+wall-clock time, track summaries, the live ``stats`` event, counters persisted while the stream
+runs, everything left at its end and the ``session.ended`` event), and :class:`StreamServices`,
+the server's shared services they are written to."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+import numpy as np
+
+from edge_server.events import EventBus
+from edge_server.metrics import Metrics
+from edge_server.settings import ServerSettings
+from edge_server.store import Store
+from edge_server.stream_stats import StreamStats, TrackSummaries
+from edge_server.violations import ViolationRecorder
+from pipelines.types import Telemetry, Violation
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StreamServices:
+    """What every stream on this server shares: settings, store, live events, metrics, clip writer."""
+
+    settings: ServerSettings
+    store: Store
+    bus: EventBus
+    metrics: Metrics
+    clip_executor: Executor
+
+
+class StreamOutputs:
+    """One stream's outputs, written by its worker thread."""
+
+    def __init__(
+        self, session_id: str, services: StreamServices, stats: StreamStats, snapshot_margin_px: int
+    ) -> None:
+        self.session_id = session_id
+        self.services = services
+        self.settings = services.settings
+        self.metrics = services.metrics
+        self.stats = stats
+        self.violations = ViolationRecorder(
+            session_id,
+            settings=services.settings,
+            store=services.store,
+            bus=services.bus,
+            metrics=services.metrics,
+            clip_executor=services.clip_executor,
+            snapshot_margin_px=snapshot_margin_px,
+        )
+        self.tracks = TrackSummaries()
+        # the first received frame's media and wall-clock times: what a violation's time is counted from
+        self.first_media_time: float | None = None
+        self.first_wall: float | None = None
+        self.last_telemetry: Telemetry | None = None  # of the last frame that had any
+        self._last_stats_pub = 0.0
+        self._last_persist = time.perf_counter()
+
+    # -- while the stream runs ----------------------------------------------------------------
+
+    def maybe_persist(self, now: float, media_time_s: float) -> None:
+        """Every ``session_persist_interval_s``: the live counters into the session row, and the
+        summaries of tracks gone for ``track_summary_idle_s`` into the store (a crash then loses at
+        most that much of either, and memory holds only the tracks in view)."""
+        if now - self._last_persist < self.settings.session_persist_interval_s:
+            return
+        self._last_persist = now
+        store = self.services.store
+        try:
+            store.update_session(self.session_id, **self.stats.as_session_fields())
+            finished = self.tracks.finished(media_time_s, self.settings.track_summary_idle_s)
+            if finished:
+                store.save_tracks(self.session_id, finished)
+                self.tracks.forget([row["track_id"] for row in finished])
+        except Exception:  # noqa: BLE001 - the stream goes on; what is missing is written at its end
+            log.warning(
+                "session %s: live counters or track summaries not stored", self.session_id, exc_info=True
+            )
+
+    def maybe_publish_stats(self, now: float) -> None:
+        """Every ``stats_interval_s``: the live ``stats`` event and the stream's gauges."""
+        if now - self._last_stats_pub < self.settings.stats_interval_s:
+            return
+        self._last_stats_pub = now
+        fps = self.stats.recent_fps()
+        self.metrics.stream_fps.labels(self.session_id).set(fps)
+        self.metrics.stream_drop_ratio.labels(self.session_id).set(self.stats.drop_ratio())
+        self.services.bus.publish_threadsafe(
+            {
+                "type": "stats",
+                "session_id": self.session_id,
+                "processed_fps": round(fps, 2),
+                "frames_received": self.stats.received,
+                "frames_processed": self.stats.processed,
+                "frames_dropped": self.stats.dropped,
+                "latency_p50_ms": self.stats.percentile_ms(50),
+                "latency_p95_ms": self.stats.percentile_ms(95),
+                "telemetry_rejected": self.stats.telemetry_rejected,
+                # seconds since the last telemetry message arrived (None: none yet)
+                "telemetry_age_s": (
+                    round(now - self.stats.last_telemetry_perf, 1)
+                    if self.stats.last_telemetry_perf is not None
+                    else None
+                ),
+                "altitude_m": self.stats.altitude_m,
+                "gimbal_pitch_deg": self.stats.gimbal_pitch_deg,
+                "gsd_cm_per_px": round(self.stats.gsd_m_per_px * 100, 2) if self.stats.gsd_m_per_px else None,
+            }
+        )
+
+    # -- violations -----------------------------------------------------------------------------
+
+    def wall_time(self, media_time_s: float) -> dt.datetime:
+        base_wall = self.first_wall if self.first_wall is not None else time.time()
+        base_media = self.first_media_time or 0.0
+        return dt.datetime.fromtimestamp(base_wall + (media_time_s - base_media), dt.timezone.utc)
+
+    def record(self, v: Violation, annotated: np.ndarray | None, telemetry: Telemetry | None) -> None:
+        self.violations.record(v, annotated, telemetry or self.last_telemetry, self.wall_time(v.start_time_s))
+        self.stats.violations += 1
+        self.tracks.violated.add(int(v.track_id))
+
+    # -- the end --------------------------------------------------------------------------------
+
+    def write_out(self, closing: list[Violation]) -> None:
+        """The stream ended: the violations its pipeline closed at the end, pending snapshots and
+        clips (waited for ``clip_wait_s``) and the track summaries."""
+        for v in closing:
+            try:
+                self.record(v, None, self.last_telemetry)
+            except Exception:  # noqa: BLE001
+                log.exception("session %s: violation not stored", self.session_id)
+        self.violations.flush(None)
+        late = self.violations.wait_for_clips(self.settings.clip_wait_s)
+        if late:
+            log.info(
+                "session %s: %d clips still being written; they follow as clip_ready", self.session_id, late
+            )
+        try:
+            self.services.store.save_tracks(self.session_id, self.tracks.rows())
+        except Exception:  # noqa: BLE001
+            log.exception("session %s: track summaries not stored", self.session_id)
+
+    def publish_end(self, status: str, reason: str) -> None:
+        """The stream is closed and stored: count it, forget its gauges, send ``session.ended``."""
+        self.metrics.stream_end_total.labels(status).inc()
+        self.metrics.forget_stream(self.session_id)
+        self.services.bus.publish_threadsafe(
+            {
+                "type": "session.ended",
+                "session_id": self.session_id,
+                "status": status,
+                "reason": reason,
+                **self.stats.as_session_fields(),
+            }
+        )
+
+
+__all__ = ["StreamOutputs", "StreamServices"]
