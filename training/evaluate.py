@@ -120,10 +120,17 @@ def _in_regions(xyxy: np.ndarray, regions: np.ndarray) -> np.ndarray:
 
 
 def load_model(path: str | Path):
+    """The model at ``path``, run once on a blank image so that its backend exists and an int8
+    OpenVINO export is run at the size asked for on every CPU (:func:`honour_input_size`)."""
     prepare_ultralytics()
     from ultralytics import YOLO
 
-    return YOLO(str(path), task="detect")
+    from pipelines.motion.detector import honour_input_size  # the engine's pipelines.motion: not at import
+
+    model = YOLO(str(path), task="detect")
+    model.predict(np.zeros((64, 64, 3), dtype=np.uint8), verbose=False)
+    honour_input_size(model)
+    return model
 
 
 def vehicle_classes(model) -> list[int] | None:

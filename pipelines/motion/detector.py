@@ -359,6 +359,26 @@ def _limit_openvino_threads(model: Any, weights: Path, threads: int) -> int | No
     return int(backend.ov_compiled_model.get_property("INFERENCE_NUM_THREADS"))
 
 
+def honour_input_size(model: Any) -> bool:
+    """Let an int8 OpenVINO export made with ``dynamic=True`` run at the size asked for on CPUs with
+    AMX (Intel Sapphire Rapids and newer). Returns True when it had to.
+
+    On such CPUs ultralytics compiles a static model per input shape instead of the dynamic one
+    (OpenVINO's CPU plugin crashes on dynamic int8 models there: openvinotoolkit/openvino#37577) and
+    marks the model not dynamic; its predictor then runs every image at the export's ``imgsz`` (640)
+    whatever the caller asks, so ``detector.imgsz: auto``'s 960 or 1280 for far vehicles silently
+    became 640 (VisDrone held-out AP50 0.612 -> 0.501). The per-shape compile takes any size: marked
+    dynamic again, each new input shape compiles once (a video's frames share one)."""
+    backend = getattr(getattr(getattr(model, "predictor", None), "model", None), "backend", None)
+    if backend is None or getattr(backend, "read_model", None) is None or getattr(backend, "dynamic", True):
+        return False
+    if not getattr(backend, "metadata", {}).get("dynamic"):
+        return False  # a fixed-size export runs at its size (_check_input_size says so)
+    backend.dynamic = True
+    log.info("OpenVINO int8 model on an AMX CPU: compiled per input size, so that imgsz is honoured")
+    return True
+
+
 class YoloDetector(ImageDetector):
     """``Detector`` over ``ultralytics.YOLO(path, task="detect")``.
 
@@ -439,6 +459,7 @@ class YoloDetector(ImageDetector):
                 verbose=False,
             )
             _ = model.names
+            honour_input_size(model)
         except Exception as exc:  # noqa: BLE001 - any loader failure is a weights problem for the user
             raise WeightsError(
                 f"could not load detector weights {path}: {type(exc).__name__}: {exc}; "

@@ -312,6 +312,50 @@ def test_openvino_detector_threads(weights: str, threads: int | None, expected: 
         np.testing.assert_allclose(a.xyxy, b.xyxy, atol=0.5)
 
 
+@pytest.mark.parametrize(
+    "weights", ["airpatrol_vehicles_n_int8_openvino_model", "airpatrol_vehicles_n_openvino_model"]
+)
+@pytest.mark.parametrize("imgsz", [640, 960, 1280])
+def test_the_shipped_openvino_models_run_at_the_size_asked_for(weights: str, imgsz: int) -> None:
+    """``detector.imgsz: auto`` asks for 960 or 1280 for far vehicles: the exports are dynamic, and
+    run at that size on every CPU. On a CPU with AMX ultralytics ran the int8 one at 640 whatever
+    was asked (VisDrone held-out AP50 0.612 -> 0.501) until honour_input_size."""
+    from pipelines.config import DEFAULT_WEIGHTS_DIR
+
+    det = YoloDetector(DEFAULT_WEIGHTS_DIR / weights)
+    det.detect_at(Frame(index=0, timestamp_s=0.0, image=np.zeros((540, 960, 3), np.uint8)), imgsz)
+    assert max(det._model.predictor.imgsz) == imgsz
+
+
+def _backend(read_model, dynamic: bool, exported_dynamic: bool | None) -> SimpleNamespace:
+    backend = SimpleNamespace(read_model=read_model, dynamic=dynamic, metadata={"dynamic": exported_dynamic})
+    return SimpleNamespace(predictor=SimpleNamespace(model=SimpleNamespace(backend=backend)))
+
+
+@pytest.mark.parametrize(
+    ("read_model", "dynamic", "exported_dynamic", "changed"),
+    [
+        (object(), False, True, True),  # ultralytics' per-shape compile on an AMX CPU: dynamic again
+        (None, False, True, False),  # elsewhere ultralytics keeps the dynamic model as it is
+        (object(), True, True, False),  # already dynamic
+        (object(), False, False, False),  # a fixed-size export runs at its size
+        (object(), False, None, False),
+    ],
+)
+def test_honour_input_size(read_model, dynamic: bool, exported_dynamic, changed: bool) -> None:
+    model = _backend(read_model, dynamic, exported_dynamic)
+    assert det_mod.honour_input_size(model) is changed
+    assert model.predictor.model.backend.dynamic is (dynamic or changed)
+
+
+def test_honour_input_size_leaves_other_models_alone() -> None:
+    assert det_mod.honour_input_size(SimpleNamespace()) is False
+    assert (
+        det_mod.honour_input_size(SimpleNamespace(predictor=SimpleNamespace(model=SimpleNamespace())))
+        is False
+    )
+
+
 BUS = [100.0, 100.0, 220.0, 140.0]  # 120 x 40 px
 
 
