@@ -28,6 +28,10 @@ layouts), ``camera`` (the drone's path and homographies), ``ground`` (the painte
 ``sprites`` (vehicle top views), ``traffic`` (vehicles and their motion, ground-truth violations),
 ``render`` (one frame and its ground truth), ``scene`` (all of it for one spec), ``writers`` (the
 output files) and ``flight`` (:func:`simulate_flight`).
+
+It imports the engine's geometry, camera profiles and SRT writer (``pipelines``), so that a flight
+is seen exactly as the engine models it; ``airpatrol simulate``, ``airpatrol demo``, the evaluator's
+benchmarks and the tests import it, never the engine or the server.
 """
 
 from eval.simulate.camera import CameraPath

@@ -1,7 +1,9 @@
 """Motion layer: vehicle detection, camera ego-motion, per-box optical flow and tracking.
 
 See ``docs/ARCHITECTURE.md``. ultralytics is imported only when a :class:`YoloDetector` loads
-weights, and the ByteTrack backend only when a :class:`Tracker` is built.
+weights, and the ByteTrack backend only when a :class:`Tracker` is built. Part of the engine:
+the builder assembles these stages; anything above ``pipelines`` may use them (the server shares
+one detector between streams, training scores detectors with its adapter).
 """
 
 from pipelines.motion.detector import (

@@ -2,6 +2,9 @@
 
 ``load_telemetry(path)`` is the entry point; ``TelemetryTrack.at(t)`` gives the flight state of
 one video frame. ``write_srt`` writes the modern DJI layout (used by the flight simulator).
+Part of the engine: it imports only ``pipelines`` (types, errors, camera profiles); the server's
+live telemetry buffer (``edge_server.telemetry``) and the simulator use its validation and
+interpolation.
 """
 
 from pipelines.telemetry.flightlog import parse_flightlog_csv
