@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -22,7 +22,6 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from edge_server import __version__
-from edge_server.api import ApiError, json_error, protected, public, require_token
 from edge_server.child_process import loopback
 from edge_server.console import mount_console
 from edge_server.console import router as console
@@ -30,9 +29,6 @@ from edge_server.dji_cloud import MqttTarget, OsdSubscriber, parse_mqtt_url
 from edge_server.events import EventBus
 from edge_server.guides import router as guides
 from edge_server.ice import restrict_ice_host_addresses
-from edge_server.ingest_api import callbacks as rtmp_callbacks
-from edge_server.ingest_api import pages as pilot2_pages
-from edge_server.ingest_api import router as ingest_router
 from edge_server.loopback_http import LoopbackCallbacks
 from edge_server.media import remove_partial_clips
 from edge_server.media_loop import MediaLoop
@@ -44,6 +40,8 @@ from edge_server.middleware import (
     RequestGuardMiddleware,
 )
 from edge_server.mosquitto import BrokerUnavailable, MosquittoBroker, resolve_password
+from edge_server.routes import dji_apps, health, live_events, sessions, violations, webrtc
+from edge_server.routes.common import ApiError, json_error, require_token
 from edge_server.rtmp import RtmpServer, RtmpUnavailable
 from edge_server.settings import ServerSettings, SettingsError
 from edge_server.store import Store
@@ -131,6 +129,31 @@ DOCS_HTML = f"""<!DOCTYPE html>
 """
 DOCS_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
+DESCRIPTION = (
+    "Live drone traffic monitoring: WebRTC ingest (phone app offer API and WHIP), telemetry over a "
+    "data channel, live violation events, and the violation store. All routes but /healthz and the "
+    "guides need `Authorization: Bearer <token>`. Guides, served by this server: "
+    "[API and settings](/guide/api), [telemetry data channel](/guide/telemetry-datachannel), "
+    "[DJI apps](/guide/dji-apps), [all](/guide)."
+)
+
+# The API's routers in the order of the route table, which is also the order of the OpenAPI
+# document's paths: the public routes (no token) first, then those behind the token.
+ROUTERS: tuple[APIRouter, ...] = (
+    health.public,
+    webrtc.public,
+    live_events.public,
+    health.protected,
+    webrtc.protected,
+    sessions.protected,
+    violations.protected,
+    dji_apps.router,
+    dji_apps.callbacks,  # nginx's, authenticated by the secret in the path
+    dji_apps.pages,
+    guides,
+    console,
+)
+
 
 def import_object(spec: str) -> Any:
     """``"package.module:attr"`` -> the object."""
@@ -215,13 +238,7 @@ def create_app(
     app = FastAPI(
         title="AirPatrol edge server",
         version=__version__,
-        description=(
-            "Live drone traffic monitoring: WebRTC ingest (phone app offer API and WHIP), telemetry over a "
-            "data channel, live violation events, and the violation store. All routes but /healthz and the "
-            "guides need `Authorization: Bearer <token>`. Guides, served by this server: "
-            "[API and settings](/guide/api), [telemetry data channel](/guide/telemetry-datachannel), "
-            "[DJI apps](/guide/dji-apps), [all](/guide)."
-        ),
+        description=DESCRIPTION,
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
@@ -232,10 +249,19 @@ def create_app(
     app.state.server_id = server_id
     app.state.metrics = metrics
     app.state.bus = bus
+    _add_middleware(app, settings, api_token, metrics)
+    _include_routers(app)
+    _install_docs(app)
+    mount_console(app)
+    _install_error_handlers(app)
+    return app
 
-    # The last middleware added is the outermost: CORS -> InternalError -> RequestGuard ->
-    # LiveReadPacing -> routes, so a 401, 413, 503 or 500 still carries the CORS headers, and a body
-    # over the limit is refused by the guard (not turned into a 500).
+
+def _add_middleware(app: FastAPI, settings: ServerSettings, api_token: str, metrics: Metrics) -> None:
+    """The middleware around the routes. The last one added is the outermost: CORS -> InternalError
+    -> RequestGuard -> LiveReadPacing -> routes, so a 401, 413, 503 or 500 still carries the CORS
+    headers, and a body over the limit is refused by the guard (not turned into a 500)."""
+
     def live() -> bool:
         manager = getattr(app.state, "manager", None)
         return manager is not None and manager.active_count > 0
@@ -263,24 +289,17 @@ def create_app(
             expose_headers=["Location", "ETag"],
         )
 
-    app.include_router(public)
-    app.include_router(protected)
-    app.include_router(ingest_router)
-    app.include_router(rtmp_callbacks)
-    app.include_router(pilot2_pages)
-    app.include_router(guides)
-    app.include_router(console)
+
+def _include_routers(app: FastAPI) -> None:
+    """The API's routes (:data:`ROUTERS`), and every route's methods by path for the 405's Allow."""
+    for router in ROUTERS:
+        app.include_router(router)
     app.state.route_methods = [
         (route.path, route.path_regex, route.methods)
-        for router in (public, protected, ingest_router, rtmp_callbacks, pilot2_pages, guides, console)
+        for router in ROUTERS
         for route in router.routes
         if getattr(route, "methods", None)
     ]
-
-    _install_docs(app)
-    mount_console(app)
-    _install_error_handlers(app)
-    return app
 
 
 def _lifespan(

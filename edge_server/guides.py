@@ -24,7 +24,7 @@ from fastapi.responses import HTMLResponse
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from edge_server.api import ApiError
+from edge_server.routes.common import ApiError
 
 ICON = "/docs/assets/favicon.png"  # the /docs page's (public, app.py), or the browser asks /favicon.ico
 REPO_DOCS = Path(__file__).resolve().parents[1] / "docs"

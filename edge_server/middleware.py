@@ -4,7 +4,7 @@
 without a valid bearer token (401), or larger than ``max_request_body_bytes`` (413, from its
 ``Content-Length`` or, for a chunked body, as soon as the bytes received pass the limit).
 FastAPI reads a route's body before it runs the route's dependencies, so the token check in
-``api.require_token`` alone would let anyone make the server buffer a body of any size.
+``routes.common.require_token`` alone would let anyone make the server buffer a body of any size.
 
 :class:`InternalErrorMiddleware` turns an unhandled error into a logged JSON 500 that keeps the
 connection usable.
@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from edge_server.api import UNAUTHORIZED_DETAIL, json_error, token_ok
+from edge_server.routes.common import UNAUTHORIZED_DETAIL, json_error, token_ok
 
 log = logging.getLogger(__name__)
 

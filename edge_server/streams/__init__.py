@@ -21,8 +21,8 @@ Ingest modules hand frames to a stream's engine only through :mod:`edge_server.e
 import neither :mod:`pipelines` nor the worker nor the registry
 (tests/edge_server/test_edge_streams_layering.py).
 
-Who may import this package: the web app (``edge_server.app``, ``edge_server.api``,
-``edge_server.ingest_api``) and tests; no other module of ``edge_server`` imports it.
+Who may import this package: the web app (``edge_server.app``, the route modules of
+``edge_server.routes``) and tests; no other module of ``edge_server`` imports it.
 """
 
 from __future__ import annotations

@@ -310,7 +310,7 @@ def test_violation_filters_and_detail(seeded: RunningServer) -> None:
 def test_csv_export_streams_every_filtered_violation(seeded: RunningServer) -> None:
     """The list's filters; every matching row however many (read in pages of CSV_PAGE); a text
     cell that a spreadsheet would run as a formula is defused."""
-    from edge_server.api import CSV_PAGE
+    from edge_server.routes.violations import CSV_PAGE
     from edge_server.violation_csv import CSV_COLUMNS
     from pipelines.types import Violation
 

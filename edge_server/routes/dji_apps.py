@@ -15,7 +15,9 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from edge_server.api import (
+from edge_server.pilot2 import PILOT2_PAGE
+from edge_server.pull import StreamUnavailable
+from edge_server.routes.common import (
     ERRORS,
     STOP_RESPONSES,
     ApiError,
@@ -24,12 +26,10 @@ from edge_server.api import (
     _remote,
     _stop,
     _store,
-    mqtt_status,
     require_token,
     start_errors,
 )
-from edge_server.pilot2 import PILOT2_PAGE
-from edge_server.pull import StreamUnavailable
+from edge_server.routes.health import mqtt_status
 from edge_server.rtmp import RTMP_APP
 from edge_server.schemas import (
     API_PREFIX,

@@ -1,0 +1,58 @@
+"""Health and metrics: ``/healthz`` (no auth: liveness, the database, RTMP and MQTT as they are now)
+and ``/metrics`` (Prometheus, behind the token)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from edge_server.routes.common import ERRORS, _manager, _store, require_token
+from edge_server.schemas import HealthOut
+
+public = APIRouter()
+protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
+
+
+@public.get(
+    "/healthz", response_model=HealthOut, tags=["ops"], summary="Liveness and database check (no auth)"
+)
+async def healthz(request: Request) -> HealthOut:
+    from edge_server import __version__
+
+    db_ok = await asyncio.to_thread(_store(request).ping)
+    return HealthOut(
+        status="ok" if db_ok else "degraded",
+        database=db_ok,
+        active_streams=_manager(request).active_count,
+        version=__version__,
+        rtmp=rtmp_status(request.app),
+        mqtt=mqtt_status(request.app),
+        server_id=getattr(request.app.state, "server_id", None),
+    )
+
+
+def rtmp_status(app: Any) -> str:
+    """RTMP ingest as it is now: nginx may have died since it started."""
+    manager = getattr(app.state, "manager", None)
+    rtmp = manager.rtmp.server if manager is not None else None
+    if rtmp is not None and not rtmp.running:
+        return f"unavailable: nginx exited ({rtmp.workdir / 'error.log'}: {rtmp.error_tail() or 'no log'})"
+    return getattr(app.state, "rtmp_status", "off")
+
+
+def mqtt_status(app: Any) -> str:
+    subscriber = getattr(app.state, "mqtt", None)
+    if subscriber is None:
+        return getattr(app.state, "mqtt_status", "off")
+    where = f"{subscriber.target.host}:{subscriber.target.port}"
+    if subscriber.connected:
+        return f"connected to {where}"
+    return f"unavailable: not connected to {where} ({subscriber.last_error or 'connecting'})"
+
+
+@protected.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,162 @@
+"""The store's tables as SQLAlchemy 2 ORM classes: sessions, their track summaries, violations and
+RTMP stream keys. The schema itself is owned by the Alembic migrations (``edge_server/migrations``,
+whose ``env.py`` reads ``Base.metadata``); these classes mirror them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class UTCDateTime(TypeDecorator):
+    """Timezone-aware UTC datetimes in Python, naive UTC in the database (same on SQLite and PG)."""
+
+    impl = DateTime(timezone=False)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.timezone.utc)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class SessionRow(Base):
+    """One stream from one drone (a flight or part of one)."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_started_at_id", "started_at", "id"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # "webrtc" (phone app) | "whip"
+    status: Mapped[str] = mapped_column(String(16), default="active", index=True)  # active | ended | failed
+    end_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    remote: Mapped[str | None] = mapped_column(String(255), nullable=True)  # client address / user agent
+    started_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    ended_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    width: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    height: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    camera: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    frames_received: Mapped[int] = mapped_column(Integer, default=0)
+    frames_processed: Mapped[int] = mapped_column(Integer, default=0)
+    frames_dropped: Mapped[int] = mapped_column(Integer, default=0)
+    telemetry_received: Mapped[int] = mapped_column(Integer, default=0)
+    telemetry_rejected: Mapped[int] = mapped_column(Integer, default=0)
+    violations_count: Mapped[int] = mapped_column(Integer, default=0)
+    processed_fps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    latency_p50_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    latency_p95_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    info: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # pipeline metadata, clock sync ...
+    # the edge server that took the stream (settings.server_id; None: a row from before fleets)
+    server_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+
+    tracks: Mapped[list[TrackRow]] = relationship(back_populates="session", cascade="all, delete-orphan")
+
+
+class TrackRow(Base):
+    """Summary of one tracked vehicle of a session."""
+
+    __tablename__ = "tracks"
+    __table_args__ = (UniqueConstraint("session_id", "track_id", name="uq_tracks_session_track"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+    track_id: Mapped[int] = mapped_column(Integer)
+    class_name: Mapped[str] = mapped_column(String(32), default="vehicle")
+    first_time_s: Mapped[float] = mapped_column(Float)
+    last_time_s: Mapped[float] = mapped_column(Float)
+    frames: Mapped[int] = mapped_column(Integer, default=0)
+    peak_speed_kmh: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mean_speed_kmh: Mapped[float | None] = mapped_column(Float, nullable=True)
+    violated: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    session: Mapped[SessionRow] = relationship(back_populates="tracks")
+
+
+class ViolationRow(Base):
+    __tablename__ = "violations"
+    __table_args__ = (
+        Index("ix_violations_occurred_at_id", "occurred_at", "id"),
+        Index("ix_violations_peak_speed_id", "peak_speed_kmh", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+    occurred_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)  # wall clock of the violation start
+    track_id: Mapped[int] = mapped_column(Integer)
+    class_name: Mapped[str] = mapped_column(String(32), default="vehicle")
+    zone: Mapped[str] = mapped_column(String(64), index=True)
+    speed_limit_kmh: Mapped[float] = mapped_column(Float)
+    peak_speed_kmh: Mapped[float] = mapped_column(Float)
+    mean_speed_kmh: Mapped[float] = mapped_column(Float)
+    sigma_kmh: Mapped[float] = mapped_column(Float, default=0.0)
+    start_time_s: Mapped[float] = mapped_column(Float)  # stream time (s since the first frame)
+    end_time_s: Mapped[float] = mapped_column(Float)
+    start_frame: Mapped[int] = mapped_column(Integer)
+    end_frame: Mapped[int] = mapped_column(Integer)
+    bbox_xyxy: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    ground_x_m: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ground_y_m: Mapped[float | None] = mapped_column(Float, nullable=True)
+    latitude: Mapped[float | None] = mapped_column(Float, nullable=True)  # vehicle, when the engine knows it
+    longitude: Mapped[float | None] = mapped_column(Float, nullable=True)
+    drone_latitude: Mapped[float | None] = mapped_column(Float, nullable=True)  # from telemetry
+    drone_longitude: Mapped[float | None] = mapped_column(Float, nullable=True)
+    altitude_m: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # where the scale (altitude, gimbal pitch) came from: "flight" (the drone's telemetry) or
+    # "operator" (typed in for a stream without telemetry); None: no telemetry, or an older row
+    scale_source: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    snapshot_path: Mapped[str | None] = mapped_column(Text, nullable=True)  # relative to the media dir
+    clip_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    false_positive: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    server_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)  # who recorded it
+
+
+class RtmpKeyRow(Base):
+    """An RTMP stream key: a publisher pushing to ``rtmp://<edge>:1935/live/<key>`` is admitted.
+
+    Only a SHA-256 of the key is kept (the key is shown once, when it is made), like an API token;
+    ``id`` names the key in the API and in logs. ``operator`` holds the altitude, gimbal pitch and
+    camera the operator set for streams that carry no telemetry (DJI Fly); ``device_sn`` the
+    aircraft whose DJI Cloud API telemetry belongs to streams of this key.
+    """
+
+    __tablename__ = "rtmp_keys"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    key_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    device_sn: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    operator: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
