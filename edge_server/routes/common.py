@@ -1,6 +1,6 @@
 """What every route module shares: the API's errors (:class:`ApiError`, :func:`json_error`), the
 bearer token check (:func:`require_token`), the app's store and stream manager as a request sees
-them, and how starting or ending a stream answers (:func:`start_errors`, :func:`_stop`)."""
+them, and how starting or ending a stream answers (:func:`start_errors`, :func:`stop_stream`)."""
 
 from __future__ import annotations
 
@@ -54,11 +54,11 @@ def require_token(
         raise ApiError(401, "unauthorized", UNAUTHORIZED_DETAIL, headers={"WWW-Authenticate": "Bearer"})
 
 
-def _store(request: Request) -> Store:
+def store_of(request: Request) -> Store:
     return request.app.state.store
 
 
-def _manager(request: Request) -> StreamManager:
+def manager_of(request: Request) -> StreamManager:
     return request.app.state.manager
 
 
@@ -67,7 +67,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _remote(request: Request) -> str | None:
+def remote_of(request: Request) -> str | None:
     host = request.client.host if request.client else None
     agent = request.headers.get("user-agent")
     text = " ".join(x for x in (host, agent and f"({agent[:120]})") if x)
@@ -95,16 +95,16 @@ STOP_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-async def _stop(
+async def stop_stream(
     request: Request, session_id: str, reason: str, what: str, kind: str | None = None
 ) -> JSONResponse:
     """200 once the stream is flushed and stored; 202 while it is still flushing (its
     ``session.ended`` event and the session row follow when it is done); 404 when unknown (or,
     with ``kind``, a live stream of another kind)."""
-    live = _manager(request).get(session_id)
+    live = manager_of(request).get(session_id)
     if kind is not None and (live is None or live.kind != kind):
         raise ApiError(404, "not_found", f"no active {what} {session_id}")
-    outcome = await _manager(request).close(session_id, reason)
+    outcome = await manager_of(request).close(session_id, reason)
     if outcome is None:
         raise ApiError(404, "not_found", f"no active {what} {session_id}")
     if outcome == "ended":

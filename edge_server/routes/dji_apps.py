@@ -22,12 +22,12 @@ from edge_server.routes.common import (
     STOP_RESPONSES,
     ApiError,
     SessionId,
-    _manager,
-    _remote,
-    _stop,
-    _store,
+    manager_of,
+    remote_of,
     require_token,
     start_errors,
+    stop_stream,
+    store_of,
 )
 from edge_server.routes.health import mqtt_status
 from edge_server.rtmp import RTMP_APP
@@ -93,7 +93,7 @@ def _operator_or_400(values: OperatorTelemetryIn | None) -> Telemetry | None:
 
 
 def _key_out(row: RtmpKeyRow, request: Request) -> dict[str, Any]:
-    live = _manager(request).rtmp.find_id(row.id)
+    live = manager_of(request).rtmp.find_id(row.id)
     return {
         "id": row.id,
         "name": row.name,
@@ -129,7 +129,7 @@ async def create_rtmp_key(request: Request, body: RtmpKeyIn) -> RtmpKeyCreated:
     key_id = secrets.token_hex(4)
     operator = body.operator.model_dump(exclude_none=True) if body.operator else None
     row = await asyncio.to_thread(
-        _store(request).add_rtmp_key,
+        store_of(request).add_rtmp_key,
         key_id,
         hash_key(key),
         name=body.name,
@@ -147,7 +147,7 @@ async def create_rtmp_key(request: Request, body: RtmpKeyIn) -> RtmpKeyCreated:
     summary="The RTMP stream keys (without the keys themselves) and which one streams now",
 )
 async def list_rtmp_keys(request: Request) -> list[RtmpKeyOut]:
-    rows = await asyncio.to_thread(_store(request).list_rtmp_keys)
+    rows = await asyncio.to_thread(store_of(request).list_rtmp_keys)
     return [RtmpKeyOut(**_key_out(row, request)) for row in rows]
 
 
@@ -160,11 +160,11 @@ async def list_rtmp_keys(request: Request) -> list[RtmpKeyOut]:
     responses={404: {"model": ErrorOut}},
 )
 async def delete_rtmp_key(request: Request, key_id: KeyId) -> Response:
-    if not await asyncio.to_thread(_store(request).delete_rtmp_key, key_id):
+    if not await asyncio.to_thread(store_of(request).delete_rtmp_key, key_id):
         raise ApiError(404, "not_found", f"no RTMP key {key_id}")
-    live = _manager(request).rtmp.find_id(key_id)
+    live = manager_of(request).rtmp.find_id(key_id)
     if live is not None:
-        await _manager(request).close(live.id, "RTMP key revoked")
+        await manager_of(request).close(live.id, "RTMP key revoked")
     return Response(status_code=204)
 
 
@@ -176,7 +176,7 @@ async def delete_rtmp_key(request: Request, key_id: KeyId) -> Response:
     responses=STOP_RESPONSES,
 )
 async def rtmp_stop(request: Request, session_id: SessionId) -> JSONResponse:
-    return await _stop(request, session_id, "ended by operator", "RTMP stream", kind="rtmp")
+    return await stop_stream(request, session_id, "ended by operator", "RTMP stream", kind="rtmp")
 
 
 @router.post(
@@ -194,8 +194,8 @@ async def rtsp_start(request: Request, body: RtspIn) -> StreamStartedOut:
     operator = _operator_or_400(body.operator)
     try:
         with start_errors():
-            sess = await _manager(request).pull.create(
-                body.url, "rtsp", _remote(request), operator=operator, device_sn=body.device_sn
+            sess = await manager_of(request).pull.create(
+                body.url, "rtsp", remote_of(request), operator=operator, device_sn=body.device_sn
             )
     except StreamUnavailable as exc:
         raise ApiError(400, "stream_unavailable", str(exc)) from exc
@@ -219,7 +219,7 @@ def _started(session_id: str, kind: str) -> StreamStartedOut:
     responses=STOP_RESPONSES,
 )
 async def rtsp_stop(request: Request, session_id: SessionId) -> JSONResponse:
-    return await _stop(request, session_id, "ended by client", "RTSP stream", kind="rtsp")
+    return await stop_stream(request, session_id, "ended by client", "RTSP stream", kind="rtsp")
 
 
 @router.put(
@@ -233,7 +233,7 @@ async def set_operator_telemetry(
     request: Request, session_id: SessionId, body: OperatorTelemetryIn
 ) -> OperatorTelemetryIn:
     operator = _operator_or_400(body)
-    sess = _manager(request).get(session_id)
+    sess = manager_of(request).get(session_id)
     if sess is None:
         raise ApiError(404, "not_found", f"no active stream {session_id}")
     sess.operator = operator  # one reference swap: the worker reads it on its next frame
@@ -316,7 +316,7 @@ async def rtmp_on_publish(request: Request, secret: str) -> Response:
         )
     row = None
     if key and len(key) <= MAX_KEY_CHARS:
-        row = await asyncio.to_thread(_store(request).rtmp_key_by_hash, hash_key(key))
+        row = await asyncio.to_thread(store_of(request).rtmp_key_by_hash, hash_key(key))
     if row is None:
         return _refuse(request, 403, "wrong key", "unknown stream key")
     try:
@@ -329,17 +329,17 @@ async def rtmp_on_publish(request: Request, secret: str) -> Response:
         f"{addr} (RTMP key {row.id}{f' {row.name}' if row.name else ''})" if addr else f"RTMP key {row.id}"
     )
     try:
-        await _manager(request).rtmp.admit(ref, remote, operator)
+        await manager_of(request).rtmp.admit(ref, remote, operator)
     except CapacityError as exc:
         return _refuse(request, 503, "at capacity", str(exc))
     except KeyBusy as exc:
         return _refuse(request, 409, "key busy", str(exc))
     except PipelineUnavailable as exc:
         return _refuse(request, 503, "pipeline unavailable", str(exc))
-    live = _manager(request).rtmp.find(key)
+    live = manager_of(request).rtmp.find(key)
     if live is None or live.closing:  # ended (API, revoked key) while nginx waited for this answer
         return _refuse(request, 403, "ended", "the stream was ended before it started")
-    await asyncio.to_thread(_store(request).touch_rtmp_key, row.id)
+    await asyncio.to_thread(store_of(request).touch_rtmp_key, row.id)
     log.info("RTMP publisher %s admitted with key %s", addr or "?", row.id)
     return Response("ok", media_type="text/plain")
 
@@ -350,7 +350,7 @@ async def rtmp_on_publish_done(request: Request, secret: str) -> Response:
     q = request.query_params
     key = q.get("name", "")
     if key and len(key) <= MAX_KEY_CHARS:
-        manager = _manager(request)
+        manager = manager_of(request)
         if manager.rtmp.find(key) is not None:  # ending it flushes the stream: nginx need not wait
             manager.spawn(manager.rtmp.publish_done(key, q.get("clientid")))
     return Response("ok", media_type="text/plain")

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from edge_server.routes.common import ERRORS, _manager, _store, require_token
+from edge_server.routes.common import ERRORS, manager_of, require_token, store_of
 from edge_server.schemas import HealthOut
 
 public = APIRouter()
@@ -22,11 +22,11 @@ protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
 async def healthz(request: Request) -> HealthOut:
     from edge_server import __version__
 
-    db_ok = await asyncio.to_thread(_store(request).ping)
+    db_ok = await asyncio.to_thread(store_of(request).ping)
     return HealthOut(
         status="ok" if db_ok else "degraded",
         database=db_ok,
-        active_streams=_manager(request).active_count,
+        active_streams=manager_of(request).active_count,
         version=__version__,
         rtmp=rtmp_status(request.app),
         mqtt=mqtt_status(request.app),

@@ -13,10 +13,10 @@ from edge_server.routes.common import (
     ERRORS,
     ApiError,
     SessionId,
-    _manager,
-    _store,
+    manager_of,
     require_token,
     start_errors,
+    store_of,
 )
 from edge_server.schemas import (
     API_PREFIX,
@@ -49,7 +49,7 @@ protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
 async def list_sessions(request: Request, query: Annotated[SessionQuery, Query()]) -> SessionPage:
     try:
         page = await asyncio.to_thread(
-            _store(request).list_sessions,
+            store_of(request).list_sessions,
             status=query.status,
             limit=query.limit,
             cursor=query.cursor,
@@ -57,7 +57,7 @@ async def list_sessions(request: Request, query: Annotated[SessionQuery, Query()
         )
     except CursorError as exc:
         raise ApiError(400, "invalid_cursor", str(exc)) from exc
-    manager = _manager(request)
+    manager = manager_of(request)
     items = []
     for row in page.items:
         live = manager.get(row.id)
@@ -73,12 +73,12 @@ async def list_sessions(request: Request, query: Annotated[SessionQuery, Query()
     responses={404: {"model": ErrorOut}},
 )
 async def get_session(request: Request, session_id: SessionId) -> SessionDetail:
-    store = _store(request)
+    store = store_of(request)
     row = await asyncio.to_thread(store.get_session, session_id)
     if row is None:
         raise ApiError(404, "not_found", f"no session {session_id}")
     tracks = await asyncio.to_thread(store.session_tracks, session_id)
-    live = _manager(request).get(session_id)
+    live = manager_of(request).get(session_id)
     if live is None:
         return SessionDetail.from_row_full(row, tracks)
     detail = SessionDetail.from_row_full(row, tracks, live.live_stats())
@@ -97,7 +97,7 @@ async def get_session(request: Request, session_id: SessionId) -> SessionDetail:
 async def add_viewer(request: Request, session_id: SessionId, body: SdpIn) -> ViewerOut:
     try:
         with start_errors():
-            viewer_id, answer = await _manager(request).viewers.add(session_id, body.sdp)
+            viewer_id, answer = await manager_of(request).viewers.add(session_id, body.sdp)
     except KeyError:
         raise ApiError(404, "not_found", f"no active stream {session_id}") from None
     return ViewerOut(sdp=answer, session_id=session_id, viewer_id=viewer_id)
@@ -112,13 +112,13 @@ async def add_viewer(request: Request, session_id: SessionId, body: SdpIn) -> Vi
     responses={404: {"model": ErrorOut}},
 )
 async def remove_viewer(request: Request, session_id: SessionId, viewer_id: SessionId) -> Response:
-    if not await _manager(request).viewers.remove(session_id, viewer_id):
+    if not await manager_of(request).viewers.remove(session_id, viewer_id):
         raise ApiError(404, "not_found", f"no viewer {viewer_id} of an active stream {session_id}")
     return Response(status_code=204)
 
 
 def _live_worker(request: Request, session_id: str) -> Any:
-    live = _manager(request).get(session_id)
+    live = manager_of(request).get(session_id)
     if live is None:
         raise ApiError(404, "not_found", f"no active stream {session_id}")
     if live.worker is None:

@@ -16,7 +16,7 @@ from starlette.datastructures import Headers
 from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 from starlette.types import Receive, Scope, Send
 
-from edge_server.routes.common import ERRORS, ApiError, _store, json_error, require_token
+from edge_server.routes.common import ERRORS, ApiError, json_error, require_token, store_of
 from edge_server.schemas import (
     API_PREFIX,
     ErrorOut,
@@ -47,7 +47,7 @@ async def list_violations(request: Request, query: Annotated[ViolationQuery, Que
     flt = _violation_filter(query)
     try:
         page = await asyncio.to_thread(
-            _store(request).list_violations, flt, sort=query.sort, limit=query.limit, cursor=query.cursor
+            store_of(request).list_violations, flt, sort=query.sort, limit=query.limit, cursor=query.cursor
         )
     except CursorError as exc:
         raise ApiError(400, "invalid_cursor", str(exc)) from exc
@@ -90,7 +90,7 @@ async def export_violations(
     request: Request, query: Annotated[ViolationFilterQuery, Query()]
 ) -> StreamingResponse:
     flt = _violation_filter(query)
-    store = _store(request)
+    store = store_of(request)
 
     async def rows() -> AsyncIterator[str]:
         yield csv_line(CSV_COLUMNS)
@@ -127,7 +127,7 @@ def _utc(value: dt.datetime | None, name: str) -> dt.datetime | None:
 
 
 async def _violation_or_404(request: Request, violation_id: int) -> Any:
-    row = await asyncio.to_thread(_store(request).get_violation, violation_id)
+    row = await asyncio.to_thread(store_of(request).get_violation, violation_id)
     if row is None:
         raise ApiError(404, "not_found", f"no violation {violation_id}")
     return row
@@ -223,7 +223,7 @@ async def set_false_positive(
     request: Request, violation_id: ViolationId, body: FalsePositiveIn
 ) -> ViolationOut:
     row = await asyncio.to_thread(
-        _store(request).update_violation, violation_id, false_positive=body.false_positive
+        store_of(request).update_violation, violation_id, false_positive=body.false_positive
     )
     if row is None:
         raise ApiError(404, "not_found", f"no violation {violation_id}")

@@ -12,11 +12,11 @@ from edge_server.routes.common import (
     ERRORS,
     STOP_RESPONSES,
     ApiError,
-    _manager,
-    _remote,
-    _stop,
+    manager_of,
+    remote_of,
     require_token,
     start_errors,
+    stop_stream,
 )
 from edge_server.schemas import API_PREFIX, ErrorOut, SdpIn, SdpOut, StopOut
 
@@ -28,7 +28,7 @@ protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
 
 async def _start_stream(request: Request, sdp: str, kind: str) -> Any:
     with start_errors():
-        return await _manager(request).webrtc.create(sdp, kind, _remote(request))
+        return await manager_of(request).webrtc.create(sdp, kind, remote_of(request))
 
 
 @protected.post(
@@ -56,7 +56,7 @@ async def webrtc_offer(request: Request, body: SdpIn) -> SdpOut:
     responses=STOP_RESPONSES,
 )
 async def webrtc_stop(request: Request, session_id: str) -> JSONResponse:
-    return await _stop(request, session_id, "ended by client", "stream")
+    return await stop_stream(request, session_id, "ended by client", "stream")
 
 
 WHIP_REQUEST_BODY = {
@@ -122,7 +122,7 @@ async def whip_options() -> Response:
     responses=STOP_RESPONSES,
 )
 async def whip_delete(request: Request, session_id: str) -> JSONResponse:
-    return await _stop(request, session_id, "ended by client (WHIP DELETE)", "WHIP session")
+    return await stop_stream(request, session_id, "ended by client (WHIP DELETE)", "WHIP session")
 
 
 @protected.patch(
