@@ -334,6 +334,12 @@ def _is_cuda(device: str) -> bool:
     return d.startswith("cuda") or d.replace(",", "").isdigit()
 
 
+def _ultralytics_backend(model: Any) -> Any:
+    """The inference backend of a loaded ultralytics model once it has predicted (OpenVINO's holds
+    the compiled network), or None."""
+    return getattr(getattr(getattr(model, "predictor", None), "model", None), "backend", None)
+
+
 def _limit_openvino_threads(model: Any, weights: Path, threads: int) -> int | None:
     """Recompile a loaded ultralytics OpenVINO model to run on ``threads`` CPU threads; returns the
     count the compiled network reports (None for other backends: torch's is set by the caller).
@@ -344,7 +350,7 @@ def _limit_openvino_threads(model: Any, weights: Path, threads: int) -> int | No
     compile settings (its LATENCY hint kept)."""
     import functools
 
-    backend = getattr(getattr(getattr(model, "predictor", None), "model", None), "backend", None)
+    backend = _ultralytics_backend(model)
     compile_fn = getattr(backend, "compile_model", None)
     compiled = getattr(backend, "ov_compiled_model", None)
     if not isinstance(compile_fn, functools.partial) or compiled is None:
@@ -369,7 +375,7 @@ def honour_input_size(model: Any) -> bool:
     whatever the caller asks, so ``detector.imgsz: auto``'s 960 or 1280 for far vehicles silently
     became 640 (VisDrone held-out AP50 0.612 -> 0.501). The per-shape compile takes any size: marked
     dynamic again, each new input shape compiles once (a video's frames share one)."""
-    backend = getattr(getattr(getattr(model, "predictor", None), "model", None), "backend", None)
+    backend = _ultralytics_backend(model)
     if backend is None or getattr(backend, "read_model", None) is None or getattr(backend, "dynamic", True):
         return False
     if not getattr(backend, "metadata", {}).get("dynamic"):
