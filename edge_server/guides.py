@@ -16,6 +16,7 @@ import html
 import importlib.resources
 import posixpath
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,15 +80,24 @@ def slug(text: str) -> str:
     return text.replace(" ", "-")
 
 
-def _heading_ids(state) -> None:  # markdown-it core rule
+def heading_ids(texts: Iterable[str]) -> list[str]:
+    """The ids of a page's headings, in order: each one's slug, a repeated one with -1, -2, ...
+    (as GitHub numbers them; tests/test_docs_links.py checks the docs' anchors with it)."""
     seen: dict[str, int] = {}
+    ids = []
+    for text in texts:
+        base = slug(text)
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        ids.append(base if n == 0 else f"{base}-{n}")
+    return ids
+
+
+def _heading_ids(state) -> None:  # markdown-it core rule
     tokens: list[Token] = state.tokens
-    for i, token in enumerate(tokens):
-        if token.type == "heading_open" and i + 1 < len(tokens):
-            base = slug(tokens[i + 1].content)
-            n = seen.get(base, 0)
-            seen[base] = n + 1
-            token.attrSet("id", base if n == 0 else f"{base}-{n}")
+    heads = [i for i, t in enumerate(tokens) if t.type == "heading_open" and i + 1 < len(tokens)]
+    for i, heading_id in zip(heads, heading_ids(tokens[i + 1].content for i in heads), strict=True):
+        tokens[i].attrSet("id", heading_id)
 
 
 def page_href(href: str, sub: str = "") -> str | None:

@@ -17,17 +17,14 @@ import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from edge_server.guides import heading_ids
+
 REPO = Path(__file__).resolve().parents[1]
 # folders that are not the project's documentation: environments, caches, build and run outputs
 SKIP_DIRS = {"runs", "build", "dist", "node_modules", "__pycache__", "out"}
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 HTML_ANCHOR = re.compile(r"""<a\s[^>]*?\b(?:id|name)\s*=\s*["']([^"']+)["']""", re.IGNORECASE)
 HTML_HREF = re.compile(r"""<(?:a|img)\s[^>]*?\b(?:href|src)\s*=\s*["']([^"']+)["']""", re.IGNORECASE)
-
-
-def slug(text: str) -> str:
-    """A heading's anchor as GitHub makes it (edge_server.guides.slug does the same for /guide)."""
-    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
 
 
 def doc_files(root: Path = REPO) -> list[Path]:
@@ -58,15 +55,10 @@ def _plain(inline: Token) -> str:
 
 def anchors(text: str) -> set[str]:
     tokens = _tokens(text)
-    found: set[str] = set()
-    seen: dict[str, int] = {}
-    for i, token in enumerate(tokens):
-        if token.type == "heading_open":
-            base = slug(_plain(tokens[i + 1]))
-            n = seen.get(base, 0)
-            seen[base] = n + 1
-            found.add(base if n == 0 else f"{base}-{n}")
-        elif token.type in ("html_block", "inline"):
+    heads = [i for i, t in enumerate(tokens) if t.type == "heading_open"]
+    found = set(heading_ids(_plain(tokens[i + 1]) for i in heads))  # the ids /guide gives them too
+    for token in tokens:
+        if token.type in ("html_block", "inline"):
             html = token.content if token.type == "html_block" else ""
             html += "".join(c.content for c in token.children or [] if c.type == "html_inline")
             found.update(HTML_ANCHOR.findall(html))
