@@ -157,7 +157,10 @@ def build_pipeline(
         ),
         ground=GroundModel(config.camera),
         speed=SpeedEstimator(config.speed),
-        rules=ViolationDetector(config.rules),
+        rules=ViolationDetector(
+            config.rules,
+            scale_sigma_frac=config.speed.altitude_sigma_frac,
+        ),
         metadata=meta,
         keyframes=KeyframeScheduler(kcfg) if kcfg.enabled else None,
         propagator=BoxPropagator(refiner) if kcfg.enabled else None,

@@ -6,13 +6,20 @@ with :func:`PipelineConfig.with_overrides`. ``build_pipeline(config)`` is the on
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipelines.errors import AirPatrolError
+
+logger = logging.getLogger(__name__)
+
+# the tolerance at a speed: a fixed km/h, a share of the speed, or the larger of both (OIML R 91)
+ToleranceMode = Literal["kmh", "percent", "max"]
+TicketRule = Literal["tolerance", "tolerance_and_sigma", "lower_bound"]
 
 Point = tuple[float, float]
 
@@ -255,16 +262,52 @@ class ZoneConfig(_Section):
     name: str
     polygon: list[Point]  # image pixels
     speed_limit_kmh: float = Field(gt=0)
+    # this zone's tolerance (None: the site's, RulesConfig.tolerance_*)
+    tolerance_kmh: float | None = Field(None, ge=0)
+    tolerance_percent: float | None = Field(None, ge=0, le=50)
+    tolerance_mode: ToleranceMode | None = None
 
 
 class RulesConfig(_Section):
+    """When a vehicle speeds, and when that is a ticket (pipelines.rules, pipelines.ticket).
+
+    A track whose trusted per-frame speeds stay above its zone's limit for ``min_duration_s``
+    becomes a candidate; when it leaves the zone (or is lost) its speed is measured over a base of
+    its trusted ground positions there (at least ``base_min_s`` and ``base_min_m``), and a candidate
+    measured over the limit is a violation. The ticket rule then says whether it is enforceable:
+
+    * ``tolerance`` (default): valid when k sigma (k from ``confidence``, one-sided) is within the
+      tolerance at that speed, enforceable when valid and speed - tolerance > limit;
+    * ``tolerance_and_sigma`` (stricter): valid the same way, enforceable when
+      speed - tolerance - k sigma > limit;
+    * ``lower_bound``: no validity test, enforceable when speed - k sigma > limit + tolerance (set the
+      tolerance to 0 to test the sigma alone).
+
+    The tolerance at a speed: ``tolerance_kmh`` (mode ``kmh``), ``tolerance_percent`` of the speed
+    (``percent``) or the larger of both (``max``, the default: with 3 km/h and 3 %, OIML R 91's
+    maximum permissible error of a traffic speed meter - 3 km/h up to 100 km/h, 3 % above).
+    """
+
     speed_limit_kmh: float | None = Field(50.0, gt=0)  # global limit; None -> zones only
     zones: list[ZoneConfig] = []
     min_duration_s: float = Field(0.5, ge=0)
-    tolerance_kmh: float = Field(0.0, ge=0)  # allowance above the limit before it counts
-    use_lower_bound: bool = False  # compare speed - 1 sigma to the limit (conservative)
+    tolerance_kmh: float = Field(3.0, ge=0)
+    tolerance_percent: float = Field(3.0, ge=0, le=50)
+    tolerance_mode: ToleranceMode = "max"
+    ticket_rule: TicketRule = "tolerance"
+    confidence: float = Field(0.95, gt=0.5, lt=1.0)  # one-sided; k = 1.645 at 0.95
+    # the measuring base: a contiguous run of trusted ground positions in the zone, at least this
+    # long in time and distance and with this many positions
+    base_min_s: float = Field(1.0, gt=0)
+    base_min_m: float = Field(15.0, ge=0)
+    base_min_samples: int = Field(5, ge=3)
+    # an accelerating vehicle: the run split into up to this many non-overlapping bases (each of
+    # the minimum length), the highest reported with its confidence factor raised for their number
+    # (Sidak); 1: the whole run is the base
+    max_bases: int = Field(1, ge=1, le=6)
     # Only trusted speeds count towards a violation (an untrusted one neither opens, extends nor
-    # ends an episode: SpeedEstimate.trusted, set by the speed stage when a box jumped or changed size).
+    # ends an episode: SpeedEstimate.trusted, set by the speed stage when a box jumped or changed
+    # size); a measuring base holds trusted positions only, whatever this says.
     require_trusted: bool = True
     snapshot_margin_px: int = 24
     # One vehicle, one violation: a new track that lies where a track with a violation in the same
@@ -274,6 +317,17 @@ class RulesConfig(_Section):
     same_vehicle_along_m: float = Field(5.0, ge=0)
     same_vehicle_across_m: float = Field(1.5, ge=0)
     same_vehicle_gap_s: float = Field(2.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lower_bound_flag(cls, data: Any) -> Any:
+        """``use_lower_bound: true`` (before the ticket rule) is ``ticket_rule: lower_bound``."""
+        if isinstance(data, dict) and "use_lower_bound" in data:
+            data = dict(data)
+            if data.pop("use_lower_bound"):
+                logger.warning("rules.use_lower_bound is deprecated: ticket_rule: lower_bound")
+                data.setdefault("ticket_rule", "lower_bound")
+        return data
 
 
 class CameraConfig(_Section):

@@ -2,25 +2,28 @@
 
 Pure helpers (:func:`point_in_zone`, :func:`zone_for_point`, :func:`limit_for_point`,
 :func:`is_speeding`, :func:`crop_with_margin`) and :class:`ViolationDetector`, which follows each
-track's speed over time and emits a :class:`~pipelines.types.Violation` when a speeding episode
-that lasted at least ``min_duration_s`` ends.
+track's speed over time: a track above its limit for ``min_duration_s`` is a candidate, and when it
+leaves the zone its speed is measured over a base of its ground positions (:mod:`pipelines.ticket`)
+and a :class:`~pipelines.types.Violation` emitted with its ticket speed and status.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
 import supervision as sv
 
+from pipelines import ticket
 from pipelines.config import RulesConfig, ZoneConfig
 from pipelines.geometry import geolocate
-from pipelines.types import PROPAGATED_KEY, Frame, SpeedEstimate, Telemetry, Violation
+from pipelines.types import PROPAGATED_KEY, Frame, MeasuringBase, SpeedEstimate, Telemetry, Violation
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +31,9 @@ GLOBAL_ZONE = "global"
 TRAIL_SAMPLES = 30  # recent ground positions kept per track (1 s at 30 fps)
 TRAIL_VELOCITY_S = 0.5  # a track's ground velocity: least squares over its last half second
 MIN_DIRECTION_SPEED_MPS = 1.0  # slower, a track has no direction of travel to match along
+TICKET_HISTORY_S = 20.0  # a track's measured positions kept for its measuring base (the last ones)
+SNAPSHOT_EVERY_S = 0.2  # a possible violation's snapshots along its track: one this often
+SNAPSHOT_SHARE = 0.8  # ... taken while its per-frame speed is above this share of the limit
 
 
 def trail_velocity(
@@ -74,21 +80,10 @@ def limit_for_point(cfg: RulesConfig, xy: tuple[float, float] | np.ndarray) -> t
     return None
 
 
-def is_speeding(
-    speed_kmh: float,
-    sigma_kmh: float,
-    limit_kmh: float,
-    tolerance_kmh: float = 0.0,
-    use_lower_bound: bool = False,
-) -> bool:
-    """True when the speed (or speed - 1 sigma with ``use_lower_bound``) is above limit + tolerance.
-
-    Unknown speeds (NaN) never count; an infinite sigma never counts with ``use_lower_bound``.
-    """
-    value = speed_kmh - sigma_kmh if use_lower_bound else speed_kmh
-    if not math.isfinite(value):
-        return False
-    return value > limit_kmh + tolerance_kmh
+def is_speeding(speed_kmh: float, limit_kmh: float) -> bool:
+    """True when a per-frame speed is above the limit (a candidate; the ticket is measured over a
+    base, :mod:`pipelines.ticket`). Unknown speeds (NaN) never count."""
+    return math.isfinite(speed_kmh) and speed_kmh > limit_kmh
 
 
 def vehicle_position(
@@ -133,7 +128,8 @@ def bottom_centre(xyxy: np.ndarray) -> np.ndarray:
 
 @dataclass(slots=True, eq=False)
 class _Episode:
-    """One continuous stretch of a track above the limit of one zone."""
+    """One continuous stretch of a track above the limit of one zone (per-frame speeds: it makes the
+    track a candidate; the ticket speed is measured over a base, :mod:`pipelines.ticket`)."""
 
     track_id: int
     zone: str
@@ -167,40 +163,86 @@ class _Episode:
         return float(np.sum((v[1:] + v[:-1]) * np.diff(t)) / (2.0 * span))
 
 
+@dataclass(slots=True, eq=False)
+class _Sample:
+    """One measured ground position of a track, with what a violation shows of that frame."""
+
+    t: float
+    frame: int
+    x: float  # the speed stage's stabilised ground position (m)
+    y: float
+    segment: int
+    trusted: bool
+    zone: str | None
+    bbox: tuple[float, float, float, float]
+    ground: tuple[float, float] | None  # from the point below the drone (m)
+    telemetry: Telemetry | None
+    class_name: str
+    snapshot: np.ndarray | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _TrackLog:
+    samples: deque[_Sample] = field(default_factory=deque)
+    last_seen: float = -math.inf
+    last_snapshot: float = -math.inf
+
+
 class ViolationDetector:
-    """Turns per-frame speeds into speeding violations.
+    """Turns a track's speed into speeding violations with a ticket speed.
 
     For each tracked vehicle with a speed estimate, the limit is that of the zone containing the
     box's bottom centre (first zone in config order), else the global limit (None: only zones
-    count). A track above its limit (see :func:`is_speeding`) opens an episode; the episode goes on
+    count). A track whose per-frame speed is above its limit opens an episode; the episode goes on
     while further estimates stay above the limit of the same zone, and ends when the vehicle is seen
     below the limit, enters another zone, or has had no estimate above the limit for more than
     ``lost_after_s`` (not seen, or seen without a speed). An episode that lasted at least
-    ``min_duration_s`` (between its first and last above-limit timestamps) becomes a Violation when
-    it ends or at :meth:`finish`. Only the first violation per (track, zone) is emitted, and none
-    for a track that is another one's vehicle (:meth:`_same_vehicle`: the track broke in two).
+    ``min_duration_s`` makes the track a candidate in that zone.
+
+    A candidate is measured when it leaves the zone, is lost for ``lost_after_s``, has been one for
+    ``TICKET_HISTORY_S``, or at :meth:`finish`: its speed over a measuring base of its trusted
+    ground positions in the zone (:mod:`pipelines.ticket`). Measured at or below the limit, it is
+    no violation (the per-frame speeds were noise: counted in ``n_cleared``); above, it is one,
+    enforceable or not by the ticket rule (its ``status`` and ``status_reason``); without a base of
+    the minimum length, a violation that is not enforceable, with its per-frame peak only.
+
+    Only the first violation per (track, zone) is emitted, and none for a track that is another
+    one's vehicle (:meth:`_same_vehicle`: the track broke in two).
     """
 
-    def __init__(self, cfg: RulesConfig, *, lost_after_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        cfg: RulesConfig,
+        *,
+        lost_after_s: float = 1.0,
+        scale_sigma_frac: float = 0.02,
+    ) -> None:
         self.cfg = cfg
         self.lost_after_s = float(lost_after_s)
+        self.scale_sigma_frac = float(scale_sigma_frac)  # the scale's relative sigma (SpeedConfig)
         self._open: dict[int, _Episode] = {}
-        self._emitted: set[tuple[int, str]] = set()
+        self._pending: dict[tuple[int, str], _Episode] = {}  # (track, zone) -> candidate to measure
+        self._emitted: set[tuple[int, str]] = set()  # (track, zone) with a candidate or violation
         self._trails: dict[int, deque[tuple[float, float, float]]] = {}  # tid -> (t, x, y) on the ground
+        self._logs: dict[int, _TrackLog] = {}
         self._same: dict[int, int] = {}  # track -> the track whose vehicle it is
         self.n_emitted = 0
+        self.n_cleared = 0  # candidates measured at or below the limit over their base
 
     def reset(self) -> None:
         self._open.clear()
+        self._pending.clear()
         self._emitted.clear()
         self._trails.clear()
+        self._logs.clear()
         self._same.clear()
 
     @property
     def open_track_ids(self) -> list[int]:
-        return sorted(self._open)
+        return sorted(set(self._open) | {tid for tid, _ in self._pending})
 
-    def _close(self, ep: _Episode) -> Violation | None:
+    def _close(self, ep: _Episode) -> None:
+        """An episode ended: the track becomes a candidate in its zone when it lasted long enough."""
         self._open.pop(ep.track_id, None)
         key = (ep.track_id, ep.zone)
         if ep.duration_s < self.cfg.min_duration_s - 1e-9:
@@ -210,11 +252,47 @@ class ViolationDetector:
                 ep.limit_kmh,
                 ep.duration_s,
             )
-            return None
+            return
         if key in self._emitted:
             logger.debug("track %d already has a violation in zone %s", ep.track_id, ep.zone)
-            return None
+            return
         self._emitted.add(key)
+        self._pending[key] = ep
+
+    def _measure(self, ep: _Episode, held: str = "") -> Violation | None:
+        """A candidate's violation over its measuring base (None: measured within the limit).
+        ``held``: a reason it may not be enforceable whatever it measures (the limit changed)."""
+        self._pending.pop((ep.track_id, ep.zone), None)
+        log = self._logs.get(ep.track_id)
+        run = _longest_run(log.samples if log is not None else (), ep.zone)
+        samples = [ticket.BaseSample(s.t, s.frame, s.x, s.y) for s in run]
+        m = ticket.measure(samples, self.cfg, scale_sigma_frac=self.scale_sigma_frac)
+        if m is not None and m.speed_kmh <= ep.limit_kmh:
+            self.n_cleared += 1
+            logger.info(
+                "track %d: per-frame speeds above %g km/h in %s, but %.1f +- %.1f km/h over its %.2f s base: "
+                "no violation",
+                ep.track_id,
+                ep.limit_kmh,
+                ep.zone,
+                m.speed_kmh,
+                m.sigma_kmh,
+                m.base.duration_s,
+            )
+            return None
+        tol = ticket.Tolerance.of(self.cfg, self._zone(ep.zone))
+        if m is None:
+            status, reason, tolerance = (
+                ticket.NOT_ENFORCEABLE,
+                ticket.too_short_reason(samples, self.cfg),
+                None,
+            )
+        else:
+            d = ticket.decide(m, ep.limit_kmh, self.cfg.ticket_rule, tol)
+            status, reason, tolerance = d.status, d.reason, d.tolerance_kmh
+        if held:
+            status, reason = ticket.NOT_ENFORCEABLE, held
+        shown = _shown_sample(run, m.base if m is not None else None)
         self.n_emitted += 1
         v = Violation(
             track_id=ep.track_id,
@@ -227,23 +305,38 @@ class ViolationDetector:
             end_frame=ep.end_frame,
             start_time_s=ep.start_t,
             end_time_s=ep.end_t,
-            class_name=ep.class_name,
-            bbox_xyxy=ep.peak_bbox,
-            ground_xy_m=ep.peak_ground,
+            class_name=shown.class_name if shown is not None else ep.class_name,
+            bbox_xyxy=shown.bbox if shown is not None else ep.peak_bbox,
+            ground_xy_m=shown.ground if shown is not None else ep.peak_ground,
             latitude=ep.latitude,
             longitude=ep.longitude,
-            snapshot=ep.peak_snapshot,
+            snapshot=shown.snapshot if shown is not None else ep.peak_snapshot,
+            ticket_speed_kmh=None if m is None else m.speed_kmh,
+            ticket_sigma_kmh=None if m is None else m.sigma_kmh,
+            tolerance_kmh=tolerance,
+            confidence_k=None if m is None else m.k,
+            base=None if m is None else m.base,
+            status=status,
+            status_reason=reason,
         )
+        if shown is not None:
+            lat, lon = vehicle_position(shown.telemetry, shown.ground)
+            v = dataclasses.replace(v, latitude=lat, longitude=lon)
         logger.info(
-            "violation: track %d (%s) %.1f km/h peak in %s (limit %.0f) for %.2f s",
+            "violation: track %d (%s) in %s (limit %.0f): %s km/h over %s; %s%s",
             v.track_id,
             v.class_name,
-            v.peak_speed_kmh,
             v.zone,
             v.speed_limit_kmh,
-            v.duration_s,
+            "?" if m is None else f"{m.speed_kmh:.1f} +- {m.sigma_kmh:.1f}",
+            "no base" if m is None else f"{m.base.duration_s:.2f} s / {m.base.distance_m:.1f} m",
+            v.status,
+            f" ({v.status_reason})" if v.status_reason else "",
         )
         return v
+
+    def _zone(self, name: str) -> ZoneConfig | None:
+        return next((z for z in self.cfg.zones if z.name == name), None)
 
     def update(
         self,
@@ -252,7 +345,7 @@ class ViolationDetector:
         speeds: dict[int, SpeedEstimate],
         ground_xy: np.ndarray | None = None,
     ) -> list[Violation]:
-        """Feed one frame; return the violations that ended during it."""
+        """Feed one frame; return the violations measured during it."""
         now = frame.timestamp_s
         closed: list[Violation | None] = []
         extended: set[int] = set()
@@ -267,15 +360,16 @@ class ViolationDetector:
             for i in range(n):
                 tid = int(ids[i])
                 est = speeds.get(tid)
-                if est is None or (self.cfg.require_trusted and not est.trusted):
-                    continue  # unknown or untrusted speed: neither extends nor breaks an episode
+                if est is None:
+                    continue
                 zl = limit_for_point(self.cfg, points[i])
+                self._log(frame, detections, i, est, zl, gxy)
+                if self.cfg.require_trusted and not est.trusted:
+                    continue  # an untrusted speed neither extends nor breaks an episode
                 ep = self._open.get(tid)
-                above = zl is not None and is_speeding(
-                    est.speed_kmh, est.sigma_kmh, zl[1], self.cfg.tolerance_kmh, self.cfg.use_lower_bound
-                )
+                above = zl is not None and is_speeding(est.speed_kmh, zl[1])
                 if ep is not None and (not above or zl is None or zl[0] != ep.zone):
-                    closed.append(self._close(ep))
+                    self._close(ep)
                     ep = None
                 if not above:
                     continue
@@ -302,8 +396,78 @@ class ViolationDetector:
             logger.debug("frame %d: detections without tracker ids; rules skipped", frame.index)
         for tid, ep in list(self._open.items()):
             if tid not in extended and now - ep.end_t > self.lost_after_s + 1e-9:
-                closed.append(self._close(ep))
+                self._close(ep)
+        for (tid, _), ep in list(self._pending.items()):
+            if self._measurable(tid, ep, now):
+                closed.append(self._measure(ep))
+        self._forget_old(now)
         return sorted((v for v in closed if v is not None), key=lambda v: (v.track_id, v.start_time_s))
+
+    def _measurable(self, tid: int, ep: _Episode, now: float) -> bool:
+        """Whether a candidate's base is complete: the track left the zone, was lost, or has been a
+        candidate for TICKET_HISTORY_S."""
+        log = self._logs.get(tid)
+        if log is None or not log.samples:
+            return True
+        last = log.samples[-1]
+        return (
+            last.zone != ep.zone
+            or now - log.last_seen > self.lost_after_s + 1e-9
+            or now - ep.start_t > TICKET_HISTORY_S
+        )
+
+    def _log(
+        self,
+        frame: Frame,
+        detections: sv.Detections,
+        i: int,
+        est: SpeedEstimate,
+        zl: tuple[str, float] | None,
+        gxy: np.ndarray | None,
+    ) -> None:
+        """Keep the track's measured ground position of this frame (its base is chosen from these),
+        with a snapshot now and then while it may become a violation."""
+        tid = est.track_id
+        log = self._logs.setdefault(tid, _TrackLog())
+        log.last_seen = frame.timestamp_s
+        if est.position_m is None or est.position_t is None:
+            return
+        if log.samples and est.position_t <= log.samples[-1].t:
+            return  # no new position measured (carried, or a repeated frame)
+        box = detections.xyxy[i]
+        names = detections.data.get("class_name") if detections.data else None
+        ground = None
+        if gxy is not None and i < len(gxy) and np.all(np.isfinite(gxy[i])):
+            ground = (float(gxy[i, 0]), float(gxy[i, 1]))
+        sample = _Sample(
+            t=float(est.position_t),
+            frame=frame.number,
+            x=float(est.position_m[0]),
+            y=float(est.position_m[1]),
+            segment=est.segment,
+            trusted=bool(est.trusted),
+            zone=None if zl is None else zl[0],
+            bbox=(float(box[0]), float(box[1]), float(box[2]), float(box[3])),
+            ground=ground,
+            telemetry=frame.telemetry,
+            class_name=str(names[i]) if names is not None else "vehicle",
+        )
+        candidate = tid in self._open or (tid, sample.zone) in self._pending
+        near = zl is not None and est.speed_kmh >= SNAPSHOT_SHARE * zl[1]
+        if (candidate or near) and sample.t - log.last_snapshot >= SNAPSHOT_EVERY_S - 1e-9:
+            sample.snapshot = crop_with_margin(frame.image, box, self.cfg.snapshot_margin_px)
+            log.last_snapshot = sample.t
+        log.samples.append(sample)
+        while log.samples and log.samples[0].t < sample.t - TICKET_HISTORY_S:
+            log.samples.popleft()
+
+    def _forget_old(self, now: float) -> None:
+        """Drop the positions of tracks gone for longer than any rule looks back."""
+        keep_s = max(self.lost_after_s, self.cfg.same_vehicle_gap_s)
+        busy = set(self._open) | {tid for tid, _ in self._pending}
+        for tid, log in list(self._logs.items()):
+            if tid not in busy and now - log.last_seen > keep_s + 1e-9:
+                del self._logs[tid]
 
     def _extend(
         self,
@@ -314,7 +478,8 @@ class ViolationDetector:
         est: SpeedEstimate,
         gxy: np.ndarray | None,
     ) -> None:
-        """Add detection ``i``'s above-limit estimate to ``ep`` (its peak: box, snapshot, position)."""
+        """Add detection ``i``'s above-limit estimate to ``ep`` (its per-frame peak: box, snapshot,
+        position; shown when the violation has no measuring base)."""
         now = frame.timestamp_s
         ep.end_frame, ep.end_t = frame.number, now
         ep.times.append(now)
@@ -400,21 +565,61 @@ class ViolationDetector:
         return (tid, zone) in self._emitted or (ep is not None and ep.zone == zone)
 
     def finish(self) -> list[Violation]:
-        """Close every open episode (end of stream); return the resulting violations."""
-        out = [self._close(ep) for ep in list(self._open.values())]
+        """Close every open episode and measure every candidate (end of stream); return the
+        resulting violations."""
+        return self._measure_all()
+
+    def _measure_all(self, held: str = "") -> list[Violation]:
+        for ep in list(self._open.values()):
+            self._close(ep)
+        out = [self._measure(ep, held) for ep in list(self._pending.values())]
         return sorted((v for v in out if v is not None), key=lambda v: (v.track_id, v.start_time_s))
 
     def set_rules(self, cfg: RulesConfig) -> list[Violation]:
         """New limits and zones from the next frame on (an operator's change during a stream).
 
-        Open episodes were measured against the old limits: they end here, under the old rules
-        (a violation when they lasted long enough), and are returned like :meth:`finish`'s. A track
-        still above a limit opens a new episode under the new rules at its next estimate; one that
-        already has a violation in a zone gets no second one there.
+        Open episodes and candidates were measured against the old limits: they end here, under
+        the old rules, and are returned like :meth:`finish`'s, none of them enforceable (the limit
+        changed during the episode). A track still above a limit opens a new episode under the new
+        rules at its next estimate; one that already has a violation in a zone gets no second one
+        there.
         """
-        closed = self.finish()
+        closed = self._measure_all(held="the limits changed during the episode")
         self.cfg = cfg
         return closed
+
+
+def _longest_run(samples: Iterable[_Sample], zone: str) -> list[_Sample]:
+    """The longest (in time) contiguous run of trusted samples of one segment in ``zone``: the
+    stretch of one continuous measurement a measuring base is taken from."""
+    best: list[_Sample] = []
+    run: list[_Sample] = []
+    for s in samples:
+        if s.zone != zone or not s.trusted or (run and s.segment != run[-1].segment):
+            if run and (not best or run[-1].t - run[0].t > best[-1].t - best[0].t):
+                best = run
+            run = []
+            if s.zone != zone or not s.trusted:
+                continue
+        run.append(s)
+    if run and (not best or run[-1].t - run[0].t > best[-1].t - best[0].t):
+        best = run
+    return best
+
+
+def _shown_sample(run: Sequence[_Sample], base: MeasuringBase | None) -> _Sample | None:
+    """The sample whose box and snapshot a violation shows: of those with a snapshot, the one
+    nearest the middle of the base (of the run without a base); None when none has one."""
+    with_snapshot = [s for s in run if s.snapshot is not None]
+    if not with_snapshot:
+        return None
+    if base is not None:
+        inside = [s for s in with_snapshot if base.start_time_s <= s.t <= base.end_time_s]
+        with_snapshot = inside or with_snapshot
+        mid = (base.start_time_s + base.end_time_s) / 2.0
+    else:
+        mid = (run[0].t + run[-1].t) / 2.0
+    return min(with_snapshot, key=lambda s: abs(s.t - mid))
 
 
 __all__ = [

@@ -136,11 +136,66 @@ class SpeedEstimate:
     # jumped, e.g. to a neighbouring vehicle, or whose size changed, e.g. a partial box)
     trusted: bool = True
     doubt: str = ""
+    # the track's last measured ground position (m, in the ego-motion-stabilised ground frame the
+    # speed stage integrates displacements in) and its time; positions of one ``segment`` are one
+    # continuous measurement (a new segment begins where the integration restarted, or a position
+    # was carried instead of measured): the measuring base of a ticket (pipelines.ticket) lies in one
+    position_m: tuple[float, float] | None = None
+    position_t: float | None = None
+    segment: int = -1
+
+
+# Violation.status: a ticket may be issued on an "enforceable" one only; "not_enforceable" is over
+# the limit by its measurement but not to be ticketed (status_reason says why: uncertainty, a base
+# too short, the limit changed, ...); "dismissed": an officer marked it a false positive; "legacy":
+# stored before the ticket speed existed (peak only)
+VIOLATION_STATUSES = ("enforceable", "not_enforceable", "dismissed", "legacy")
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuringBase:
+    """The stretch of a track a ticket speed was measured over: a contiguous run of trusted ground
+    positions in the zone, chosen by time and distance (never by which per-frame speeds exceeded
+    the limit). ``index`` of ``of``: which of the non-overlapping bases the track's run was split
+    into (an accelerating vehicle: the highest is reported, its confidence factor raised for
+    ``of``)."""
+
+    start_time_s: float
+    end_time_s: float
+    start_frame: int  # 1-based frame numbers
+    end_frame: int
+    distance_m: float  # ground distance travelled over the base
+    n_samples: int  # positions measured in it
+    index: int = 1
+    of: int = 1
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_time_s - self.start_time_s
+
+    def to_dict(self) -> dict:
+        return {
+            "start_time_s": round(self.start_time_s, 4),
+            "end_time_s": round(self.end_time_s, 4),
+            "duration_s": round(self.duration_s, 4),
+            "start_frame": self.start_frame,
+            "end_frame": self.end_frame,
+            "distance_m": round(self.distance_m, 2),
+            "n_samples": self.n_samples,
+            "index": self.index,
+            "of": self.of,
+        }
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Violation:
-    """One speeding event: one per track and zone, carrying peak and mean speed."""
+    """One speeding event: one per track and zone.
+
+    The number a ticket carries is ``ticket_speed_kmh`` (with ``ticket_sigma_kmh``), measured over
+    ``base``; ``status`` says whether it is enforceable (``status_reason``: why not).
+    ``peak_speed_kmh`` is the highest per-frame estimate while over the limit and ``mean_speed_kmh``
+    their mean: informative only (the largest of many noisy estimates is biased upward).
+    """
 
     track_id: int
     zone: str
@@ -153,17 +208,31 @@ class Violation:
     start_time_s: float
     end_time_s: float
     class_name: str = "vehicle"
-    bbox_xyxy: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # at the peak
-    # at the peak: metres from the point below the drone (x to the image's right, y along the
-    # camera heading); latitude/longitude: the vehicle's, when GPS and camera heading are known
+    # box, ground position and snapshot: on a frame of the measuring base (of the per-frame peak
+    # when there is no base); ground: metres from the point below the drone (x to the image's right,
+    # y along the camera heading); latitude/longitude: the vehicle's, when GPS and heading are known
+    bbox_xyxy: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
     ground_xy_m: tuple[float, float] | None = None
     latitude: float | None = None
     longitude: float | None = None
     snapshot: np.ndarray | None = field(default=None, repr=False)  # BGR crop around the vehicle
+    # the ticket (pipelines.ticket): speed over the measuring base and its sigma (None: no base of
+    # the minimum length), the tolerance applied at that speed, the confidence factor k
+    ticket_speed_kmh: float | None = None
+    ticket_sigma_kmh: float | None = None
+    tolerance_kmh: float | None = None
+    confidence_k: float | None = None
+    base: MeasuringBase | None = None
+    status: str = "not_enforceable"
+    status_reason: str = ""
 
     @property
     def duration_s(self) -> float:
         return self.end_time_s - self.start_time_s
+
+    @property
+    def enforceable(self) -> bool:
+        return self.status == "enforceable"
 
     def to_dict(self) -> dict:
         """JSON-friendly view (without the snapshot pixels)."""
@@ -184,7 +253,18 @@ class Violation:
             "ground_xy_m": None if self.ground_xy_m is None else [round(v, 3) for v in self.ground_xy_m],
             "latitude": self.latitude,
             "longitude": self.longitude,
+            "ticket_speed_kmh": _round(self.ticket_speed_kmh),
+            "ticket_sigma_kmh": _round(self.ticket_sigma_kmh),
+            "tolerance_kmh": _round(self.tolerance_kmh),
+            "confidence_k": _round(self.confidence_k, 3),
+            "base": None if self.base is None else self.base.to_dict(),
+            "status": self.status,
+            "status_reason": self.status_reason,
         }
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

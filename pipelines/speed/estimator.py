@@ -111,6 +111,9 @@ class _TrackState:
     velocity: np.ndarray | None = None  # last accepted fit (m/s), bridges rejected steps
     jump_t: float | None = None  # when the box last jumped (a step far off the fitted path)
     trusted: bool = False  # whether its last estimate was
+    # which continuous measurement its positions belong to: a new number wherever the
+    # integration restarted or a position was carried rather than measured (SpeedEstimate.segment)
+    segment: int = 0
 
 
 class SpeedEstimator:
@@ -145,6 +148,7 @@ class SpeedEstimator:
         self.n_outliers = 0  # per-step displacements rejected
         self.n_implausible = 0  # fitted speeds above max_plausible_kmh (not reported)
         self._max_step_m_s = OUTLIER_FACTOR * float(m_per_s(cfg.max_plausible_kmh))
+        self._segments = itertools.count(1)
 
     def __len__(self) -> int:
         return len(self._tracks)
@@ -182,6 +186,7 @@ class SpeedEstimator:
             return False
         st.pos = st.pos + st.velocity * (timestamp_s - st.last_t)
         st.last_t = float(timestamp_s)
+        st.segment = next(self._segments)  # a carried position: no base spans it
         return True
 
     def last_seen(self, track_id: int) -> tuple[float, np.ndarray | None, float] | None:
@@ -206,7 +211,7 @@ class SpeedEstimator:
         self._tracks.clear()
 
     def _restart(self, tid: int, t: float, size: float = math.nan) -> _TrackState:
-        st = _TrackState(start_t=t, last_t=t, pos=np.zeros(2))
+        st = _TrackState(start_t=t, last_t=t, pos=np.zeros(2), segment=next(self._segments))
         st.t.append(t)
         st.xy.append((0.0, 0.0))
         st.size.append(size)
@@ -237,6 +242,7 @@ class SpeedEstimator:
                 return self._restart(tid, t, size)
             st.pos = st.pos + st.velocity * dt  # carry on at the fitted velocity, no sample
             st.last_t = t
+            st.segment = next(self._segments)  # a carried position: no base spans it
             return st
         st.pos = st.pos + d
         st.last_t = t
@@ -391,6 +397,9 @@ class SpeedEstimator:
             window_s=float(window_t[-1] - window_t[0]),
             trusted=not doubt,
             doubt=doubt,
+            position_m=st.xy[-1],
+            position_t=st.t[-1],
+            segment=st.segment,
         )
 
     def _doubt(self, st: _TrackState, now: float, size_change: float) -> str:

@@ -457,3 +457,23 @@ def test_only_a_trusted_track_is_bridged() -> None:
     assert not est._tracks[1].trusted
     assert est.bridge(1, t + 0.5, 4.5) is False
     assert est.bridge(2, t + 0.5, 4.5) is False  # a track it does not hold
+
+
+def test_estimates_carry_the_measured_position_and_its_segment() -> None:
+    """The position a ticket's base is fitted on: the integrated ground position of the last
+    measured sample, one segment per continuous measurement (a new one after a restart, an
+    outlier step carried at the fitted velocity, or a bridge)."""
+    est = SpeedEstimator(SpeedConfig(min_track_age_s=0.0, early_max_sigma_kmh=None))
+    step = np.array([[0.0, 0.5]])  # 15 m/s at 30 fps
+    got = [est.update(i / 30.0, np.array([4]), step).get(4) for i in range(1, 31)]
+    first = next(e for e in got if e is not None)
+    last = got[-1]
+    assert last.position_m == pytest.approx((0.0, 0.5 * 29)) and last.position_t == pytest.approx(1.0)
+    assert last.segment == first.segment
+    jumped = est.update(31 / 30.0, np.array([4]), np.array([[0.0, 40.0]]))[4]  # 4320 km/h: an outlier
+    assert jumped.segment != last.segment and jumped.position_t == pytest.approx(1.0)  # nothing new measured
+    after = est.update(32 / 30.0, np.array([4]), step)[4]
+    assert after.segment == jumped.segment and after.position_t == pytest.approx(32 / 30.0)
+    restarted = est.update(33 / 30.0, np.array([4]), np.array([[np.nan, np.nan]])).get(4)
+    assert restarted is None or restarted.segment != after.segment
+    assert est.bridge(4, 40 / 30.0, size=math.nan) is False  # not bridged: forgotten, next update restarts
