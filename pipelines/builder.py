@@ -32,6 +32,7 @@ from pipelines.road_network import (
 )
 from pipelines.rules import ViolationDetector
 from pipelines.speed import SpeedEstimator
+from pipelines.timestamps import TimestampCheck
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,7 @@ def build_pipeline(
             scale_sigma_frac=config.speed.altitude_sigma_frac,
         ),
         metadata=meta,
+        timestamps=TimestampCheck(config.tracker.frame_rate),
         keyframes=KeyframeScheduler(kcfg) if kcfg.enabled else None,
         propagator=BoxPropagator(refiner) if kcfg.enabled else None,
         relinker=TrackRelinker(

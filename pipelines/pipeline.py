@@ -17,6 +17,7 @@ optical flow inside them, stand in for the detections (no road filter: they are 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import Counter
@@ -39,6 +40,7 @@ from pipelines.motion.relink import LostTrack, TrackRelinker
 from pipelines.motion.tracker import Tracker
 from pipelines.rules import ViolationDetector
 from pipelines.speed import SpeedEstimator
+from pipelines.timestamps import TimestampCheck
 from pipelines.types import (
     EXTRAPOLATED_KEY,
     PROPAGATED_KEY,
@@ -83,6 +85,7 @@ class Pipeline:
     propagator: BoxPropagator | None = None
     # ByteTrack's ids -> the output ids, a broken track continuing its id (None: ids as tracked)
     relinker: TrackRelinker | None = None
+    timestamps: TimestampCheck = field(default_factory=TimestampCheck)  # are speeds timed right?
 
     _prev_time: float | None = None
     _prev_gray: np.ndarray | None = None
@@ -231,7 +234,7 @@ class Pipeline:
         speeds: dict[int, SpeedEstimate] = {}
         relinked, self._bridged = self._bridged, set()
         if self._prev_time is not None and frame.timestamp_s <= self._prev_time:
-            warnings.append(f"non-increasing timestamp {frame.timestamp_s:.4f} s: speed update skipped")
+            pass  # no speed across a timestamp that did not advance (TimestampCheck says so)
         else:
             m_ids, m_xyxy = ids[measurable], tracked.xyxy[measurable]
             m_flow = None if flow is None else np.asarray(flow)[measurable]
@@ -341,6 +344,8 @@ class Pipeline:
         timings: dict[str, float] = {}
         warnings: list[str] = []
         clock = time.perf_counter
+        if clock_problem := self.timestamps.observe(frame.timestamp_s):
+            warnings.append(clock_problem)
 
         t0 = clock()
         keyframe = self._schedule(backlog) is not None
@@ -371,7 +376,7 @@ class Pipeline:
         t5 = clock()
         timings["speed"] = (t5 - t4) * 1e3
 
-        violations = self.rules.update(frame, tracked, speeds, ground_xy)
+        violations = self._held_by_clock(self.rules.update(frame, tracked, speeds, ground_xy))
         t6 = clock()
         timings["rules"] = (t6 - t5) * 1e3
         timings["total"] = (t6 - t0) * 1e3
@@ -411,7 +416,21 @@ class Pipeline:
         and road threads stop here; a later frame would start them again."""
         self._stop_detect_thread()
         self.road.stop()
-        return self.rules.finish()
+        return self._held_by_clock(self.rules.finish())
+
+    def _held_by_clock(self, violations: list[Violation]) -> list[Violation]:
+        """Violations whose measuring base (or episode) overlaps implausible frame timestamps are
+        not enforceable: their speeds were timed by a wrong clock."""
+        out = []
+        for v in violations:
+            start, end = (
+                (v.base.start_time_s, v.base.end_time_s) if v.base else (v.start_time_s, v.end_time_s)
+            )
+            problem = self.timestamps.problem_between(start, end)
+            if problem and v.status == "enforceable":
+                v = dataclasses.replace(v, status="not_enforceable", status_reason=problem)
+            out.append(v)
+        return out
 
     def _stop_detect_thread(self) -> None:
         if self._detect_thread is not None:

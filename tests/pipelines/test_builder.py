@@ -363,3 +363,48 @@ def test_frames_prepared_ahead_give_the_same_results(flight):
         pipeline.close()
         runs.append(rows)
     assert runs[0] == runs[1]
+
+
+def test_a_stream_whose_clock_crawls_says_why_it_has_no_speeds():
+    """An RTMP encoder's 30 fps video whose media times advance 1 ms a frame: every frame's
+    result names the problem (the speeds it would time are 33 x too high)."""
+    from pipelines.types import Frame
+
+    cfg = PipelineConfig().with_overrides(road={"enabled": False})
+    pipeline = build_pipeline(cfg, detector=_NoCars())
+    image = np.zeros((120, 160, 3), np.uint8)
+    results = [pipeline.process(Frame(k, 5.0 + 0.001 * k, image)) for k in range(20)]
+    assert all("1.0 ms a frame" not in w for w in results[5].warnings)  # too few frames yet
+    assert any("advance 1.0 ms a frame (1000 fps)" in w for w in results[-1].warnings)
+    assert pipeline.timestamps.problem_between(5.0, 5.02)
+    pipeline.finish()
+
+
+@pytest.mark.parametrize("base_s, held", [((5.0, 5.5), True), ((7.0, 8.0), False)])
+def test_a_ticket_timed_by_a_wrong_clock_is_not_enforceable(base_s, held):
+    from pipelines.types import MeasuringBase, Violation
+
+    pipeline = build_pipeline(PipelineConfig().with_overrides(road={"enabled": False}), detector=_NoCars())
+    for k in range(40):  # 1 ms a frame from 5.0 s, then a plausible clock from 6.0 s
+        pipeline.timestamps.observe(5.0 + 0.001 * k)
+    for k in range(40):
+        pipeline.timestamps.observe(6.0 + k / 30)
+    base = MeasuringBase(base_s[0], base_s[1], 1, 30, 20.0, 30)
+    v = Violation(
+        1,
+        "global",
+        50.0,
+        70.0,
+        68.0,
+        1.0,
+        1,
+        30,
+        *base_s,
+        ticket_speed_kmh=70.0,
+        base=base,
+        status="enforceable",
+    )
+    (out,) = pipeline._held_by_clock([v])
+    assert (out.status, "ms a frame" in out.status_reason) == (
+        ("not_enforceable", True) if held else ("enforceable", False)
+    )
