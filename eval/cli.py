@@ -174,6 +174,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         vi = c.get("violations")
         if vi:
             line += f"  violations P {vi['precision']:.2f} R {vi['recall']:.2f}"
+        tk = c.get("tickets")
+        if tk:
+            line += (
+                f"  wrong tickets {tk['wrong_tickets']} of {tk['at_or_below_limit']} vehicles at/below the"
+                f" limit, missed {tk['missed_violations']} of {tk['clear_speeders']}"
+            )
         print(line)  # noqa: T201 - the command's result table
     print(f"report: {out / 'report.md'}")  # noqa: T201
     return 0

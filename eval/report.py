@@ -170,6 +170,7 @@ def render_markdown(report: EvalReport, plots: list[Path], meta: dict) -> str:
                         f"{_fmt(b.get('rmse_kmh'), 2)} | {_fmt(b.get('p95_abs_kmh'), 2)} | "
                         f"{_fmt(b.get('bias_kmh'), 2)} | {_fmt(b.get('mape_pct'), 1)} |"
                     )
+    lines += _ticket_lines(report)
     lines += _ego_lines(report)
     if plots:
         lines += ["", "## Plots", ""]
@@ -182,6 +183,37 @@ def render_markdown(report: EvalReport, plots: list[Path], meta: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _ticket_lines(report: EvalReport) -> list[str]:
+    """The ticket table (eval.metrics.tickets): configurations with true speeds, all sequences."""
+    rows = [(v.name, report.combined.get(v.name, {}).get("tickets")) for v in report.variants]
+    rows = [(name, t) for name, t in rows if t]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## Tickets (the number on the ticket against the truth)",
+        "",
+        "Wrong ticket: enforceable, the vehicle never above the limit (per 1,000 vehicles at or below "
+        "it; 95 % upper bound). Missed: a vehicle at least limit + tolerance + 5 km/h over a base "
+        "length without an enforceable violation. Errors: ticket speed - true speed over its base; peak: "
+        "highest per-frame estimate - highest true speed.",
+        "",
+        "| configuration | at/below limit | wrong | per 1,000 | upper 95 % | unmatched | enforceable | "
+        "within tol. | median err | p95 abs | peak median | clear speeders | missed | lower-bound wrong |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, t in rows:
+        e, p, lb = t.get("ticket_error") or {}, t.get("peak_error") or {}, t.get("lower_bound") or {}
+        lines.append(
+            f"| {name} | {t['at_or_below_limit']} | {t['wrong_tickets']} | {_fmt(t['wrong_per_1000'], 2)} | "
+            f"{_fmt(t['wrong_per_1000_upper95'], 2)} | {t['unmatched_tickets']} | {t['enforceable']} | "
+            f"{_fmt(e.get('within_tolerance'))} | {_fmt(e.get('median_kmh'), 2)} | {_fmt(e.get('p95_abs_kmh'), 2)} | "
+            f"{_fmt(p.get('median_kmh'), 2)} | {t['clear_speeders']} | {t['missed_violations']} | "
+            f"{_fmt(lb.get('wrong_share'))} |"
+        )
+    return lines
 
 
 def _ego_lines(report: EvalReport) -> list[str]:

@@ -13,9 +13,11 @@ from eval.groundtruth import GroundTruth
 from eval.metrics import (
     PredTracks,
     SpeedSamples,
+    TicketSamples,
     combine_tracking_results,
     combine_violation_metrics,
     summarize_speed,
+    summarize_tickets,
     summarize_tracking,
 )
 from eval.variants import Variant
@@ -49,6 +51,10 @@ class SequenceResult:
     pitch_deg: float | None = None
     pipeline: dict = field(default_factory=dict)  # build_pipeline's metadata: models really used
     egomotion: dict | None = None  # ego-motion error (eval.egomotion.summarize_ego); simulated flights
+    # the ticket metrics (eval.metrics.tickets) where the sequence has true speeds; last, so that a
+    # result pickled before they existed still loads (getattr)
+    tickets: dict | None = None
+    ticket_samples: TicketSamples | None = None
 
 
 @dataclass(slots=True)
@@ -77,10 +83,20 @@ def combine(results: Sequence[SequenceResult], variants: Sequence[Variant]) -> d
         vios = [r.violations for r in rs if r.violations is not None]
         if vios:
             entry["violations"] = combine_violation_metrics(vios)
+        tickets = [t for t in (getattr(r, "ticket_samples", None) for r in rs) if t is not None]
+        if tickets:
+            entry["tickets"] = summarize_tickets(TicketSamples.concat(tickets))
         wall = sum(r.wall_s for r in rs)
         entry["fps"] = entry["frames"] / wall if wall > 0 else None
         out[v.name] = entry
     return out
+
+
+def _ticket_records(r: SequenceResult) -> dict | None:
+    """A sequence's ticket records and vehicle counts (:meth:`TicketSamples.to_json`): what a
+    benchmark pools over sequences (eval.ticket_grid)."""
+    samples = getattr(r, "ticket_samples", None)
+    return None if samples is None else samples.to_json()
 
 
 def results_json(report: EvalReport, **meta: Any) -> str:
@@ -107,6 +123,8 @@ def results_json(report: EvalReport, **meta: Any) -> str:
                 "tracking": r.tracking,
                 "speed": r.speed,
                 "violations": r.violations,
+                "tickets": getattr(r, "tickets", None),
+                "ticket_records": _ticket_records(r),
                 "egomotion": r.egomotion,
                 "predicted_violations": [v.to_dict() for v in r.predicted_violations],
                 "notes": r.notes,

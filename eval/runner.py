@@ -23,13 +23,16 @@ from eval.groundtruth import GroundTruth
 from eval.metrics import (
     MatchedSequence,
     PredTracks,
+    TicketRules,
     TrackCollector,
     association_counts,
     prepare_sequence,
     raw_tracking_results,
     speed_samples,
     summarize_speed,
+    summarize_tickets,
     summarize_tracking,
+    ticket_samples,
     violation_metrics,
 )
 from eval.oracle import OracleDetector, OracleSegmenter
@@ -37,7 +40,7 @@ from eval.report import write_report
 from eval.results import EvalReport, SequenceResult, combine
 from eval.simulate import FlightSpec
 from eval.variants import OracleOptions, Variant
-from pipelines.config import ConfigError, PipelineConfig
+from pipelines.config import ConfigError, PipelineConfig, RulesConfig
 from pipelines.telemetry import TelemetryTrack
 from pipelines.types import Violation
 
@@ -185,6 +188,8 @@ def _score_run(
             "speed": None,
             "speed_samples": None,
             "violations": None,
+            "tickets": None,
+            "ticket_samples": None,
         }
     else:
         matched = prepare_sequence(gt.truncated(n_frames), tracks, n_frames, source.size)
@@ -192,7 +197,38 @@ def _score_run(
         scores = _score(
             seq, matched, tracks, predicted, last_t, altitude, pitch, cfg.speed.altitude_sigma_frac
         )
+        scores |= _ticket_scores(seq, gt, matched, tracks, predicted, cfg.rules, source.fps)
     return scores
+
+
+def _ticket_scores(
+    seq: SequenceSpec,
+    gt: GroundTruth,
+    matched: MatchedSequence,
+    tracks: PredTracks,
+    predicted: list[Violation],
+    rules: RulesConfig,
+    fps: float | None,
+) -> dict[str, Any]:
+    """The ticket metrics (:mod:`eval.metrics.tickets`) where the sequence has true speeds and a
+    limit (its ground truth's, else the configuration's global one); else None."""
+    gt_speeds = seq.load_speeds()
+    truth = seq.load_violations()
+    limit = truth.speed_limit_kmh if truth is not None else rules.speed_limit_kmh
+    if gt_speeds is None or limit is None:
+        return {"tickets": None, "ticket_samples": None}
+    visible = {(int(f), int(i)) for f, i, d in zip(gt.frames, gt.ids, gt.distractor, strict=True) if not d}
+    samples = ticket_samples(
+        seq.name,
+        predicted,
+        matched,
+        tracks,
+        gt_speeds,
+        TicketRules.of(rules, limit),
+        visible=visible,
+        fps=fps,
+    )
+    return {"tickets": summarize_tickets(samples), "ticket_samples": samples}
 
 
 def _ego_score(seq: SequenceSpec, egos: dict[int, tuple], size: tuple[int, int]) -> dict | None:

@@ -14,9 +14,13 @@ What lives here, from the bottom up (each module imports only the ones above it 
   :func:`vehicle_interval`).
 * :mod:`~eval.metrics.violations`: speeding events matched one-to-one through the track / vehicle
   matches (:func:`violation_metrics`, :func:`combine_violation_metrics`).
+* :mod:`~eval.metrics.tickets`: the number on the ticket against the truth of its vehicle: ticket
+  speed errors, wrong tickets per 1,000 vehicles at or below the limit (with an exact upper bound),
+  missed clear speeders, the lower-bound rule offline (:func:`ticket_samples`,
+  :func:`summarize_tickets`, :class:`TicketSamples`).
 
-Imports only :mod:`eval.groundtruth` and :mod:`pipelines.types` of the project (TrackEval only
-when scoring); imported by the evaluator (:mod:`eval.runner`, :mod:`eval.results`,
+Imports only :mod:`eval.groundtruth`, :mod:`pipelines.types` and the ticket rule's tolerance
+(:mod:`pipelines.ticket`, :mod:`pipelines.config`) of the project (TrackEval only when scoring); imported by the evaluator (:mod:`eval.runner`, :mod:`eval.results`,
 :mod:`eval.report`), the demo (:mod:`airpatrol.demo`) and tests. This package re-exports the
 public API; private helpers are imported from their module.
 """
@@ -42,6 +46,7 @@ from eval.metrics.speed import (
     summarize_speed,
     vehicle_interval,
 )
+from eval.metrics.tickets import TicketRules, TicketSamples, summarize_tickets, ticket_samples
 from eval.metrics.tracking import combine_tracking_results, raw_tracking_results, summarize_tracking
 from eval.metrics.violations import association_counts, combine_violation_metrics, violation_metrics
 
@@ -53,6 +58,8 @@ __all__ = [
     "MatchedSequence",
     "PredTracks",
     "SpeedSamples",
+    "TicketRules",
+    "TicketSamples",
     "TrackCollector",
     "association_counts",
     "box_iou",
@@ -65,7 +72,9 @@ __all__ = [
     "sigma_calibration",
     "speed_samples",
     "summarize_speed",
+    "summarize_tickets",
     "summarize_tracking",
+    "ticket_samples",
     "vehicle_interval",
     "violation_metrics",
 ]

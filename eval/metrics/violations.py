@@ -80,6 +80,9 @@ def violation_metrics(
         "n_pred": len(preds),
         "n_gt": len(gts),
         "peak_speed_mae_kmh": float(np.mean(np.abs(peak_err))) if peak_err else float("nan"),
+        # signed: the largest of many noisy per-frame estimates is biased upward (eval.metrics.tickets
+        # sets the ticket speed's error beside it)
+        "peak_speed_bias_kmh": float(np.mean(peak_err)) if peak_err else float("nan"),
         "matches": [
             {"track_id": int(preds[pi].track_id), "gt_id": gts[gi].id, "frames_matched": int(n)}
             for pi, gi, n in matches

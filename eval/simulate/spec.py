@@ -10,7 +10,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipelines.camera import get_profile
 from pipelines.config import read_yaml_mapping
@@ -77,6 +77,10 @@ class FlightSpec(BaseModel):
     normal_speed_kmh: tuple[float, float] = (25.0, 45.0)
     speeding_speed_kmh: tuple[float, float] = (58.0, 85.0)
     speeding_fraction: float = Field(0.3, ge=0, le=1)
+    # a third band, of clear speeders (near-limit traffic: normal just under the limit, speeding just
+    # over it, these well over it); 0 (the default) draws none and leaves a flight as it was
+    fast_speed_kmh: tuple[float, float] = (58.0, 75.0)
+    fast_fraction: float = Field(0.0, ge=0, le=1)
     accel_sigma_mps2: float = 0.5
     min_violation_s: float = 0.5
     min_visibility: float = 0.5  # for a frame to count towards a ground-truth violation
@@ -112,7 +116,7 @@ class FlightSpec(BaseModel):
         get_profile(value)  # its error names the known profiles
         return value
 
-    @field_validator("normal_speed_kmh", "speeding_speed_kmh")
+    @field_validator("normal_speed_kmh", "speeding_speed_kmh", "fast_speed_kmh")
     @classmethod
     def _speed_band(cls, value: tuple[float, float]) -> tuple[float, float]:
         lo, hi = value
@@ -151,6 +155,15 @@ class FlightSpec(BaseModel):
             except ValueError:
                 raise ValueError("must be an ISO date and time like 2025-06-01T10:00:00") from None
         return value
+
+    @model_validator(mode="after")
+    def _fractions(self) -> FlightSpec:
+        if self.speeding_fraction + self.fast_fraction > 1.0 + 1e-9:
+            raise ValueError(
+                f"speeding_fraction + fast_fraction must be at most 1, got "
+                f"{self.speeding_fraction:g} + {self.fast_fraction:g}"
+            )
+        return self
 
     # ---- derived values ----------------------------------------------------------------------------
 

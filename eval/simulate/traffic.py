@@ -71,6 +71,18 @@ def kinematics(
     return s, v
 
 
+def speed_band(spec: FlightSpec, u: float) -> str:
+    """The speed band of a vehicle drawn ``u`` (uniform in [0, 1)): ``"fast"`` below
+    ``fast_fraction``, then ``"speeding"`` for ``speeding_fraction``, else ``"normal"`` (the spec's
+    ``<band>_speed_kmh``). One draw whatever the fractions: a spec without fast vehicles draws as
+    it always did."""
+    if u < spec.fast_fraction:
+        return "fast"
+    if u < spec.fast_fraction + spec.speeding_fraction:
+        return "speeding"
+    return "normal"
+
+
 class _VehicleSampler:
     """Draws random vehicles for a flight; every draw of one vehicle comes in a fixed order."""
 
@@ -113,8 +125,9 @@ class _VehicleSampler:
         """A vehicle that is in view at some random instant; None when it would drive off its lane."""
         spec, times = self.spec, self.camera.times
         cls = str(self.classes[rng.choice(len(self.classes), p=self.weights)])
-        speeding = bool(rng.random() < spec.speeding_fraction)
-        lo_kmh, hi_kmh = spec.speeding_speed_kmh if speeding else spec.normal_speed_kmh
+        band = speed_band(spec, float(rng.random()))
+        speeding = band != "normal"
+        lo_kmh, hi_kmh = getattr(spec, f"{band}_speed_kmh")
         if cls in ("truck", "bus"):
             hi_kmh = max(lo_kmh, hi_kmh - 10.0)
         v_lo, v_hi = lo_kmh / 3.6, hi_kmh / 3.6
