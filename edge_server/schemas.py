@@ -6,11 +6,20 @@ import datetime as dt
 import difflib
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from edge_server.settings import PLAIN_ID
-from edge_server.store import SORTS, SessionRow, TrackRow, ViolationRow
+from edge_server.store import SORTS, SessionRow, TrackRow, ViolationRow, violation_status
+from pipelines.config import TicketRule, ToleranceMode
 
 # Text that reaches a database query: no control characters (PostgreSQL refuses NUL in strings).
 PLAIN_TEXT = r"^[^\x00-\x1f\x7f]*$"
@@ -56,6 +65,40 @@ class StopOut(BaseModel):
     detail: str | None = Field(None, description="closing only: what happens next")
 
 
+# A violation's one status (derived: edge_server.store.violation_status): "enforceable" (a ticket may
+# be issued), "not_enforceable" (over the limit by its measurement, not to be ticketed:
+# status_reason says why), "dismissed" (an officer marked it a false positive), "legacy" (stored
+# before the ticket speed: the peak is its only speed)
+ViolationStatus = Literal["enforceable", "not_enforceable", "dismissed", "legacy"]
+VIOLATION_STATUSES: tuple[str, ...] = ViolationStatus.__args__  # type: ignore[attr-defined]
+LEGACY_REASON = "stored before the ticket speed: peak only (informative), no speed to ticket"
+
+
+class MeasuringBaseOut(BaseModel):
+    """The stretch of the track the ticket speed was measured over."""
+
+    start_time_s: float = Field(description="stream time (s since the first frame)")
+    end_time_s: float
+    duration_s: float
+    start_frame: int = Field(description="frame numbers from 1, like every AirPatrol output")
+    end_frame: int
+    distance_m: float = Field(description="ground distance the vehicle travelled over the base")
+    n_samples: int = Field(description="ground positions measured in it")
+    index: int = Field(1, description="which of `of` non-overlapping bases the run was split into")
+    of: int = Field(1, description="how many (an accelerating vehicle); the highest is reported")
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any] | None) -> MeasuringBaseOut | None:
+        if not data:
+            return None
+        duration = data.get("duration_s", data["end_time_s"] - data["start_time_s"])
+        return cls.model_validate({**data, "duration_s": duration})
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
 class ViolationOut(BaseModel):
     id: int
     session_id: str
@@ -64,15 +107,33 @@ class ViolationOut(BaseModel):
     class_name: str
     zone: str
     speed_limit_kmh: float
-    peak_speed_kmh: float
-    mean_speed_kmh: float
-    sigma_kmh: float
+    ticket_speed_kmh: float | None = Field(
+        None,
+        description="the speed on the ticket, measured over `base`; null when the track had no "
+        "measuring base of the minimum length, and on legacy rows",
+    )
+    ticket_sigma_kmh: float | None = Field(None, description="one standard deviation of the ticket speed")
+    tolerance_kmh: float | None = Field(None, description="the tolerance applied at the ticket speed")
+    confidence_k: float | None = Field(None, description="the one-sided confidence factor k (sigmas)")
+    base: MeasuringBaseOut | None = Field(None, description="the measuring base; null without one")
+    status: ViolationStatus = Field(
+        description="enforceable | not_enforceable (status_reason says why) | dismissed (marked a "
+        "false positive) | legacy (stored before the ticket speed: peak only)"
+    )
+    status_reason: str = Field("", description="why it is not enforceable (or legacy); empty otherwise")
+    peak_speed_kmh: float = Field(
+        description="highest per-frame estimate (informative, not the ticket speed)"
+    )
+    mean_speed_kmh: float = Field(description="mean per-frame estimate while over the limit (informative)")
+    sigma_kmh: float = Field(description="one sigma of the per-frame estimate (informative)")
     start_time_s: float
     end_time_s: float
     start_frame: int
     end_frame: int
     bbox_xyxy: list[float] | None = None
-    ground_xy_m: list[float] | None = Field(None, description="stabilised ground position (m) at the peak")
+    ground_xy_m: list[float] | None = Field(
+        None, description="stabilised ground position (m) on a frame of the measuring base"
+    )
     latitude: float | None = Field(None, description="vehicle position, when the engine could compute it")
     longitude: float | None = None
     drone_latitude: float | None = Field(None, description="drone position from telemetry at the violation")
@@ -94,6 +155,10 @@ class ViolationOut(BaseModel):
         ground = None
         if row.ground_x_m is not None and row.ground_y_m is not None:
             ground = [row.ground_x_m, row.ground_y_m]
+        status = violation_status(bool(row.false_positive), row.ticket_status)
+        reason = row.status_reason or ""
+        if row.ticket_status is None and not reason:
+            reason = LEGACY_REASON
         return cls(
             id=row.id,
             session_id=row.session_id,
@@ -102,6 +167,13 @@ class ViolationOut(BaseModel):
             class_name=row.class_name,
             zone=row.zone,
             speed_limit_kmh=round(row.speed_limit_kmh, 2),
+            ticket_speed_kmh=_round(row.ticket_speed_kmh),
+            ticket_sigma_kmh=_round(row.ticket_sigma_kmh),
+            tolerance_kmh=_round(row.tolerance_kmh),
+            confidence_k=_round(row.confidence_k, 3),
+            base=MeasuringBaseOut.from_stored(row.base),
+            status=status,
+            status_reason=reason,
             peak_speed_kmh=round(row.peak_speed_kmh, 2),
             mean_speed_kmh=round(row.mean_speed_kmh, 2),
             sigma_kmh=round(row.sigma_kmh or 0.0, 2),
@@ -231,8 +303,36 @@ def _not_a_number(value: Any) -> Any:
 
 IsoDateTime = Annotated[dt.datetime, BeforeValidator(_not_a_number)]
 
-SortName = Literal["-occurred_at", "occurred_at", "-peak_speed_kmh", "peak_speed_kmh", "-id", "id"]
+SortName = Literal[
+    "-occurred_at",
+    "occurred_at",
+    "-ticket_speed_kmh",
+    "ticket_speed_kmh",
+    "-peak_speed_kmh",
+    "peak_speed_kmh",
+    "-id",
+    "id",
+]
 assert set(SortName.__args__) == set(SORTS)  # type: ignore[attr-defined]
+
+_STATUS = "(" + "|".join(VIOLATION_STATUSES) + ")"
+STATUS_LIST = rf"^{_STATUS}(,{_STATUS})*$"
+
+
+def _status_list(value: str) -> str:
+    """``status=``: one status or several separated by commas (any of them matches)."""
+    unknown = [s for s in value.split(",") if s not in VIOLATION_STATUSES]
+    if unknown:
+        raise ValueError(
+            f"unknown status {unknown[0]!r}: give one of {', '.join(VIOLATION_STATUSES)}, "
+            "or several separated by commas"
+        )
+    return value
+
+
+StatusList = Annotated[
+    str, Field(max_length=100, json_schema_extra={"pattern": STATUS_LIST}), AfterValidator(_status_list)
+]
 
 
 class StrictQuery(BaseModel):
@@ -278,15 +378,35 @@ class ViolationFilterQuery(StrictQuery):
     session_id: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT)
     since: IsoDateTime | None = Field(None, description="occurred_at >= since (ISO 8601, naive = UTC)")
     until: IsoDateTime | None = Field(None, description="occurred_at < until (ISO 8601, naive = UTC)")
-    min_speed_kmh: float | None = Field(None, ge=0, le=1000, description="peak speed at least")
-    max_speed_kmh: float | None = Field(None, ge=0, le=1000, description="peak speed at most")
+    min_speed_kmh: float | None = Field(
+        None,
+        ge=0,
+        le=1000,
+        description="ticket speed at least (violations without a ticket speed are left out)",
+    )
+    max_speed_kmh: float | None = Field(
+        None,
+        ge=0,
+        le=1000,
+        description="ticket speed at most (violations without a ticket speed are left out)",
+    )
     zone: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT)
     class_name: str | None = Field(None, max_length=64, pattern=PLAIN_TEXT, description="e.g. car, truck")
     server_id: str | None = Field(
         None, max_length=64, pattern=PLAIN_ID, description="one server of the fleet"
     )
     false_positive: bool | None = Field(None, description="only (un)marked ones")
-    sort: SortName = Field("-occurred_at", description="field, '-' for descending")
+    status: StatusList | None = Field(
+        None, description="one status or a comma list: enforceable, not_enforceable, dismissed, legacy"
+    )
+    sort: SortName = Field(
+        "-occurred_at",
+        description="field, '-' for descending; ticket_speed_kmh: violations without one come last",
+    )
+
+    @property
+    def statuses(self) -> tuple[str, ...] | None:
+        return tuple(self.status.split(",")) if self.status else None
 
 
 class ViolationQuery(ViolationFilterQuery):
@@ -318,7 +438,24 @@ class RulesIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     speed_limit_kmh: float | None = Field(..., gt=0, le=300, description="global limit; null: zones only")
     zones: list[ZoneIn] | None = Field(None, max_length=32, description="first match wins; null: unchanged")
-    tolerance_kmh: float | None = Field(None, ge=0, le=50, description="allowance above a limit")
+    tolerance_kmh: float | None = Field(
+        None, ge=0, le=50, description="tolerance in km/h (tolerance_mode kmh, and max)"
+    )
+    tolerance_percent: float | None = Field(
+        None, ge=0, le=50, description="tolerance in % of the speed (tolerance_mode percent, and max)"
+    )
+    tolerance_mode: ToleranceMode | None = Field(
+        None, description="kmh, percent, or max: the larger of both (OIML R 91 with 3 km/h and 3 %)"
+    )
+    ticket_rule: TicketRule | None = Field(
+        None,
+        description="when a violation is enforceable: tolerance (k sigma within the tolerance, "
+        "speed - tolerance > limit), tolerance_and_sigma (speed - tolerance - k sigma > limit), "
+        "lower_bound (speed - k sigma > limit + tolerance)",
+    )
+    confidence: float | None = Field(
+        None, gt=0.5, lt=1.0, description="one-sided confidence of k sigma (0.95: k = 1.645)"
+    )
     min_duration_s: float | None = Field(None, ge=0, le=10, description="how long above it counts")
 
     @model_validator(mode="after")
@@ -333,8 +470,11 @@ class RulesOut(BaseModel):
     speed_limit_kmh: float | None
     zones: list[ZoneIn]
     tolerance_kmh: float
+    tolerance_percent: float
+    tolerance_mode: ToleranceMode
+    ticket_rule: TicketRule
+    confidence: float
     min_duration_s: float
-    use_lower_bound: bool = Field(description="speed - 1 sigma is compared to the limit (site setting)")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 For each :class:`~pipelines.types.Violation` the engine reports, :class:`ViolationRecorder` writes
 the snapshot (the engine's crop, else a crop of the annotated frame), stores the row with the
-drone's telemetry, pushes a ``violation`` event, and schedules the clip: pre-roll to post-roll
+drone's telemetry, pushes a ``violation`` event (the stored violation as the API shows it: the
+ticket speed, its sigma, the status and its reason among it), and schedules the clip: pre-roll to post-roll
 frames from a ring of annotated frames, written on the shared clip executor once the post-roll has
 passed, then a ``violation.clip_ready`` event. A violation is stored even when its snapshot or
 clip cannot be written.
@@ -34,6 +35,13 @@ log = logging.getLogger(__name__)
 # Seconds the frame ring holds beyond a clip's pre- and post-roll (a violation ends a little
 # before the engine reports it).
 RING_SLACK_S = 8.0
+
+
+def _ticket_text(v: Violation) -> str:
+    """The speed a log line shows: the ticket's (with its sigma), the per-frame peak only as such."""
+    if v.ticket_speed_kmh is None:
+        return f"no ticket speed (peak {v.peak_speed_kmh:.1f} km/h, informative)"
+    return f"{v.ticket_speed_kmh:.1f} ± {v.ticket_sigma_kmh or 0.0:.1f} km/h"
 
 
 def _slug(text: str) -> str:
@@ -103,8 +111,9 @@ class ViolationRecorder:
         self.count += 1
         self.metrics.violations.inc()
         log.info(
-            "session %s: violation %d track %d %.1f km/h (limit %.0f, zone %s)",
-            self.session_id, row.id, v.track_id, v.peak_speed_kmh, v.speed_limit_kmh, v.zone,
+            "session %s: violation %d track %d %s (limit %.0f, zone %s): %s%s",
+            self.session_id, row.id, v.track_id, _ticket_text(v), v.speed_limit_kmh, v.zone, v.status,
+            f" ({v.status_reason})" if v.status_reason else "",
         )  # fmt: skip
         self.bus.publish_threadsafe(
             {

@@ -263,8 +263,10 @@ class StreamWorker:
         closing = self.pipeline.rules.set_rules(rules)
         self._speed_limit = rules.speed_limit_kmh
         log.info(
-            "session %s: rules now global limit %s km/h, %d zone(s), tolerance %.1f km/h (%d open episode(s) closed)",
-            self.session_id, rules.speed_limit_kmh, len(rules.zones), rules.tolerance_kmh, len(closing),
+            "session %s: rules now global limit %s km/h, %d zone(s), tolerance %s of %.1f km/h and %.1f %%, "
+            "ticket rule %s at %.3f confidence (%d open episode(s) closed)",
+            self.session_id, rules.speed_limit_kmh, len(rules.zones), rules.tolerance_mode, rules.tolerance_kmh,
+            rules.tolerance_percent, rules.ticket_rule, rules.confidence, len(closing),
         )  # fmt: skip
         for v in closing:
             self.outputs.record(v, None, self.outputs.last_telemetry)

@@ -37,10 +37,11 @@ from edge_server.child_process import free_port  # noqa: F401 - the tests' ports
 from edge_server.media import FrameRing, write_clip
 from edge_server.settings import ServerSettings
 from edge_server.store import make_engine
-from pipelines.types import Violation
+from pipelines.types import MeasuringBase, Violation
 
 TOKEN = "test-token-123"
 SEED_T0 = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.timezone.utc)  # seed_store's violations' minute 0
+SEED_PEAK_EXCESS = 2.5  # seed_store's per-frame peaks above the ticket speed (the peak's upward bias)
 PG_URL = os.environ.get("AIRPATROL_TEST_POSTGRES_URL")
 PG_MISSING = 'AIRPATROL_TEST_POSTGRES_URL is not set (eval "$(.ci/postgres.sh)" provides one)'
 
@@ -240,25 +241,39 @@ def seed_store(
     sigma_kmh: float = 0.0,
 ) -> list[int]:
     """Sessions (id -> kind; webrtc ones from 10.0.0.2) and violations (session, minute after
-    ``SEED_T0``, peak km/h, zone: limit 50 global, 30 elsewhere) in the server's store; the first
-    violation gets a snapshot and a clip on disk, and the first session is ended. Their ids."""
+    ``SEED_T0``, ticket speed km/h, zone: limit 50 global, 30 elsewhere) in the server's store; the
+    first violation gets a snapshot and a clip on disk, and the first session is ended. Their ids.
+
+    Each violation is enforceable, its ticket speed (sigma ``sigma_kmh``, tolerance 3 km/h, k 1.645)
+    measured over a base of 1.5 s and 30 m from frame ``minute * 1800 + 1``; its per-frame peak,
+    informative, is ``SEED_PEAK_EXCESS`` above the ticket speed."""
     store = server.store
     for sid, kind in sessions.items():
         store.create_session(sid, kind, remote="10.0.0.2" if kind == "webrtc" else None)
     ids = []
     for i, (sid, minute, speed, zone) in enumerate(violations):
+        peak = speed + SEED_PEAK_EXCESS
+        base = MeasuringBase(
+            minute * 60.0, minute * 60.0 + 1.5, minute * 1800 + 1, minute * 1800 + 46, 30.0, 46
+        )
         violation = Violation(
             track_id=i,
             zone=zone,
             speed_limit_kmh=50.0 if zone == "global" else 30.0,
-            peak_speed_kmh=speed,
-            mean_speed_kmh=speed - 2,
+            peak_speed_kmh=peak,
+            mean_speed_kmh=peak - 2,
             sigma_kmh=sigma_kmh,
             start_frame=minute * 1800,
             end_frame=minute * 1800 + 60,
             start_time_s=minute * 60.0,
             end_time_s=minute * 60.0 + 2,
             bbox_xyxy=(10, 20, 50, 40),
+            ticket_speed_kmh=speed,
+            ticket_sigma_kmh=sigma_kmh,
+            tolerance_kmh=3.0,
+            confidence_k=1.645,
+            base=base,
+            status="enforceable",
         )
         ids.append(store.add_violation(sid, violation, occurred_at=SEED_T0 + dt.timedelta(minutes=minute)).id)
     first = next(iter(sessions))

@@ -8,6 +8,7 @@ import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
+from pydantic import ValidationError
 
 from edge_server.routes.common import (
     ERRORS,
@@ -32,7 +33,7 @@ from edge_server.schemas import (
     ZoneIn,
 )
 from edge_server.store import CursorError
-from pipelines.config import RulesConfig
+from pipelines.config import RulesConfig, validation_summary
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +139,11 @@ def _rules_out(rules: RulesConfig) -> RulesOut:
             for z in rules.zones
         ],
         tolerance_kmh=rules.tolerance_kmh,
+        tolerance_percent=rules.tolerance_percent,
+        tolerance_mode=rules.tolerance_mode,
+        ticket_rule=rules.ticket_rule,
+        confidence=rules.confidence,
         min_duration_s=rules.min_duration_s,
-        use_lower_bound=rules.use_lower_bound,
     )
 
 
@@ -161,7 +165,8 @@ async def get_rules(request: Request, session_id: SessionId) -> RulesOut:
     f"{API_PREFIX}/sessions/{{session_id}}/rules",
     response_model=RulesOut,
     tags=["sessions"],
-    summary="Set a live stream's speed limit, zones, tolerance and minimum duration (from its next frame)",
+    summary="Set a live stream's speed limit, zones, tolerance, ticket rule and minimum duration "
+    "(from its next frame)",
     responses=RULES_RESPONSES,
 )
 async def set_rules(request: Request, session_id: SessionId, body: RulesIn) -> RulesOut:
@@ -171,7 +176,10 @@ async def set_rules(request: Request, session_id: SessionId, body: RulesIn) -> R
     update["speed_limit_kmh"] = body.speed_limit_kmh  # null is a value here: zones only
     if body.speed_limit_kmh is None and not (body.zones if body.zones is not None else current["zones"]):
         raise ApiError(422, "invalid_request", "no limit at all: give speed_limit_kmh or at least one zone")
-    rules = RulesConfig(**{**current, **update})
+    try:  # RulesIn holds the config's ranges: this is a safety net, never a 500
+        rules = RulesConfig(**{**current, **update})
+    except ValidationError as exc:
+        raise ApiError(422, "invalid_request", validation_summary(exc)) from exc
     worker.set_rules(rules)
     out = _rules_out(rules)
     log.info("session %s: rules set by the operator: %s", session_id, out.model_dump_json())

@@ -70,6 +70,7 @@ def _violation_filter(q: ViolationFilterQuery) -> ViolationFilter:
         max_speed_kmh=q.max_speed_kmh,
         class_name=q.class_name,
         server_id=q.server_id,
+        statuses=q.statuses,
     )
 
 

@@ -4,7 +4,8 @@ SQLite (WAL) by default, PostgreSQL by URL. The schema is owned by the Alembic m
 ``edge_server/migrations`` (run on startup by :func:`migrate`); the ORM classes mirror them.
 
 * :mod:`~edge_server.store.models` - the tables (``SessionRow``, ``TrackRow``, ``ViolationRow``,
-  ``RtmpKeyRow``, their ``Base``; ``UTCDateTime``, ``utcnow``);
+  ``RtmpKeyRow``, their ``Base``; ``UTCDateTime``, ``utcnow``; ``violation_status``: a
+  violation's derived status, also ``ViolationRow.status`` in SQL);
 * :mod:`~edge_server.store.database` - ``make_engine(url)`` and ``migrate(engine)``;
 * :mod:`~edge_server.store.paging` - ``ViolationFilter``, the sorts, keyset cursors (``Page``,
   ``CursorError``);
@@ -21,9 +22,18 @@ import none of the package; none imports the package itself.
 
 from __future__ import annotations
 
-from edge_server.store.access import Store, drone_fields, violation_fields
+from edge_server.store.access import Store, drone_fields, ticket_fields, violation_fields
 from edge_server.store.database import MIGRATION_LOCK, MIGRATIONS_DIR, make_engine, migrate
-from edge_server.store.models import Base, RtmpKeyRow, SessionRow, TrackRow, UTCDateTime, ViolationRow, utcnow
+from edge_server.store.models import (
+    Base,
+    RtmpKeyRow,
+    SessionRow,
+    TrackRow,
+    UTCDateTime,
+    ViolationRow,
+    utcnow,
+    violation_status,
+)
 from edge_server.store.paging import MAX_ROW_ID, SORTS, CursorError, Page, ViolationFilter
 
 __all__ = [
@@ -44,6 +54,8 @@ __all__ = [
     "drone_fields",
     "make_engine",
     "migrate",
+    "ticket_fields",
     "utcnow",
     "violation_fields",
+    "violation_status",
 ]

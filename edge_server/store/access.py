@@ -16,6 +16,7 @@ from sqlalchemy.orm import sessionmaker
 from edge_server.store.database import make_engine, migrate
 from edge_server.store.models import RtmpKeyRow, SessionRow, TrackRow, ViolationRow, utcnow
 from edge_server.store.paging import (
+    SORT_KINDS,
     SORTS,
     CursorError,
     Page,
@@ -23,10 +24,14 @@ from edge_server.store.paging import (
     decode_cursor,
     encode_cursor,
     keyset,
+    keyset_nulls_last,
 )
 from pipelines.types import Telemetry, Violation
 
 log = logging.getLogger(__name__)
+
+# the engine's statuses a row stores (ViolationRow.ticket_status)
+TICKET_STATUSES = ("enforceable", "not_enforceable")
 
 
 def violation_fields(v: Violation) -> dict[str, Any]:
@@ -49,6 +54,33 @@ def violation_fields(v: Violation) -> dict[str, Any]:
         "ground_y_m": None if ground is None else float(ground[1]),
         "latitude": v.latitude,
         "longitude": v.longitude,
+        **ticket_fields(v),
+    }
+
+
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def ticket_fields(v: Violation) -> dict[str, Any]:
+    """The ticket columns: the speed over the measuring base, its sigma, the tolerance and the
+    confidence factor applied, the base, the engine's status and why. A status the store does not
+    know is stored as not enforceable (a ticket needs the engine to say enforceable)."""
+    status, reason = v.status, v.status_reason or ""
+    if status not in TICKET_STATUSES:
+        log.warning(
+            "violation of track %s: unknown engine status %r, stored as not enforceable", v.track_id, status
+        )
+        reason = f"unknown engine status {status!r}" + (f": {reason}" if reason else "")
+        status = "not_enforceable"
+    return {
+        "ticket_speed_kmh": _float(v.ticket_speed_kmh),
+        "ticket_sigma_kmh": _float(v.ticket_sigma_kmh),
+        "tolerance_kmh": _float(v.tolerance_kmh),
+        "confidence_k": _float(v.confidence_k),
+        "base": None if v.base is None else v.base.to_dict(),
+        "ticket_status": status,
+        "status_reason": reason,
     }
 
 
@@ -60,6 +92,35 @@ def drone_fields(t: Telemetry | None) -> dict[str, Any]:
         "altitude_m": None if t is None else t.altitude_m,
         "scale_source": None if t is None else t.source,
     }
+
+
+def violation_conditions(flt: ViolationFilter) -> list[Any]:
+    """The WHERE conditions of a violation filter (combined with AND). A speed bound is on the
+    ticket speed, so it leaves out the rows without one; the status is the derived one
+    (:attr:`ViolationRow.status`)."""
+    row = ViolationRow
+    conditions: list[Any] = []
+    if flt.session_id:
+        conditions.append(row.session_id == flt.session_id)
+    if flt.since is not None:
+        conditions.append(row.occurred_at >= flt.since)
+    if flt.until is not None:
+        conditions.append(row.occurred_at < flt.until)
+    if flt.min_speed_kmh is not None:
+        conditions.append(row.ticket_speed_kmh >= flt.min_speed_kmh)
+    if flt.max_speed_kmh is not None:
+        conditions.append(row.ticket_speed_kmh <= flt.max_speed_kmh)
+    if flt.zone:
+        conditions.append(row.zone == flt.zone)
+    if flt.class_name:
+        conditions.append(row.class_name == flt.class_name)
+    if flt.server_id:
+        conditions.append(row.server_id == flt.server_id)
+    if flt.false_positive is not None:
+        conditions.append(row.false_positive == flt.false_positive)
+    if flt.statuses:
+        conditions.append(row.status.in_(sorted(set(flt.statuses))))
+    return conditions
 
 
 class Store:
@@ -271,33 +332,19 @@ class Store:
             raise CursorError(f"unknown sort {sort!r}; one of {', '.join(SORTS)}")
         attr, desc = SORTS[sort]
         col = getattr(ViolationRow, attr)
-        stmt = select(ViolationRow)
-        if flt.session_id:
-            stmt = stmt.where(ViolationRow.session_id == flt.session_id)
-        if flt.since is not None:
-            stmt = stmt.where(ViolationRow.occurred_at >= flt.since)
-        if flt.until is not None:
-            stmt = stmt.where(ViolationRow.occurred_at < flt.until)
-        if flt.min_speed_kmh is not None:
-            stmt = stmt.where(ViolationRow.peak_speed_kmh >= flt.min_speed_kmh)
-        if flt.max_speed_kmh is not None:
-            stmt = stmt.where(ViolationRow.peak_speed_kmh <= flt.max_speed_kmh)
-        if flt.zone:
-            stmt = stmt.where(ViolationRow.zone == flt.zone)
-        if flt.class_name:
-            stmt = stmt.where(ViolationRow.class_name == flt.class_name)
-        if flt.server_id:
-            stmt = stmt.where(ViolationRow.server_id == flt.server_id)
-        if flt.false_positive is not None:
-            stmt = stmt.where(ViolationRow.false_positive == flt.false_positive)
+        stmt = select(ViolationRow).where(*violation_conditions(flt))
+        nullable = SORT_KINDS[attr] == "float_or_null"
         if cursor:
-            kind = {"occurred_at": "datetime", "peak_speed_kmh": "float", "id": "int"}[attr]
-            value, row_id = decode_cursor(cursor, sort, kind)
+            value, row_id = decode_cursor(cursor, sort, SORT_KINDS[attr])
             if attr == "id":
                 stmt = stmt.where(col < value if desc else col > value)
+            elif nullable:
+                stmt = stmt.where(keyset_nulls_last(col, ViolationRow.id, desc, value, row_id))
             else:
                 stmt = stmt.where(keyset(col, ViolationRow.id, desc, value, row_id))
         order = [col.desc() if desc else col.asc()]
+        if nullable:
+            order = [order[0].nulls_last()]
         if attr != "id":
             order.append(ViolationRow.id.desc() if desc else ViolationRow.id.asc())
         stmt = stmt.order_by(*order).limit(limit + 1)

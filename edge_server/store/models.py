@@ -19,7 +19,10 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    case,
+    true,
 )
+from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -102,11 +105,29 @@ class TrackRow(Base):
     session: Mapped[SessionRow] = relationship(back_populates="tracks")
 
 
+def violation_status(false_positive: bool, ticket_status: str | None) -> str:
+    """A violation's one status, derived (never stored): ``dismissed`` when an officer marked it a
+    false positive, else ``legacy`` when it was stored before the ticket speed (no engine status),
+    else the engine's ``enforceable`` / ``not_enforceable``. :attr:`ViolationRow.status` is the same
+    rule in SQL."""
+    if false_positive:
+        return "dismissed"
+    if ticket_status is None:
+        return "legacy"
+    return "enforceable" if ticket_status == "enforceable" else "not_enforceable"
+
+
 class ViolationRow(Base):
+    """One violation. The speed on a ticket is ``ticket_speed_kmh`` (``ticket_sigma_kmh``, measured
+    over ``base``, a :meth:`pipelines.types.MeasuringBase.to_dict`); ``peak_speed_kmh`` is the
+    highest per-frame estimate, informative only. Rows stored before the ticket speed (migration
+    0004) have NULL in every ticket column: their status is ``legacy``."""
+
     __tablename__ = "violations"
     __table_args__ = (
         Index("ix_violations_occurred_at_id", "occurred_at", "id"),
         Index("ix_violations_peak_speed_id", "peak_speed_kmh", "id"),
+        Index("ix_violations_ticket_speed_id", "ticket_speed_kmh", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -140,6 +161,31 @@ class ViolationRow(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     server_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)  # who recorded it
+    # the ticket (pipelines.ticket); all NULL on rows stored before it. ticket_speed_kmh and its
+    # sigma are also NULL when the track had no measuring base of the minimum length
+    ticket_speed_kmh: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ticket_sigma_kmh: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tolerance_kmh: Mapped[float | None] = mapped_column(Float, nullable=True)  # applied at that speed
+    confidence_k: Mapped[float | None] = mapped_column(Float, nullable=True)
+    base: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # MeasuringBase.to_dict()
+    # the engine's "enforceable" | "not_enforceable" (NULL: a row from before); the API's status is
+    # derived from it and false_positive (violation_status, the hybrid ``status`` below)
+    ticket_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    status_reason: Mapped[str | None] = mapped_column(Text, nullable=True)  # why not enforceable
+
+    @hybrid_property
+    def status(self) -> str:
+        return violation_status(bool(self.false_positive), self.ticket_status)
+
+    @status.inplace.expression
+    @classmethod
+    def _status_expression(cls) -> Any:
+        return case(
+            (cls.false_positive == true(), "dismissed"),
+            (cls.ticket_status.is_(None), "legacy"),
+            (cls.ticket_status == "enforceable", "enforceable"),
+            else_="not_enforceable",
+        )
 
 
 class RtmpKeyRow(Base):

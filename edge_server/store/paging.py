@@ -19,10 +19,22 @@ SORTS: dict[str, tuple[str, bool]] = {
     # public name -> (column attribute, descending)
     "-occurred_at": ("occurred_at", True),
     "occurred_at": ("occurred_at", False),
+    # the speed on the ticket; rows without one (no measuring base, or stored before it) come last
+    # in both directions
+    "-ticket_speed_kmh": ("ticket_speed_kmh", True),
+    "ticket_speed_kmh": ("ticket_speed_kmh", False),
+    # the highest per-frame estimate: informative, not the ticket speed
     "-peak_speed_kmh": ("peak_speed_kmh", True),
     "peak_speed_kmh": ("peak_speed_kmh", False),
     "-id": ("id", True),
     "id": ("id", False),
+}
+# each sort column's cursor value kind (decode_cursor); "float_or_null": a nullable column
+SORT_KINDS: dict[str, str] = {
+    "occurred_at": "datetime",
+    "ticket_speed_kmh": "float_or_null",
+    "peak_speed_kmh": "float",
+    "id": "int",
 }
 
 
@@ -35,12 +47,16 @@ class ViolationFilter:
     session_id: str | None = None
     since: dt.datetime | None = None  # occurred_at >= since
     until: dt.datetime | None = None  # occurred_at < until
-    min_speed_kmh: float | None = None  # peak speed
+    # the ticket speed: a speed filter leaves out the rows without one
+    min_speed_kmh: float | None = None
     zone: str | None = None
     false_positive: bool | None = None
-    max_speed_kmh: float | None = None  # peak speed
+    max_speed_kmh: float | None = None  # the ticket speed, as min_speed_kmh
     class_name: str | None = None
     server_id: str | None = None
+    # any of these derived statuses (ViolationRow.status): enforceable, not_enforceable,
+    # dismissed, legacy; None or empty: all
+    statuses: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,7 +80,8 @@ def decode_cursor(cursor: str, sort: str, kind: str, id_kind: str = "int") -> tu
 
     Cursors travel through clients, so every part is validated here: a tampered cursor is a
     :class:`CursorError` (HTTP 400), never a database error. ``kind`` is the sort value's type
-    (``datetime``, ``float`` or ``int``), ``id_kind`` the row id's (``int`` or ``str``).
+    (``datetime``, ``float``, ``float_or_null`` or ``int``), ``id_kind`` the row id's (``int`` or
+    ``str``).
     """
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
@@ -91,6 +108,8 @@ def _cursor_value(value: Any, kind: str) -> Any:
             return parsed.astimezone(dt.timezone.utc)  # out of datetime's range near years 1 and 9999
         except (ValueError, OverflowError) as exc:
             raise bad from exc
+    if kind == "float_or_null":
+        return None if value is None else _cursor_value(value, "float")
     if kind == "float":
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise bad
@@ -116,3 +135,13 @@ def keyset(col: Any, id_col: Any, desc: bool, value: Any, row_id: Any) -> Any:
     if desc:
         return or_(col < value, and_(col == value, id_col < row_id))
     return or_(col > value, and_(col == value, id_col > row_id))
+
+
+def keyset_nulls_last(col: Any, id_col: Any, desc: bool, value: Any, row_id: Any) -> Any:
+    """:func:`keyset` for a nullable column ordered with its NULLs last in both directions
+    (``ORDER BY col [DESC] NULLS LAST, id [DESC]``): after a non-NULL value come the greater (or
+    smaller) values, then every NULL; after a NULL, the NULLs further along by id."""
+    after_id = id_col < row_id if desc else id_col > row_id
+    if value is None:
+        return and_(col.is_(None), after_id)
+    return or_(keyset(col, id_col, desc, value, row_id), col.is_(None))

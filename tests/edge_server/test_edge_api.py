@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import pytest
 import websockets
-from edge_helpers import SEED_T0, TOKEN, RunningServer, seed_store
+from edge_helpers import SEED_PEAK_EXCESS, SEED_T0, TOKEN, RunningServer, seed_store
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -248,6 +248,9 @@ def test_clear_errors_never_tracebacks(db_server: RunningServer) -> None:
             ({"min_speed_kmh": "nan"}, "min_speed_kmh"),
             ({"sort": "speed"}, "sort"),
             ({"false_positive": "maybe"}, "false_positive"),
+            ({"status": "fast"}, "unknown status 'fast': give one of enforceable, not_enforceable"),
+            ({"status": "legacy,"}, "unknown status ''"),
+            ({"status": "Enforceable"}, "unknown status 'Enforceable'"),
         ]:
             r = c.get("/api/v1/violations", params=params)
             body = r.json()
@@ -274,10 +277,10 @@ def test_clear_errors_never_tracebacks(db_server: RunningServer) -> None:
 def test_violation_filters_and_detail(seeded: RunningServer) -> None:
     with seeded.client() as c:
 
-        def speeds(**params) -> list[float]:
+        def speeds(**params) -> list[float]:  # the ticket speeds (the filters' and the seeds')
             r = c.get("/api/v1/violations", params=params)
             assert r.status_code == 200, r.text
-            return sorted(v["peak_speed_kmh"] for v in r.json()["items"])
+            return sorted(v["ticket_speed_kmh"] for v in r.json()["items"])
 
         assert speeds() == [55.0, 61.0, 70.0, 70.0, 75.0, 90.5, 120.0]
         assert speeds(session_id="sess-b") == [55.0, 70.0, 120.0]
@@ -300,7 +303,23 @@ def test_violation_filters_and_detail(seeded: RunningServer) -> None:
 
         vid = seeded.seeded_ids[0]
         detail = c.get(f"/api/v1/violations/{vid}").json()
-        assert detail["session_id"] == "sess-a" and detail["peak_speed_kmh"] == 61.0
+        assert detail["session_id"] == "sess-a" and detail["ticket_speed_kmh"] == 61.0
+        assert detail["peak_speed_kmh"] == 61.0 + SEED_PEAK_EXCESS  # informative, kept
+        assert (
+            detail["status"],
+            detail["status_reason"],
+            detail["tolerance_kmh"],
+            detail["confidence_k"],
+        ) == (
+            "enforceable",
+            "",
+            3.0,
+            1.645,
+        )
+        assert detail["base"] == {
+            "start_time_s": 0.0, "end_time_s": 1.5, "duration_s": 1.5, "start_frame": 1, "end_frame": 46,
+            "distance_m": 30.0, "n_samples": 46, "index": 1, "of": 1,
+        }  # fmt: skip
         assert detail["occurred_at"].startswith("2025-06-01T12:00:00")
         assert detail["snapshot_url"] == f"/api/v1/violations/{vid}/snapshot.jpg"
         assert detail["clip_url"] == f"/api/v1/violations/{vid}/clip.mp4"
@@ -322,10 +341,22 @@ def test_csv_export_streams_every_filtered_violation(seeded: RunningServer) -> N
         )
         rows = list(csv.DictReader(io.StringIO(r.text)))
         assert tuple(rows[0]) == CSV_COLUMNS
-        assert [(row["session_id"], row["peak_speed_kmh"], row["zone"]) for row in rows] == [
-            ("sess-a", "75.0", "school"),
-            ("sess-a", "90.5", "school"),
+        assert [
+            (row["session_id"], row["ticket_speed_kmh"], row["peak_speed_kmh"], row["zone"]) for row in rows
+        ] == [
+            ("sess-a", "75.0", "77.5", "school"),
+            ("sess-a", "90.5", "93.0", "school"),
         ]
+        base = {k: rows[0][k] for k in CSV_COLUMNS if k.startswith("base_")}
+        assert base == {
+            "base_start_time_s": "60.0", "base_end_time_s": "61.5", "base_start_frame": "1801",
+            "base_end_frame": "1846", "base_distance_m": "30.0",
+        }  # fmt: skip
+        assert (rows[0]["status"], rows[0]["status_reason"], rows[0]["tolerance_kmh"]) == (
+            "enforceable",
+            "",
+            "3.0",
+        )
         assert rows[0]["false_positive"] == "false" and rows[0]["occurred_at"].startswith(
             "2025-06-01T12:01:00"
         )
@@ -357,6 +388,12 @@ def test_csv_export_streams_every_filtered_violation(seeded: RunningServer) -> N
         assert "'=HYPERLINK(1)" in {row["zone"] for row in rows} and "=HYPERLINK(1)" not in r.text.replace(
             "'=", ""
         )
+        bulk = next(row for row in rows if row["zone"] == "bulk")  # no ticket speed: empty cells
+        assert (bulk["ticket_speed_kmh"], bulk["base_start_frame"], bulk["status"]) == (
+            "",
+            "",
+            "not_enforceable",
+        )
         for params, needle in [
             ({"limit": 5}, "query.limit: unknown query parameter"),
             ({"min_speed_kmh": 9, "max_speed_kmh": 1}, "must not be above"),
@@ -368,6 +405,8 @@ def test_csv_export_streams_every_filtered_violation(seeded: RunningServer) -> N
 def test_sorting_and_cursor_pagination(seeded: RunningServer) -> None:
     with seeded.client() as c:
         for sort, key in [
+            ("-ticket_speed_kmh", "ticket_speed_kmh"),
+            ("ticket_speed_kmh", "ticket_speed_kmh"),
             ("-peak_speed_kmh", "peak_speed_kmh"),
             ("occurred_at", "occurred_at"),
             ("-id", "id"),
@@ -388,6 +427,62 @@ def test_sorting_and_cursor_pagination(seeded: RunningServer) -> None:
         first = c.get("/api/v1/violations", params={"sort": "-peak_speed_kmh", "limit": 2}).json()
         r = c.get("/api/v1/violations", params={"sort": "id", "cursor": first["next_cursor"]})
         assert r.status_code == 400 and "sort" in r.json()["detail"]
+
+
+def test_status_filter_and_rows_without_a_ticket_speed(seeded: RunningServer) -> None:
+    """``status=`` (one or a comma list) selects by the derived status; a speed filter leaves out
+    violations without a ticket speed; the ticket-speed sort puts them last."""
+    from pipelines.types import Violation
+
+    ids = seeded.seeded_ids  # seven enforceable ones
+    no_base = Violation(
+        99, "global", 50.0, 88.0, 80.0, 4.0, 1, 20, 0.0, 0.6, status="not_enforceable",
+        status_reason="no measuring base of 1.0 s and 15 m", tolerance_kmh=3.0,
+    )  # fmt: skip
+    nb = seeded.store.add_violation("sess-b", no_base, occurred_at=SEED_T0).id
+    legacy = ids[5]  # 120 km/h: as a row stored before the ticket speed
+    seeded.store.update_violation(
+        legacy, ticket_speed_kmh=None, ticket_sigma_kmh=None, tolerance_kmh=None, confidence_k=None,
+        base=None, ticket_status=None, status_reason=None,
+    )  # fmt: skip
+    seeded.store.update_violation(ids[0], false_positive=True)
+    with seeded.client() as c:
+
+        def got(**params) -> list[int]:
+            r = c.get("/api/v1/violations", params={"sort": "id", **params})
+            assert r.status_code == 200, r.text
+            return [v["id"] for v in r.json()["items"]]
+
+        assert got(status="legacy") == [legacy]
+        assert got(status="not_enforceable") == [nb]
+        assert got(status="dismissed") == [ids[0]]
+        assert got(status="enforceable") == [i for i in ids if i not in (ids[0], legacy)]
+        assert got(status="legacy,dismissed,not_enforceable") == [ids[0], legacy, nb]
+        assert got(status="dismissed", session_id="sess-b") == []
+        assert legacy not in got(min_speed_kmh=0) and nb not in got(max_speed_kmh=1000)
+        assert len(got()) == 8
+
+        shown = {v["id"]: v for v in c.get("/api/v1/violations", params={"limit": 100}).json()["items"]}
+        old = shown[legacy]
+        assert (old["status"], old["ticket_speed_kmh"], old["peak_speed_kmh"]) == ("legacy", None, 122.5)
+        assert "peak only" in old["status_reason"]
+        assert (shown[nb]["status"], shown[nb]["ticket_speed_kmh"], shown[nb]["base"]) == (
+            "not_enforceable",
+            None,
+            None,
+        )
+        assert shown[nb]["status_reason"] == "no measuring base of 1.0 s and 15 m"
+        fastest = c.get("/api/v1/violations", params={"sort": "-ticket_speed_kmh", "limit": 100}).json()[
+            "items"
+        ]
+        assert [v["ticket_speed_kmh"] for v in fastest] == [90.5, 75.0, 70.0, 70.0, 61.0, 55.0, None, None]
+
+        csv_rows = list(
+            csv.DictReader(io.StringIO(c.get("/api/v1/violations.csv", params={"status": "legacy"}).text))
+        )
+        assert [(r["id"], r["status"], r["ticket_speed_kmh"], r["peak_speed_kmh"]) for r in csv_rows] == [
+            (str(legacy), "legacy", "", "122.5")
+        ]
 
 
 def test_false_positive_and_media_downloads(seeded: RunningServer) -> None:
@@ -475,6 +570,11 @@ async def test_events_websocket_auth_and_updates(seeded: RunningServer) -> None:
             event = json.loads(await asyncio.wait_for(ws.recv(), 5))
             assert event["type"] == "violation.updated" and event["violation"]["id"] == vid
             assert event["violation"]["false_positive"] is True
+            assert event["violation"]["status"] == "dismissed"  # the mark wins over the engine's status
+            assert (
+                event["violation"]["ticket_speed_kmh"] == 90.5
+                and event["violation"]["base"]["end_frame"] == 3646
+            )
             with pytest.raises(asyncio.TimeoutError):  # filtered: sess-a events do not reach sess-b watchers
                 await asyncio.wait_for(ws_b.recv(), 0.5)
 

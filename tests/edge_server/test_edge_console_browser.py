@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 from browser_helpers import WAIT_S, console_errors, require_selenium, screenshot
-from edge_helpers import TOKEN, RunningServer, seed_store
+from edge_helpers import SEED_T0, TOKEN, RunningServer, seed_store
 
 require_selenium()
 
@@ -28,7 +28,7 @@ from selenium.common.exceptions import StaleElementReferenceException  # noqa: E
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 ROWS = (By.CSS_SELECTOR, "#violations tbody tr")
@@ -164,7 +164,7 @@ def test_violations_review_persists_a_false_positive(
     wait(chromium).until(lambda d: [p for p in tmp_path.glob("violations-*.csv") if p.stat().st_size])
     (exported,) = tmp_path.glob("violations-*.csv")
     rows = list(csv.DictReader(io.StringIO(exported.read_text())))
-    assert sorted(float(r["peak_speed_kmh"]) for r in rows) == [55.0, 120.0]
+    assert sorted(float(r["ticket_speed_kmh"]) for r in rows) == [55.0, 120.0]
 
     # false positive: marked in the table, stored, still marked after a reload
     target = seeded.seeded_ids[4]
@@ -185,6 +185,77 @@ def test_violations_review_persists_a_false_positive(
         "[...document.querySelectorAll('#violations input.fp:checked')].map(i => i.closest('tr').dataset.id)",
     )
     assert marked == [str(target)]
+    assert console_errors(chromium) == []
+
+
+def cells(driver: WebDriver, column: str) -> list[str]:
+    """The text of one column of the violations table, top to bottom."""
+    return js(
+        driver, f"[...document.querySelectorAll('#violations tbody td.{column}')].map(td => td.textContent)"
+    )
+
+
+def test_violations_show_the_ticket_speed_and_status(seeded: RunningServer, chromium: WebDriver) -> None:
+    """The list shows the ticket speed ± sigma and a status badge ("—" and the reason without a
+    ticket speed), sorts by the ticket speed and filters by status; the detail shows the ticket,
+    its tolerance, k and measuring base, and the per-frame peak as information."""
+    from pipelines.types import Violation
+
+    ids = seeded.seeded_ids
+    reason = "no measuring base of 1.0 s and 15 m"
+    no_base = Violation(
+        9, "global", 50.0, 88.0, 80.0, 4.0, 1, 20, 0.0, 0.6, status_reason=reason, tolerance_kmh=3.0
+    )
+    nb = seeded.store.add_violation("sess-b", no_base, occurred_at=SEED_T0).id
+    legacy = ids[3]  # 55 km/h, as a row stored before the ticket speed
+    seeded.store.update_violation(
+        legacy,
+        ticket_speed_kmh=None,
+        ticket_sigma_kmh=None,
+        base=None,
+        ticket_status=None,
+        status_reason=None,
+    )
+    sign_in(chromium, seeded)
+    go(chromium, "violations")
+    wait(chromium).until(lambda d: len(row_ids(d)) == 6)
+    speeds = dict(zip(row_ids(chromium), cells(chromium, "speed"), strict=True))
+    assert speeds[ids[4]] == "120.0 ± 1.2" and speeds[nb] == "—" and speeds[legacy] == "—"
+    statuses = dict(zip(row_ids(chromium), cells(chromium, "status"), strict=True))
+    assert statuses[ids[0]] == "enforceable" and statuses[nb] == f"not enforceable{reason}"
+    assert statuses[legacy].startswith("legacy: peak only")
+
+    form = chromium.find_element(By.ID, "violation-filters")
+    Select(form.find_element(By.NAME, "sort")).select_by_value("-ticket_speed_kmh")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(chromium).until(lambda d: row_ids(d)[:1] == [ids[4]])
+    assert cells(chromium, "speed") == ["120.0 ± 1.2", "90.5 ± 1.2", "75.0 ± 1.2", "61.0 ± 1.2", "—", "—"]
+    Select(form.find_element(By.NAME, "status")).select_by_value("legacy")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(chromium).until(lambda d: row_ids(d) == [legacy])
+    Select(form.find_element(By.NAME, "status")).select_by_value("")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(chromium).until(lambda d: len(row_ids(d)) == 6)
+
+    click(chromium, (By.CSS_SELECTOR, f"#violations tr[data-id='{ids[2]}'] td"))
+    wait(chromium).until(lambda d: f"Violation {ids[2]}" in d.find_element(By.ID, "violation-detail").text)
+    detail = chromium.find_element(By.ID, "violation-detail").text
+    for needle in (
+        "90.5 km/h ± 1.2",
+        "enforceable",
+        "3.0 km/h at this speed",
+        "1.645",
+        "120.00–121.50 s (1.50 s), frames 3601–3646, 30.0 m, 46 positions",
+        "93.0 km/h ± 1.2 (mean 91.0; informative, not the ticket speed)",
+    ):
+        assert needle in detail, (needle, detail)
+    shot(chromium, "violation-ticket")
+    click(chromium, (By.CSS_SELECTOR, f"#violations tr[data-id='{nb}'] td"))
+    wait(chromium).until(lambda d: f"Violation {nb}" in d.find_element(By.ID, "violation-detail").text)
+    detail = chromium.find_element(By.ID, "violation-detail").text
+    assert f"— ({reason})" in detail and "not enforceable" in detail and "none" in detail, detail
+    click(chromium, (By.CSS_SELECTOR, f"#violations tr[data-id='{legacy}'] td"))
+    wait(chromium).until(lambda d: "legacy: peak only" in d.find_element(By.ID, "violation-detail").text)
     assert console_errors(chromium) == []
 
 

@@ -19,17 +19,34 @@ def test_the_operator_changes_the_limit_of_a_live_stream(server: RunningServer) 
             30,
             "rules",
         )
-        assert rules == {
+        assert rules == {  # the site config's: OIML R 91's tolerance, the default ticket rule
             "speed_limit_kmh": 50.0,
             "zones": [],
-            "tolerance_kmh": 0.0,
+            "tolerance_kmh": 3.0,
+            "tolerance_percent": 3.0,
+            "tolerance_mode": "max",
+            "ticket_rule": "tolerance",
+            "confidence": 0.95,
             "min_duration_s": 0.5,
-            "use_lower_bound": False,
         }
+        # the ticket's settings: each one given is set, the others kept
+        ticket = {
+            "tolerance_percent": 5,
+            "tolerance_mode": "percent",
+            "ticket_rule": "lower_bound",
+            "confidence": 0.99,
+        }
+        r = c.put(f"/api/v1/sessions/{sid}/rules", json={"speed_limit_kmh": 50, **ticket})
+        assert r.status_code == 200, r.text
+        assert {k: r.json()[k] for k in ticket} == {**ticket, "tolerance_percent": 5.0}
+        assert c.get(f"/api/v1/sessions/{sid}/rules").json() == r.json()
+        assert r.json()["tolerance_kmh"] == 3.0 and "use_lower_bound" not in r.json()
+        assert server.manager.get(sid).worker.rules.ticket_rule == "lower_bound"
         # above every vehicle: nothing is speeding any more
         high = c.put(f"/api/v1/sessions/{sid}/rules", json={"speed_limit_kmh": 100, "tolerance_kmh": 2})
         assert high.status_code == 200 and high.json()["speed_limit_kmh"] == 100.0, high.text
-        assert c.get(f"/api/v1/sessions/{sid}/rules").json()["tolerance_kmh"] == 2.0  # kept below
+        kept = c.get(f"/api/v1/sessions/{sid}/rules").json()
+        assert kept["tolerance_kmh"] == 2.0 and kept["ticket_rule"] == "lower_bound"  # kept below
         # 30 km/h and a zone over the slow lane's half of the frame with a limit of 20: both
         # lanes speed, each against its own limit
         zone = {
@@ -92,6 +109,34 @@ def test_the_operator_changes_the_limit_of_a_live_stream(server: RunningServer) 
             "polygon",
         ),
         ({"speed_limit_kmh": 50, "limit": 3}, 422, "limit"),
+        ({"speed_limit_kmh": 50, "use_lower_bound": True}, 422, "use_lower_bound"),  # ticket_rule now
+        (
+            {"speed_limit_kmh": 50, "tolerance_kmh": -1},
+            422,
+            "body.tolerance_kmh: Input should be greater than or equal to 0",
+        ),
+        (
+            {"speed_limit_kmh": 50, "tolerance_percent": 60},
+            422,
+            "body.tolerance_percent: Input should be less than or equal to 50",
+        ),
+        (
+            {"speed_limit_kmh": 50, "tolerance_mode": "loose"},
+            422,
+            "body.tolerance_mode: Input should be 'kmh', 'percent' or 'max'",
+        ),
+        (
+            {"speed_limit_kmh": 50, "ticket_rule": "strict"},
+            422,
+            "body.ticket_rule: Input should be 'tolerance', 'tolerance_and_sigma' or 'lower_bound'",
+        ),
+        (
+            {"speed_limit_kmh": 50, "confidence": 0.5},
+            422,
+            "body.confidence: Input should be greater than 0.5",
+        ),
+        ({"speed_limit_kmh": 50, "confidence": 1}, 422, "body.confidence: Input should be less than 1"),
+        ({"speed_limit_kmh": 50, "confidence": "0.95"}, 422, "body.confidence"),  # a JSON number
     ],
 )
 def test_bad_rules_are_refused(server: RunningServer, body: dict, status: int, needle: str) -> None:

@@ -57,6 +57,14 @@ async def test_phone_stream_end_to_end(server) -> None:
     for v in result.violations:
         assert 60 < v["peak_speed_kmh"] < 90  # the fast lane runs at ~73 km/h
         assert v["speed_limit_kmh"] == 50
+        # the live event carries the ticket: its speed over the measuring base (or why there is none)
+        assert v["status"] in ("enforceable", "not_enforceable"), v
+        assert {"ticket_speed_kmh", "ticket_sigma_kmh", "tolerance_kmh", "confidence_k", "base"} <= set(v)
+        if v["ticket_speed_kmh"] is None:
+            assert v["status"] == "not_enforceable" and v["status_reason"], v
+        else:
+            assert 60 < v["ticket_speed_kmh"] < 90 and v["ticket_sigma_kmh"] >= 0, v
+            assert v["base"]["start_frame"] < v["base"]["end_frame"], v
 
     with server.client() as c:
         session = c.get(f"/api/v1/sessions/{result.session_id}").json()

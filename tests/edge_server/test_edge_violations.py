@@ -3,7 +3,9 @@ clip, encoded as the settings say, with a real store and a real clip writer."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,7 +18,7 @@ from edge_server.metrics import Metrics
 from edge_server.settings import ServerSettings
 from edge_server.store import Store
 from edge_server.violations import ViolationRecorder
-from pipelines.types import Violation
+from pipelines.types import MeasuringBase, Violation
 
 
 @pytest.mark.parametrize(
@@ -73,4 +75,46 @@ def test_violation_clip_is_encoded_with_the_configured_preset(tmp_path, preset, 
     options = re.search(rb"options: ([^\x00]*)", clip.read_bytes())
     assert options is not None
     assert f"crf={crf:.1f}".encode() in options.group(1) and motion_search.encode() in options.group(1)
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("ticket", "expected"),
+    [
+        (
+            {"ticket_speed_kmh": 61.04, "ticket_sigma_kmh": 0.83, "tolerance_kmh": 3.0, "confidence_k": 1.645,
+             "base": MeasuringBase(2.0, 3.4, 61, 103, 23.7, 42), "status": "enforceable"},
+            {"ticket_speed_kmh": 61.04, "ticket_sigma_kmh": 0.83, "tolerance_kmh": 3.0, "confidence_k": 1.645,
+             "status": "enforceable", "status_reason": ""},
+        ),
+        (
+            {"tolerance_kmh": 3.0, "confidence_k": 1.645, "status": "not_enforceable",
+             "status_reason": "no measuring base of 1.0 s and 15 m"},
+            {"ticket_speed_kmh": None, "ticket_sigma_kmh": None, "tolerance_kmh": 3.0, "confidence_k": 1.645,
+             "status": "not_enforceable", "status_reason": "no measuring base of 1.0 s and 15 m"},
+        ),
+    ],
+)  # fmt: skip
+async def test_the_live_violation_event_carries_the_ticket(tmp_path, ticket: dict, expected: dict) -> None:
+    """The ``violation`` event a stream's recorder publishes is the stored violation as the API shows
+    it: the ticket speed, its sigma, the status and its reason, with the peak as information."""
+    settings = ServerSettings(data_dir=tmp_path)
+    store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
+    store.create_session("s1", "test")
+    bus = EventBus(asyncio.get_running_loop())
+    sub = bus.subscribe("s1")
+    with ThreadPoolExecutor(1) as clips:
+        recorder = ViolationRecorder(
+            "s1", settings=settings, store=store, bus=bus, metrics=Metrics(), clip_executor=clips,
+            snapshot_margin_px=20,
+        )  # fmt: skip
+        v = Violation(7, "global", 50.0, 66.5, 63.0, 2.0, 60, 110, 2.0, 3.6, **ticket)
+        row = await asyncio.to_thread(recorder.record, v, None, None, dt.datetime.now(dt.timezone.utc))
+    event = await asyncio.wait_for(sub.get(), 5)
+    assert (event["type"], event["session_id"], event["violation"]["id"]) == ("violation", "s1", row.id)
+    shown = event["violation"]
+    assert {k: shown[k] for k in expected} == expected
+    assert shown["peak_speed_kmh"] == 66.5
+    assert shown["base"] == (None if "base" not in ticket else ticket["base"].to_dict())
+    json.dumps(event)  # as the WebSocket sends it
     store.close()

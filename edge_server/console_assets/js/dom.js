@@ -37,3 +37,23 @@ export function shortId(id) {
 export function errorText(error) {
   return error && error.message ? error.message : String(error);
 }
+
+// A violation's status as the console names it (the API's status field).
+export const STATUS_LABELS = {
+  enforceable: "enforceable",
+  not_enforceable: "not enforceable",
+  dismissed: "dismissed",
+  legacy: "legacy: peak only",
+};
+
+export function statusBadge(v) {
+  const status = v.status || "legacy";
+  return h("span", { class: `badge status ${status}`, title: v.status_reason || null }, STATUS_LABELS[status] || status);
+}
+
+// The speed a violation is shown with: the ticket speed ± its sigma, "—" when it has none (no
+// measuring base, or stored before the ticket speed). The per-frame peak is never this number.
+export function ticketSpeed(v, unit = "") {
+  if (v.ticket_speed_kmh === null || v.ticket_speed_kmh === undefined) return "—";
+  return `${num(v.ticket_speed_kmh)}${unit} ± ${num(v.ticket_sigma_kmh)}`;
+}

@@ -1,7 +1,7 @@
 // Live: one card per active stream with its figures as the server sends them (every stats
 // interval), its latest violation with the snapshot, and the feed of events as they happen.
 import { endStream, get, objectUrl, stopPath } from "./api.js";
-import { errorText, h, num, shortId, when } from "./dom.js";
+import { STATUS_LABELS, errorText, h, num, shortId, statusBadge, ticketSpeed, when } from "./dom.js";
 import { Viewer } from "./webrtc.js";
 
 const FEED_LENGTH = 50;
@@ -23,7 +23,7 @@ export function follow(events) {
   );
   events.addEventListener("violation", (e) => {
     const v = e.detail.violation;
-    record(`${num(v.peak_speed_kmh)} km/h ${v.class_name} (limit ${num(v.speed_limit_kmh, 0)}, ${v.zone}) in ${shortId(v.session_id)}`, "violation");
+    record(`${ticketSpeed(v)} km/h ${v.class_name} (limit ${num(v.speed_limit_kmh, 0)}, ${v.zone}, ${STATUS_LABELS[v.status] || v.status}) in ${shortId(v.session_id)}`, "violation");
   });
 }
 
@@ -96,7 +96,8 @@ export function mount(container, { events }) {
     if (last) {
       lastBox.replaceChildren(
         stream.snapshot ? h("img", { src: stream.snapshot, alt: `snapshot of violation ${last.id}` }) : "",
-        h("p", {}, h("a", { href: `#/violations?session_id=${encodeURIComponent(id)}` }, `${num(last.peak_speed_kmh)} km/h`), ` ${last.class_name} in ${last.zone} (limit ${num(last.speed_limit_kmh, 0)}) at ${when(last.occurred_at)}`),
+        h("p", {}, h("a", { href: `#/violations?session_id=${encodeURIComponent(id)}` }, `${ticketSpeed(last)} km/h`), ` ${last.class_name} in ${last.zone} (limit ${num(last.speed_limit_kmh, 0)}) at ${when(last.occurred_at)} `, statusBadge(last)),
+        last.ticket_speed_kmh == null && last.status_reason ? h("p", { class: "hint" }, last.status_reason) : "",
       );
     }
     empty.hidden = streams.size > 0;

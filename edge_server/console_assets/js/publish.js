@@ -3,7 +3,7 @@
 // the browser allows it) as telemetry on the "telemetry" data channel twice a second
 // (docs/telemetry-datachannel.md). The server's events for this stream come back on "events".
 import { auth } from "./api.js";
-import { errorText, h, num } from "./dom.js";
+import { STATUS_LABELS, errorText, h, num, ticketSpeed } from "./dom.js";
 import { iceGathered } from "./webrtc.js";
 
 const TELEMETRY_MS = 500;
@@ -72,7 +72,7 @@ function onEvent(message) {
   if (event.type === "violation") {
     violations += 1;
     const v = event.violation;
-    feed(`${num(v.peak_speed_kmh)} km/h ${v.class_name} (limit ${num(v.speed_limit_kmh, 0)})`, "violation");
+    feed(`${ticketSpeed(v)} km/h ${v.class_name} (limit ${num(v.speed_limit_kmh, 0)}, ${STATUS_LABELS[v.status] || v.status})`, "violation");
   } else if (event.type === "telemetry.rejected") {
     feed(`telemetry refused: ${event.reason}`, "error");
   } else if (event.type === "session.ended") {

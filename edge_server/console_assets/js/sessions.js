@@ -34,10 +34,26 @@ function operatorForm(session, say) {
   return form;
 }
 
-// A live stream's limits (PUT /api/v1/sessions/{id}/rules): they apply from its next frame.
+// A live stream's limits and ticket rule (PUT /api/v1/sessions/{id}/rules): they apply from its next frame.
+const NUMBERS = ["tolerance_kmh", "tolerance_percent", "confidence", "min_duration_s"];
+const CHOICES = {
+  tolerance_mode: [
+    ["max", "the larger (OIML R 91)"],
+    ["kmh", "km/h only"],
+    ["percent", "% only"],
+  ],
+  ticket_rule: [
+    ["tolerance", "tolerance"],
+    ["tolerance_and_sigma", "tolerance and k sigma"],
+    ["lower_bound", "lower bound"],
+  ],
+};
+
 function rulesForm(session, say) {
   const path = `/api/v1/sessions/${encodeURIComponent(session.id)}/rules`;
   const field = (label, name, attrs) => h("label", {}, label, h("input", { name, type: "number", step: "any", ...attrs }));
+  const choice = (label, name, title) =>
+    h("label", { title }, label, h("select", { name }, ...CHOICES[name].map(([value, text]) => h("option", { value }, text))));
   const zones = h("textarea", {
     name: "zones",
     rows: 4,
@@ -48,9 +64,13 @@ function rulesForm(session, say) {
   const form = h(
     "form",
     { class: "operator", id: "rules-form" },
-    h("h3", {}, "Speed limits of this stream"),
+    h("h3", {}, "Speed limits and ticket rule of this stream"),
     field("Limit (km/h)", "speed_limit_kmh", { min: 1, max: 300, placeholder: "zones only" }),
     field("Tolerance (km/h)", "tolerance_kmh", { min: 0, max: 50 }),
+    field("Tolerance (%)", "tolerance_percent", { min: 0, max: 50 }),
+    choice("Tolerance applied", "tolerance_mode", "km/h, % of the speed, or the larger of both"),
+    choice("Ticket rule", "ticket_rule", "tolerance: k sigma within the tolerance and speed - tolerance over the limit; tolerance and k sigma: speed - tolerance - k sigma over it; lower bound: speed - k sigma over limit + tolerance"),
+    field("Confidence", "confidence", { min: 0.5, max: 0.9999, title: "one-sided; 0.95: k = 1.645" }),
     field("Minimum time above (s)", "min_duration_s", { min: 0, max: 10 }),
     h(
       "label",
@@ -62,8 +82,7 @@ function rulesForm(session, say) {
   );
   const show = (rules) => {
     form.elements.speed_limit_kmh.value = rules.speed_limit_kmh ?? "";
-    form.elements.tolerance_kmh.value = rules.tolerance_kmh;
-    form.elements.min_duration_s.value = rules.min_duration_s;
+    for (const name of [...NUMBERS, ...Object.keys(CHOICES)]) form.elements[name].value = rules[name];
     zones.value = JSON.stringify(rules.zones);
   };
   get(path)
@@ -73,7 +92,8 @@ function rulesForm(session, say) {
     e.preventDefault();
     const value = (name) => form.elements[name].value;
     const body = { speed_limit_kmh: value("speed_limit_kmh") === "" ? null : Number(value("speed_limit_kmh")) };
-    for (const name of ["tolerance_kmh", "min_duration_s"]) if (value(name) !== "") body[name] = Number(value(name));
+    for (const name of NUMBERS) if (value(name) !== "") body[name] = Number(value(name));
+    for (const name of Object.keys(CHOICES)) body[name] = value(name);
     if (zones.value.trim()) {
       try {
         body.zones = JSON.parse(zones.value);

@@ -1,10 +1,17 @@
 // Violations: filters, a paged table (50 at a time, "Load more" follows the server's cursor, so
-// the page never asks for all of them), the detail of one (snapshot, clip, figures), the
-// false-positive toggle, CSV export of the filtered set; new ones arrive live.
+// the page never asks for all of them), the detail of one (snapshot, clip, the ticket speed and its
+// measuring base, figures), the false-positive toggle, CSV export of the filtered set; new ones
+// arrive live. The speed shown is the ticket speed ± sigma; the per-frame peak is informative.
 import { get, objectUrl, put, request } from "./api.js";
-import { errorText, h, num, shortId, when } from "./dom.js";
+import { STATUS_LABELS, errorText, h, num, shortId, statusBadge, ticketSpeed, when } from "./dom.js";
 import { PagedTable } from "./paged.js";
 const CLASSES = ["", "car", "van", "truck", "bus", "motorcycle", "vehicle"];
+const SORTS = [
+  ["-occurred_at", "newest first"],
+  ["occurred_at", "oldest first"],
+  ["-ticket_speed_kmh", "ticket speed, fastest first"],
+  ["ticket_speed_kmh", "ticket speed, slowest first"],
+];
 
 function filterForm(params) {
   const field = (label, name, attrs = {}) =>
@@ -23,8 +30,19 @@ function filterForm(params) {
       "Class",
       h("select", { name: "class_name" }, ...CLASSES.map((c) => h("option", { value: c, selected: params.get("class_name") === c }, c || "any"))),
     ),
-    field("Min km/h", "min_speed_kmh", { type: "number", min: 0, max: 1000, step: "any", size: 5 }),
-    field("Max km/h", "max_speed_kmh", { type: "number", min: 0, max: 1000, step: "any", size: 5 }),
+    field("Min ticket km/h", "min_speed_kmh", { type: "number", min: 0, max: 1000, step: "any", size: 5, title: "violations without a ticket speed are left out" }),
+    field("Max ticket km/h", "max_speed_kmh", { type: "number", min: 0, max: 1000, step: "any", size: 5, title: "violations without a ticket speed are left out" }),
+    h(
+      "label",
+      {},
+      "Status",
+      h(
+        "select",
+        { name: "status" },
+        h("option", { value: "" }, "any"),
+        ...Object.entries(STATUS_LABELS).map(([value, label]) => h("option", { value, selected: params.get("status") === value }, label)),
+      ),
+    ),
     h(
       "label",
       {},
@@ -36,6 +54,12 @@ function filterForm(params) {
         h("option", { value: "false", selected: params.get("false_positive") === "false" }, "hidden"),
         h("option", { value: "true", selected: params.get("false_positive") === "true" }, "only"),
       ),
+    ),
+    h(
+      "label",
+      {},
+      "Sort",
+      h("select", { name: "sort" }, ...SORTS.map(([value, label]) => h("option", { value, selected: params.get("sort") === value }, label))),
     ),
     h("button", { type: "submit" }, "Apply"),
     h("button", { type: "button", class: "quiet", id: "export-csv" }, "Export CSV"),
@@ -58,8 +82,10 @@ function matches(v, f) {
   if (f.zone && v.zone !== f.zone) return false;
   if (f.class_name && v.class_name !== f.class_name) return false;
   if (f.server_id && v.server_id !== f.server_id) return false;
-  if (f.min_speed_kmh && v.peak_speed_kmh < Number(f.min_speed_kmh)) return false;
-  if (f.max_speed_kmh && v.peak_speed_kmh > Number(f.max_speed_kmh)) return false;
+  const speed = v.ticket_speed_kmh; // a speed filter leaves out violations without one, as the server does
+  if (f.min_speed_kmh && (speed == null || speed < Number(f.min_speed_kmh))) return false;
+  if (f.max_speed_kmh && (speed == null || speed > Number(f.max_speed_kmh))) return false;
+  if (f.status && !f.status.split(",").includes(v.status)) return false;
   if (f.false_positive && String(v.false_positive) !== f.false_positive) return false;
   if (f.since && new Date(v.occurred_at) < new Date(f.since)) return false;
   if (f.until && new Date(v.occurred_at) >= new Date(f.until)) return false;
@@ -78,7 +104,7 @@ export function mount(container, { events, params }) {
     h(
       "thead",
       {},
-      h("tr", {}, ...["#", "Time", "Class", "Zone", "Peak km/h", "Limit", "Session", "False positive"].map((t) => h("th", {}, t))),
+      h("tr", {}, ...["#", "Time", "Class", "Zone", "Ticket km/h", "Limit", "Status", "Session", "False positive"].map((t) => h("th", {}, t))),
     ),
     body,
   );
@@ -103,8 +129,9 @@ export function mount(container, { events, params }) {
       h("td", {}, when(v.occurred_at)),
       h("td", {}, v.class_name),
       h("td", {}, v.zone),
-      h("td", { class: "speed" }, `${num(v.peak_speed_kmh)} ± ${num(v.sigma_kmh)}`),
+      h("td", { class: "speed", title: v.ticket_speed_kmh == null ? v.status_reason : null }, ticketSpeed(v)),
       h("td", {}, num(v.speed_limit_kmh, 0)),
+      h("td", { class: "status" }, statusBadge(v), v.status_reason ? h("span", { class: "reason", title: v.status_reason }, v.status_reason) : null),
       h("td", { title: v.session_id }, shortId(v.session_id)),
       h("td", {}, toggle),
     );
@@ -144,9 +171,20 @@ export function mount(container, { events, params }) {
     }
     const snapshot = h("div", { class: "snapshot" }, v.snapshot_url ? "Loading snapshot…" : "No snapshot.");
     const clip = h("div", { class: "clip" });
+    const base = v.base;
     const facts = [
-      ["Peak", `${num(v.peak_speed_kmh)} km/h ± ${num(v.sigma_kmh)} (mean ${num(v.mean_speed_kmh)})`],
+      ["Ticket speed", v.ticket_speed_kmh == null ? `— (${v.status_reason || "no measuring base"})` : `${ticketSpeed(v, " km/h")} km/h`],
+      ["Status", h("span", {}, statusBadge(v), v.status_reason ? ` ${v.status_reason}` : "")],
       ["Limit", `${num(v.speed_limit_kmh, 0)} km/h in ${v.zone}`],
+      ["Tolerance", v.tolerance_kmh == null ? "–" : `${num(v.tolerance_kmh)} km/h at this speed`],
+      ["Confidence factor k", num(v.confidence_k, 3)],
+      [
+        "Measuring base",
+        base
+          ? `${num(base.start_time_s, 2)}–${num(base.end_time_s, 2)} s (${num(base.duration_s, 2)} s), frames ${base.start_frame}–${base.end_frame}, ${num(base.distance_m)} m, ${base.n_samples} positions${base.of > 1 ? `; base ${base.index} of ${base.of}` : ""}`
+          : "none",
+      ],
+      ["Peak per frame", `${num(v.peak_speed_kmh)} km/h ± ${num(v.sigma_kmh)} (mean ${num(v.mean_speed_kmh)}; informative, not the ticket speed)`],
       ["When", `${when(v.occurred_at)} (stream ${num(v.start_time_s, 2)}–${num(v.end_time_s, 2)} s, frames ${v.start_frame}–${v.end_frame})`],
       ["Vehicle", `${v.class_name}, track ${v.track_id}`],
       ["Position", v.latitude !== null ? `${num(v.latitude, 6)}, ${num(v.longitude, 6)}` : "–"],
@@ -157,7 +195,7 @@ export function mount(container, { events, params }) {
     ];
     detail.hidden = false;
     detail.replaceChildren(
-      h("h2", {}, `Violation ${v.id}`, v.false_positive ? h("span", { class: "tag" }, "false positive") : null),
+      h("h2", {}, `Violation ${v.id} `, statusBadge(v), v.false_positive ? h("span", { class: "tag" }, "false positive") : null),
       snapshot,
       clip,
       h("dl", {}, ...facts.flatMap(([k, val]) => [h("dt", {}, k), h("dd", {}, val)])),
@@ -215,7 +253,8 @@ export function mount(container, { events, params }) {
 
   const onViolation = (e) => {
     const v = e.detail.violation;
-    if (!matches(v, filters) || table.has(v.id)) return;
+    // a new one belongs at the top of the newest-first list only; sorted otherwise, Apply shows it
+    if (!matches(v, filters) || table.has(v.id) || (filters.sort || "-occurred_at") !== "-occurred_at") return;
     table.put(v, { prepend: true }).classList.add("new");
     table.showStatus();
   };
