@@ -39,6 +39,10 @@ class StreamStats:
     altitude_m: float | None = None
     gimbal_pitch_deg: float | None = None
     gsd_m_per_px: float | None = None
+    # what is wrong with the frame timestamps speeds are timed by, now ("" when nothing:
+    # pipelines.timestamps), and every such problem seen, with how many frames it held for
+    clock_problem: str = ""
+    clock_problems: Counter = field(default_factory=Counter)
 
     def stage_ms_mean(self) -> dict[str, float]:
         n = max(self.processed, 1)

@@ -235,6 +235,12 @@ class StreamWorker:
         self.stats.altitude_m = telemetry.altitude_m if telemetry is not None else None
         self.stats.gimbal_pitch_deg = telemetry.gimbal_pitch_deg if telemetry is not None else None
         self.stats.gsd_m_per_px = result.gsd_m_per_px
+        problem = self.pipeline.timestamps.problem
+        if problem and not self.stats.clock_problem:
+            log.warning("session %s: %s", self.session_id, problem)
+        self.stats.clock_problem = problem
+        if problem:
+            self.stats.clock_problems[problem] += 1
         return now
 
     def _process(self, item: IncomingFrame | ReadyFrame) -> None:
@@ -355,6 +361,8 @@ class StreamWorker:
         info["frames_resized"] = self.stats.resized
         info["frames_without_telemetry"] = self.stats.without_telemetry
         info["telemetry_reject_reasons"] = dict(self.stats.telemetry_reject_reasons.most_common(10))
+        # frame timestamps speeds could not be timed by (pipelines.timestamps): problem -> frames
+        info["clock_problems"] = dict(self.stats.clock_problems.most_common(5))
         return info
 
     def _announce_end(self, status: str, reason: str) -> None:

@@ -129,3 +129,41 @@ def test_a_latest_frame_slot_gets_no_prepare_thread(tmp_path, frame_queue: int, 
             1 if prepares else frame_queue,
         )
     store.close()
+
+
+def test_a_stream_whose_clock_crawls_says_why_on_its_card_its_session_and_the_log(tmp_path, caplog) -> None:
+    """An RTMP encoder's 30 fps video whose media times advance 1 ms a frame: the live stats name
+    the problem, the session keeps it, and the log says it once, with the session's id."""
+    settings = ServerSettings(data_dir=tmp_path)
+    store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
+    clips = ThreadPoolExecutor(1)
+    bus = EventBus()
+    pipeline = build_pipeline(
+        PipelineConfig().with_overrides(road={"enabled": False}), detector=BrightBlobDetector()
+    )
+    store.create_session("c1", "test")
+    worker = StreamWorker("c1", pipeline, StreamServices(settings, store, bus, Metrics(), clips))
+    worker.start()
+    image = np.zeros((240, 320, 3), np.uint8)
+    try:
+        with caplog.at_level("WARNING", logger="edge_server.worker"):
+            for i in range(40):
+                worker.submit(IncomingFrame(image, 5.0 + 0.001 * i, time.perf_counter(), time.time(), i))
+                time.sleep(0.02)
+            deadline = time.time() + 20
+            while worker.stats.processed + worker.stats.dropped < 40 and time.time() < deadline:
+                time.sleep(0.05)
+        assert "1.0 ms a frame" in worker.stats.clock_problem
+    finally:
+        worker.stop("test over")
+        assert worker.join(30)
+        clips.shutdown()
+    mine = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "edge_server.worker" and "ms a frame" in r.getMessage()
+    ]
+    assert mine[:1] == [f"session c1: {worker.stats.clock_problems.most_common(1)[0][0]}"]
+    info = store.get_session("c1").info
+    assert info["clock_problems"] and all("ms a frame" in k for k in info["clock_problems"])
+    store.close()

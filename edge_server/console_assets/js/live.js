@@ -60,6 +60,7 @@ export function mount(container, { events }) {
       ["telemetry", f.telemetry_age_s == null ? "none yet" : `${num(f.telemetry_age_s)} s ago, ${f.telemetry_rejected ?? 0} rejected`],
       ["altitude, pitch", f.altitude_m == null ? "unknown (no telemetry)" : `${num(f.altitude_m)} m, ${num(f.gimbal_pitch_deg, 0)}°`],
       ["ground size of a pixel", f.gsd_cm_per_px == null ? "unknown: no speeds" : `${num(f.gsd_cm_per_px)} cm`],
+      ["frame clock", f.clock_problem || "ok"],
       ["violations", stream.violations],
     ];
   }

@@ -201,12 +201,16 @@ export function mount(container, { events }) {
       ["Speed", `${num(s.processed_fps)} fps; latency p50 ${num(s.latency_p50_ms, 0)} ms, p95 ${num(s.latency_p95_ms, 0)} ms`],
     ];
     const reasons = info.telemetry_reject_reasons || [];
+    const clock = Object.entries(info.clock_problems || {});
     const tracks = (s.tracks || []).slice(0, 200);
     detail.hidden = false;
     const parts = [
       h("h2", {}, `Session ${shortId(s.id)}`),
       h("dl", {}, ...facts.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
       reasons.length ? h("p", { class: "hint" }, `Rejected telemetry: ${reasons.join("; ")}`) : null,
+      clock.length
+        ? h("p", { class: "error" }, `Frame timestamps: ${clock.map(([what, n]) => `${what} (${n} frames)`).join("; ")}`)
+        : null,
       s.status === "active" ? rulesForm(s, say) : null,
       s.status === "active" ? operatorForm(s, say) : null,
       note,
