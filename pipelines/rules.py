@@ -224,6 +224,9 @@ class ViolationDetector:
         if held:
             status, reason = ticket.NOT_ENFORCEABLE, held
         shown = _shown_sample(run, m.base if m is not None else None)
+        base = None if m is None else m.base
+        if base is not None and shown is not None and base.start_time_s <= shown.t <= base.end_time_s:
+            base = dataclasses.replace(base, snapshot_frame=shown.frame, snapshot_time_s=shown.t)
         self.n_emitted += 1
         v = Violation(
             track_id=ep.track_id,
@@ -246,7 +249,7 @@ class ViolationDetector:
             ticket_sigma_kmh=None if m is None else m.sigma_kmh,
             tolerance_kmh=tolerance,
             confidence_k=None if m is None else m.k,
-            base=None if m is None else m.base,
+            base=base,
             status=status,
             status_reason=reason,
         )

@@ -168,6 +168,9 @@ class MeasuringBase:
     n_samples: int  # positions measured in it
     index: int = 1
     of: int = 1
+    # the frame of the base the violation's box and snapshot were taken from (its number and time)
+    snapshot_frame: int | None = None
+    snapshot_time_s: float | None = None
 
     @property
     def duration_s(self) -> float:
@@ -184,6 +187,8 @@ class MeasuringBase:
             "n_samples": self.n_samples,
             "index": self.index,
             "of": self.of,
+            "snapshot_frame": self.snapshot_frame,
+            "snapshot_time_s": None if self.snapshot_time_s is None else round(self.snapshot_time_s, 4),
         }
 
 

@@ -197,6 +197,8 @@ def test_snapshots_come_from_the_base() -> None:
     assert (v.base.start_frame, v.base.end_frame) == (21, 100)
     mid = (20 + 99) // 2
     assert v.snapshot is not None and abs(int(v.snapshot[0, 0, 0]) - mid) <= 6  # frame i is filled with i
+    assert v.base.snapshot_frame == int(v.snapshot[0, 0, 0]) + 1  # the evidence names its frame
+    assert v.base.snapshot_time_s == pytest.approx(2.0 + (v.base.snapshot_frame - 1) / FPS)
 
 
 def test_the_global_zone_is_named() -> None:
