@@ -118,7 +118,8 @@ def cmd_process_one(args: argparse.Namespace) -> int:
         fps=args.fps,
     )
     print(  # noqa: T201 - the command's result on stdout
-        f"{summary['frames']} frames, {summary['tracks']} tracks, {summary['violations']} violations, "
+        f"{summary['frames']} frames, {summary['tracks']} tracks, {summary['violations']} violations "
+        f"({summary['enforceable']} enforceable), "
         f"{summary['fps']} fps -> {out}"
     )
     return 0

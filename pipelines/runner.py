@@ -175,6 +175,8 @@ def run_pipeline(
         "fps": round(n / wall, 2) if wall > 0 else None,
         "tracks": len(track_ids),
         "violations": len(violations),
+        # of them, enforceable: a ticket may be issued (Violation.status)
+        "enforceable": sum(v.enforceable for v in violations),
         "violation_list": violations,
         "final_violations": tail,
         "warnings": dict(warnings),
