@@ -227,6 +227,7 @@ def _ticket_scores(
         TicketRules.of(rules, limit),
         visible=visible,
         fps=fps,
+        gt=gt,
     )
     return {"tickets": summarize_tickets(samples), "ticket_samples": samples}
 

@@ -2,7 +2,8 @@
 
 Each predicted violation is given its vehicle: the ground-truth id its track was matched to (IoU,
 :func:`~eval.metrics.matching.prepare_sequence`) in the most frames of its measuring base, else of
-the violation's whole span (:func:`vehicle_of`). Per violation (:class:`TicketRecord`), with the
+the violation's whole span (:func:`vehicle_of`), else the vehicle under its box on its snapshot's
+frame at IoU >= 0.3 (:func:`vehicle_under`: a motorcycle boxed larger than its gt box). Per violation (:class:`TicketRecord`), with the
 vehicle's true speeds (the simulator's ``gt/speeds.csv``):
 
 * the true speed over the same base (the mean of the per-frame true speeds over its frames: at a
@@ -40,7 +41,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from eval.groundtruth import GtSpeeds
+from eval.groundtruth import GroundTruth, GtSpeeds
 from eval.metrics.matching import MatchedSequence
 from eval.metrics.predictions import PredTracks
 from pipelines.config import RulesConfig
@@ -51,6 +52,9 @@ MISSED_MARGIN_KMH = 5.0  # a clear speeder: at least limit + tolerance + this
 ACCELERATING_KMH = 0.5  # true speed change across a base above which the vehicle accelerated
 UPPER_CONFIDENCE = 0.95  # of the wrong-ticket rate's one-sided upper bound
 SIGMA_K = 1.645  # the second sigma check: one-sided 95 %
+# a violation whose track was never matched (IoU 0.5) is the vehicle under its snapshot's box at
+# this IoU (the looser matching of loose boxes, as AU-AIR is scored at 0.3)
+SNAPSHOT_MATCH_IOU = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +229,28 @@ def vehicle_of(v: Violation, track_frames: Mapping[int, Sequence[tuple[int, int]
     return None
 
 
+def vehicle_under(v: Violation, gt: GroundTruth | None) -> int | None:
+    """The scored gt vehicle under the violation's box on the frame its snapshot was taken from
+    (``base.snapshot_frame``), when they overlap by IoU >= ``SNAPSHOT_MATCH_IOU``; None otherwise.
+    The fallback of :func:`vehicle_of` for a track the IoU-0.5 matching never matched: a small
+    vehicle whose box the detector draws larger than its gt box (a motorcycle labelled a car)."""
+    frame = None if v.base is None else v.base.snapshot_frame
+    if gt is None or frame is None:
+        return None
+    rows = np.flatnonzero((gt.frames == frame) & ~gt.distractor)
+    if not len(rows):
+        return None
+    a = np.asarray(v.bbox_xyxy, dtype=np.float64)
+    b = gt.xyxy[rows]
+    inter = np.clip(np.minimum(a[2], b[:, 2]) - np.maximum(a[0], b[:, 0]), 0, None) * np.clip(
+        np.minimum(a[3], b[:, 3]) - np.maximum(a[1], b[:, 1]), 0, None
+    )
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]) - inter
+    iou = inter / np.maximum(union, 1e-9)
+    best = int(np.argmax(iou))
+    return int(gt.ids[rows[best]]) if iou[best] >= SNAPSHOT_MATCH_IOU else None
+
+
 def _truths(
     gt_speeds: GtSpeeds,
     visible: set[tuple[int, int]] | None,
@@ -324,16 +350,19 @@ def ticket_samples(
     *,
     visible: set[tuple[int, int]] | None = None,
     fps: float | None = None,
+    gt: GroundTruth | None = None,
 ) -> TicketSamples:
     """The ticket records and vehicle counts of one sequence. ``visible``: the (frame, gt id) pairs
     where a vehicle was seen (scored ground truth; None: wherever it has a true speed); true speeds
     after the last matched frame (``matched.n_frames``) are left out; ``fps`` times the rows of a
-    speeds file without ``time_s``."""
+    speeds file without ``time_s``; ``gt``: the boxes :func:`vehicle_under` falls back on."""
     truths = _truths(gt_speeds, visible, matched.n_frames, fps)
     track_frames = track_gt_frames(matched, pred)
     records = []
     for v in predicted:
         gid = vehicle_of(v, track_frames)
+        if gid is None:
+            gid = vehicle_under(v, gt)
         records.append(_record(sequence, v, gid, truths.get(gid) if gid is not None else None, rules))
     ticketed = {r.gt_id for r in records if r.enforceable and r.gt_id is not None}
     seen = {gid: t for gid, t in truths.items() if t.visible.any()}

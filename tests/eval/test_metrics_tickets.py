@@ -3,6 +3,7 @@ and unmatched tickets, missed clear speeders, the exact upper bound, the lower-b
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -253,3 +254,23 @@ def test_no_violations_still_counts_vehicles():
     )
     assert t["ticket_error"] == {"n": 0} and math.isnan(t["lower_bound"]["wrong_share"])
     assert t["wrong_per_1000_upper95"] == pytest.approx(1000 * (1 - 0.05**0.5))
+
+
+@pytest.mark.parametrize(
+    "bbox, snapshot_frame, expected",
+    [
+        ((20.0, 160.0, 60.0, 180.0), 10, 4),  # vehicle 4's box at frame 10 (20, 160, 50, 180), boxed larger
+        ((20.0, 160.0, 60.0, 180.0), None, None),  # no snapshot frame: nothing to look under
+        ((20.0, 500.0, 60.0, 520.0), 10, None),  # nothing under it
+        ((20.0, 150.0, 120.0, 200.0), 10, None),  # IoU 0.12 with vehicle 4: too loose
+    ],
+)
+def test_an_unmatched_track_is_the_vehicle_under_its_snapshot(bbox, snapshot_frame, expected):
+    """A track the IoU-0.5 matching never matched (a motorcycle boxed larger than its gt box) is
+    given the vehicle under its box on the snapshot's frame at IoU >= 0.3."""
+    gt, pred, speeds = _scene()
+    base = MeasuringBase(0.0, 1.0, 1, 31, 20.0, 31, snapshot_frame=snapshot_frame, snapshot_time_s=None)
+    v = dataclasses.replace(_violation(999, 66.0), bbox_xyxy=bbox, base=base)
+    matched = prepare_sequence(gt, pred, N_FRAMES)
+    (record,) = ticket_samples("s", [v], matched, pred, speeds, RULES, fps=FPS, gt=gt).records
+    assert record.gt_id == expected
