@@ -83,6 +83,18 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether any process of process group ``pgid`` runs (zombies do not)."""
+    for stat_path in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_path.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
+
+
 def loopback(host: str) -> str:
     """Where to reach a service listening on ``host`` from this machine."""
     return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
@@ -122,10 +134,16 @@ class ChildProcess:
         if not alive(pid) or not all(arg in cmdline for arg in self.argv[1:]):
             return
         log.warning("stopping %s (pid %d) left running by a previous server", self.name, pid)
+        try:
+            group = os.getpgid(pid)
+        except ProcessLookupError:
+            return
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(os.getpgid(pid), signal.SIGKILL)
+            os.killpg(group, signal.SIGKILL)
+        # every process of the group, not only the one named: nginx's workers hold the listening
+        # socket too, and a worker still exiting made the next start find its port "in use"
         deadline = time.monotonic() + 5.0
-        while alive(pid) and time.monotonic() < deadline:
+        while group_alive(group) and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def start(self, listening: list[tuple[str, int]], timeout_s: float = 15.0) -> None:

@@ -254,8 +254,9 @@ def seed_store(
     for i, (sid, minute, speed, zone) in enumerate(violations):
         peak = speed + SEED_PEAK_EXCESS
         base = MeasuringBase(
-            minute * 60.0, minute * 60.0 + 1.5, minute * 1800 + 1, minute * 1800 + 46, 30.0, 46
-        )
+            minute * 60.0, minute * 60.0 + 1.5, minute * 1800 + 1, minute * 1800 + 46, 30.0, 46,
+            snapshot_frame=minute * 1800 + 23, snapshot_time_s=minute * 60.0 + 0.7333,
+        )  # fmt: skip
         violation = Violation(
             track_id=i,
             zone=zone,
