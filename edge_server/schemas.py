@@ -86,7 +86,9 @@ class MeasuringBaseOut(BaseModel):
     n_samples: int = Field(description="ground positions measured in it")
     index: int = Field(1, description="which of `of` non-overlapping bases the run was split into")
     of: int = Field(1, description="how many (an accelerating vehicle); the highest is reported")
-    snapshot_frame: int | None = Field(None, description="the frame of the base the box and snapshot are from")
+    snapshot_frame: int | None = Field(
+        None, description="the frame of the base the box and snapshot are from"
+    )
     snapshot_time_s: float | None = Field(None, description="... and its stream time")
 
     @classmethod

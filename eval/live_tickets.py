@@ -6,7 +6,7 @@ frames (run it under ``taskset -c 0``: server and publisher share one core).
     taskset -c 0 python -m eval.live_tickets runs/ticket_slice/sims/alt100_* --json live.json
 
 Each violation is matched to the ground-truth vehicle whose box, on the frame its snapshot was
-taken from (``base.snapshot_time_s``), overlaps its box the most (IoU >= 0.3); its true speed over
+taken from (``base.snapshot_time_s``), overlaps its box the most (IoU >= 0.3, :func:`eval.metrics.tickets.vehicle_at`); its true speed over
 the base is the mean of that vehicle's true speeds over the base's times. Printed: frames received
 / processed / dropped, violations (with a ticket speed, enforceable, matched), the ticket's signed
 error (median, max |error|), the share within the tolerance, wrong tickets (enforceable violations of
@@ -32,10 +32,9 @@ import numpy as np
 import yaml
 
 from eval.groundtruth import GroundTruth, GtSpeeds, load_gt_speeds, load_mot_gt
+from eval.metrics.tickets import vehicle_at
 
 log = logging.getLogger(__name__)
-
-MIN_IOU = 0.3
 
 
 @dataclass(frozen=True)
@@ -64,12 +63,7 @@ class Flight:
 
     def match(self, bbox: list[float], t: float) -> int | None:
         """The ground-truth vehicle under ``bbox`` at stream time ``t`` (None: none overlaps enough)."""
-        rows = np.flatnonzero(self.gt.frames == self.frame_at(t))
-        if not len(rows):
-            return None
-        ious = _iou(np.asarray(bbox, float), self.gt.xyxy[rows])
-        best = int(np.argmax(ious))
-        return int(self.gt.ids[rows[best]]) if ious[best] >= MIN_IOU else None
+        return vehicle_at(self.gt, self.frame_at(t), bbox)
 
     def true_over(self, gid: int, start_s: float, end_s: float) -> float | None:
         frames = range(self.frame_at(start_s), self.frame_at(end_s) + 1)
@@ -80,16 +74,6 @@ class Flight:
         seen = set(self.gt.frames[self.gt.ids == gid].tolist())
         mine = (self.speeds.ids == gid) & np.isin(self.speeds.frames, list(seen))
         return float(self.speeds.speed_kmh[mine].max()) if mine.any() else float("nan")
-
-
-def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    x0 = np.maximum(box[0], boxes[:, 0])
-    y0 = np.maximum(box[1], boxes[:, 1])
-    x1 = np.minimum(box[2], boxes[:, 2])
-    y1 = np.minimum(box[3], boxes[:, 3])
-    inter = np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None)
-    area = (box[2] - box[0]) * (box[3] - box[1]) + (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    return inter / np.maximum(area - inter, 1e-9)
 
 
 def score_violation(flight: Flight, v: dict[str, Any]) -> dict[str, Any]:

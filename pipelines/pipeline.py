@@ -43,6 +43,7 @@ from pipelines.speed import SpeedEstimator
 from pipelines.timestamps import TimestampCheck
 from pipelines.types import (
     EXTRAPOLATED_KEY,
+    NOT_ENFORCEABLE,
     PROPAGATED_KEY,
     EgoMotion,
     Frame,
@@ -233,9 +234,8 @@ class Pipeline:
         flow = tracked.data.pop(FLOW_KEY, None)  # the propagation's, for the speed stage only
         speeds: dict[int, SpeedEstimate] = {}
         relinked, self._bridged = self._bridged, set()
-        if self._prev_time is not None and frame.timestamp_s <= self._prev_time:
-            pass  # no speed across a timestamp that did not advance (TimestampCheck says so)
-        else:
+        # no speed across a timestamp that did not advance (TimestampCheck says so)
+        if self._prev_time is None or frame.timestamp_s > self._prev_time:
             m_ids, m_xyxy = ids[measurable], tracked.xyxy[measurable]
             m_flow = None if flow is None else np.asarray(flow)[measurable]
             positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, m_flow)
@@ -427,8 +427,8 @@ class Pipeline:
                 (v.base.start_time_s, v.base.end_time_s) if v.base else (v.start_time_s, v.end_time_s)
             )
             problem = self.timestamps.problem_between(start, end)
-            if problem and v.status == "enforceable":
-                v = dataclasses.replace(v, status="not_enforceable", status_reason=problem)
+            if problem and v.enforceable:
+                v = dataclasses.replace(v, status=NOT_ENFORCEABLE, status_reason=problem)
             out.append(v)
         return out
 

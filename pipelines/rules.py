@@ -526,19 +526,18 @@ class ViolationDetector:
 def _longest_run(samples: Iterable[_Sample], zone: str) -> list[_Sample]:
     """The longest (in time) contiguous run of trusted samples of one segment in ``zone``: the
     stretch of one continuous measurement a measuring base is taken from."""
-    best: list[_Sample] = []
+    runs: list[list[_Sample]] = []
     run: list[_Sample] = []
     for s in samples:
-        if s.zone != zone or not s.trusted or (run and s.segment != run[-1].segment):
-            if run and (not best or run[-1].t - run[0].t > best[-1].t - best[0].t):
-                best = run
+        usable = s.zone == zone and s.trusted
+        if run and (not usable or s.segment != run[-1].segment):
+            runs.append(run)
             run = []
-            if s.zone != zone or not s.trusted:
-                continue
-        run.append(s)
-    if run and (not best or run[-1].t - run[0].t > best[-1].t - best[0].t):
-        best = run
-    return best
+        if usable:
+            run.append(s)
+    if run:
+        runs.append(run)
+    return max(runs, key=lambda r: r[-1].t - r[0].t, default=[])  # the first of equal ones
 
 
 def _shown_sample(run: Sequence[_Sample], base: MeasuringBase | None) -> _Sample | None:

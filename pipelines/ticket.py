@@ -31,10 +31,7 @@ import numpy as np
 from pipelines.config import RulesConfig, ZoneConfig
 from pipelines.speed.base import base_speed
 from pipelines.speed.fit import kmh
-from pipelines.types import MeasuringBase
-
-ENFORCEABLE = "enforceable"
-NOT_ENFORCEABLE = "not_enforceable"
+from pipelines.types import ENFORCEABLE, NOT_ENFORCEABLE, MeasuringBase
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,7 +149,8 @@ class SpeedEstimate:
 # the limit by its measurement but not to be ticketed (status_reason says why: uncertainty, a base
 # too short, the limit changed, ...); "dismissed": an officer marked it a false positive; "legacy":
 # stored before the ticket speed existed (peak only)
-VIOLATION_STATUSES = ("enforceable", "not_enforceable", "dismissed", "legacy")
+ENGINE_STATUSES = ENFORCEABLE, NOT_ENFORCEABLE = ("enforceable", "not_enforceable")  # the engine's
+VIOLATION_STATUSES = (*ENGINE_STATUSES, "dismissed", "legacy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +238,7 @@ class Violation:
 
     @property
     def enforceable(self) -> bool:
-        return self.status == "enforceable"
+        return self.status == ENFORCEABLE
 
     def to_dict(self) -> dict:
         """JSON-friendly view (without the snapshot pixels)."""

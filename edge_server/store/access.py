@@ -26,12 +26,9 @@ from edge_server.store.paging import (
     keyset,
     keyset_nulls_last,
 )
-from pipelines.types import Telemetry, Violation
+from pipelines.types import ENGINE_STATUSES, NOT_ENFORCEABLE, Telemetry, Violation
 
 log = logging.getLogger(__name__)
-
-# the engine's statuses a row stores (ViolationRow.ticket_status)
-TICKET_STATUSES = ("enforceable", "not_enforceable")
 
 
 def violation_fields(v: Violation) -> dict[str, Any]:
@@ -67,12 +64,12 @@ def ticket_fields(v: Violation) -> dict[str, Any]:
     confidence factor applied, the base, the engine's status and why. A status the store does not
     know is stored as not enforceable (a ticket needs the engine to say enforceable)."""
     status, reason = v.status, v.status_reason or ""
-    if status not in TICKET_STATUSES:
+    if status not in ENGINE_STATUSES:  # the engine's statuses a row stores (ticket_status)
         log.warning(
             "violation of track %s: unknown engine status %r, stored as not enforceable", v.track_id, status
         )
         reason = f"unknown engine status {status!r}" + (f": {reason}" if reason else "")
-        status = "not_enforceable"
+        status = NOT_ENFORCEABLE
     return {
         "ticket_speed_kmh": _float(v.ticket_speed_kmh),
         "ticket_sigma_kmh": _float(v.ticket_sigma_kmh),

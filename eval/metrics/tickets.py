@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from eval.groundtruth import GroundTruth, GtSpeeds
-from eval.metrics.matching import MatchedSequence
+from eval.metrics.matching import MatchedSequence, box_iou
 from eval.metrics.predictions import PredTracks
 from pipelines.config import RulesConfig
 from pipelines.ticket import Tolerance, tolerance_at
@@ -237,16 +237,16 @@ def vehicle_under(v: Violation, gt: GroundTruth | None) -> int | None:
     frame = None if v.base is None else v.base.snapshot_frame
     if gt is None or frame is None:
         return None
+    return vehicle_at(gt, frame, v.bbox_xyxy)
+
+
+def vehicle_at(gt: GroundTruth, frame: int, bbox: Sequence[float]) -> int | None:
+    """The scored gt vehicle whose box on ``frame`` overlaps ``bbox`` the most, when by IoU >=
+    ``SNAPSHOT_MATCH_IOU``; None otherwise (also :mod:`eval.live_tickets`'s match)."""
     rows = np.flatnonzero((gt.frames == frame) & ~gt.distractor)
     if not len(rows):
         return None
-    a = np.asarray(v.bbox_xyxy, dtype=np.float64)
-    b = gt.xyxy[rows]
-    inter = np.clip(np.minimum(a[2], b[:, 2]) - np.maximum(a[0], b[:, 0]), 0, None) * np.clip(
-        np.minimum(a[3], b[:, 3]) - np.maximum(a[1], b[:, 1]), 0, None
-    )
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]) - inter
-    iou = inter / np.maximum(union, 1e-9)
+    iou = box_iou(np.asarray(bbox, dtype=np.float64), gt.xyxy[rows])[0]
     best = int(np.argmax(iou))
     return int(gt.ids[rows[best]]) if iou[best] >= SNAPSHOT_MATCH_IOU else None
 

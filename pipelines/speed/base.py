@@ -28,6 +28,8 @@ import math
 
 import numpy as np
 
+from pipelines.speed.velocity import _speed_and_sigma
+
 CORRELATION_TIMES_S = (0.1, 0.2, 0.4, 0.7, 1.0, 1.5, 2.5)  # the wander's grid of tau
 CORRELATED_SHARES = (0.3, 0.6, 0.85, 0.95, 1.0)  # ... and of its share of the error variance
 PROFILE_DROP = 1.92  # half the 95 % quantile of chi-square with one degree of freedom
@@ -74,10 +76,7 @@ def base_speed(t: np.ndarray, xy: np.ndarray) -> tuple[float, float]:
     fits = [_reml(trend, xy, _correlation(lags, tau, f), weights) for tau, f in _grid()]
     best = max(ll for ll, _ in fits)
     var = np.max([axis_var for ll, axis_var in fits if ll >= best - PROFILE_DROP], axis=0)
-    if speed > 1e-9:
-        sigma = math.sqrt(float(v[0] ** 2 * var[0] + v[1] ** 2 * var[1])) / speed
-    else:
-        sigma = math.sqrt(0.5 * float(var.sum()))
+    _, sigma, _ = _speed_and_sigma(v, math.sqrt(float(var[0])), math.sqrt(float(var[1])))
     return speed, sigma
 
 
