@@ -16,6 +16,7 @@ import sys
 COMMAND_MODULES = (
     "batch.cli",  # process
     "pipelines.cli",  # bench, cameras
+    "pipelines.calibrate_cli",  # calibrate
     "airpatrol.demo",  # demo
     "airpatrol.doctor",  # doctor
     "eval.cli",  # eval, simulate

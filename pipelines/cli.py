@@ -8,7 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
-from pipelines.config import PipelineConfig
+from pipelines.config import ConfigError, PipelineConfig
 from pipelines.runner import process_flight
 
 
@@ -64,7 +64,30 @@ def add_pipeline_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--road-weights", type=Path, help="U-Net road-mask weights")
     p.add_argument("--no-mask", action="store_true", help="disable the road mask (base layer)")
     p.add_argument("--no-egomotion", action="store_true", help="disable camera-motion compensation")
-    p.add_argument("--altitude", type=float, help="height above the road in metres (overrides telemetry)")
+    p.add_argument(
+        "--altitude",
+        type=float,
+        help="the drone's altitude in metres, above its take-off point as DJI reports it (overrides telemetry)",
+    )
+    p.add_argument(
+        "--takeoff-above-road",
+        type=float_in(-500.0, 500.0),
+        metavar="M",
+        help="the take-off point's height above the road in metres (+ above, - below; 0: took off on the "
+        "road); without it or a measured base the road's level is unknown and tickets are rarely enforceable",
+    )
+    p.add_argument(
+        "--takeoff-above-road-sigma",
+        type=float_in(0.01, 100.0),
+        metavar="M",
+        help="how well that height is known (one sigma, metres; default 0.5)",
+    )
+    p.add_argument(
+        "--height-reference",
+        type=Path,
+        metavar="YAML",
+        help="a measured base's solution written by `airpatrol calibrate --out`",
+    )
     p.add_argument("--pitch", type=float, help="gimbal pitch in degrees, -90 = nadir (overrides telemetry)")
     p.add_argument("--camera", help="camera profile, e.g. dji_mavic_3 (see `airpatrol cameras`)")
     p.add_argument("--speed-limit", type=float, help="global speed limit in km/h")
@@ -96,9 +119,32 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         keyframes=keyframes,
         road=road,
         egomotion={"enabled": False if args.no_egomotion else None},
-        camera={"altitude_m": args.altitude, "pitch_deg": args.pitch, "name": args.camera},
+        camera={
+            "altitude_m": args.altitude,
+            "pitch_deg": args.pitch,
+            "name": args.camera,
+            "takeoff_above_road_m": getattr(args, "takeoff_above_road", None),
+            "takeoff_above_road_sigma_m": getattr(args, "takeoff_above_road_sigma", None),
+            "height_reference": _height_reference(getattr(args, "height_reference", None)),
+        },
         rules={"speed_limit_kmh": args.speed_limit},
     )
+
+
+def _height_reference(path: Path | None) -> dict | None:
+    """The ``height_reference`` mapping of a file ``airpatrol calibrate --out`` wrote (its
+    ``camera.height_reference``), or None."""
+    if path is None:
+        return None
+    from pipelines.config import read_yaml_mapping
+
+    data = read_yaml_mapping(path, "height reference", ConfigError)
+    ref = data.get("camera", {}).get("height_reference") if isinstance(data.get("camera"), dict) else None
+    if not isinstance(ref, dict):
+        raise ConfigError(
+            f"{path}: no camera.height_reference mapping (write it with `airpatrol calibrate --out`)"
+        )
+    return ref
 
 
 def cmd_process_one(args: argparse.Namespace) -> int:
@@ -122,6 +168,12 @@ def cmd_process_one(args: argparse.Namespace) -> int:
         f"({summary['enforceable']} enforceable), "
         f"{summary['fps']} fps -> {out}"
     )
+    last = (summary.get("scale") or {}).get("last")
+    if last:
+        print(  # noqa: T201
+            f"scale: {last['source']}, {last['height_above_road_m']:.1f} +- {last['height_sigma_m']:.1f} m "
+            f"above the road, pitch +- {last['pitch_sigma_deg']:.1f} deg (last frame)"
+        )
     return 0
 
 

@@ -330,6 +330,20 @@ class RulesConfig(_Section):
         return data
 
 
+class HeightReferenceConfig(_Section):
+    """A measured base's solution (``airpatrol calibrate`` prints it): pipelines.height.HeightReference."""
+
+    source: Literal["measured_base", "site"] = "measured_base"
+    takeoff_above_road_m: float = Field(ge=-500, le=500)
+    sigma_m: float = Field(gt=0, le=100)
+    pitch_bias_deg: float = Field(0.0, ge=-15, le=15)
+    pitch_sigma_deg: float | None = Field(None, ge=0, le=15)
+    at_time_s: float | None = None
+    set_by: str = ""
+    set_at: str = ""
+    detail: str = ""
+
+
 class CameraConfig(_Section):
     name: str | None = None  # camera profile name (see pipelines.camera); telemetry may give it
     altitude_m: float | None = Field(None, gt=0.5, le=1500)  # overrides telemetry (metres above ground)
@@ -338,6 +352,20 @@ class CameraConfig(_Section):
     default_pitch_deg: float = Field(
         -90.0, ge=-90, le=0
     )  # used (and logged) when neither telemetry nor override has one
+    # The camera's height above the road (pipelines.height): the drone's altitude is above its
+    # take-off point. takeoff_above_road_m: that point's height above the road for this site or
+    # session (+ above the road, - below it; 0: the pilot took off on the road), known to
+    # takeoff_above_road_sigma_m; height_reference: a measured base's (airpatrol calibrate, the
+    # console) instead. Neither: the road's level is unknown, unknown_ground_sigma_m.
+    takeoff_above_road_m: float | None = Field(None, ge=-500, le=500)
+    takeoff_above_road_sigma_m: float = Field(0.5, gt=0, le=100)
+    height_reference: HeightReferenceConfig | None = None
+    unknown_ground_sigma_m: float = Field(5.0, gt=0, le=100)
+    # the barometer's error since take-off, and its drift after a measured base (m per minute)
+    baro_sigma_m: float = Field(0.7, ge=0, le=50)
+    baro_drift_m_per_min: float = Field(0.06, ge=0, le=10)
+    # the gimbal's reported pitch (one sigma, degrees); a base with lines in two directions measures it
+    pitch_sigma_deg: float = Field(1.0, ge=0, le=15)
 
     @field_validator("name")
     @classmethod

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pipelines.camera import UnknownCameraError, get_profile, intrinsics_for, real_focal_from_35mm
 from pipelines.config import CameraConfig, ConfigError
 from pipelines.geometry import GroundProjector
+from pipelines.height import HeightReference, ScaleInfo, ScaleModel, ScalePriors, height_above_road
 from pipelines.types import CameraProfile, Frame, Telemetry
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,10 @@ class GroundModel:
 
     def __init__(self, cfg: CameraConfig):
         self.cfg = cfg
+        self.priors = scale_priors(cfg)
+        self.reference: HeightReference | None = reference_from_config(cfg)
+        self.scale: ScaleInfo | None = None  # the scale of the last frame with a projector
+        self._scale_model: ScaleModel | None = None
         self._profile: CameraProfile | None = None
         self._warned: set[str] = set()
         self._cache_key: tuple | None = None
@@ -66,6 +71,24 @@ class GroundModel:
                 self._warn_once("camera-unknown", "telemetry names an unknown camera %r", tel.camera)
         return self._profile
 
+    def set_reference(self, reference: HeightReference | None) -> None:
+        """Use ``reference`` (a measured base, a session's take-off height) from the next frame on;
+        None: back to the configuration's."""
+        self.reference = reference if reference is not None else reference_from_config(self.cfg)
+        self._cache_key = None
+        log.info(
+            "height reference: %s",
+            self.reference.detail or self.reference.to_dict() if self.reference else "none",
+        )
+
+    @property
+    def scale_model(self) -> ScaleModel | None:
+        """The last frame's pitch sensitivity (:class:`ScaleModel`), built on first use."""
+        if self._scale_model is None and self._cache is not None:
+            p = self._cache
+            self._scale_model = ScaleModel(p.intrinsics, p.altitude_m, p.pitch_deg)
+        return self._scale_model
+
     def _note_telemetry(self, tel: Telemetry | None) -> None:
         if tel is None:
             return
@@ -76,11 +99,68 @@ class GroundModel:
         if tel.focal_length_mm is not None or tel.focal_length_35mm is not None:
             self._from_telemetry.add("focal")
 
+    def _pitch(self, tel: Telemetry | None) -> tuple[float | None, str]:
+        """The frame's gimbal pitch (the override, the telemetry's or the logged default, plus a
+        measured base's bias) and the assumption it rests on; None (``status`` says why) when it
+        is lost or too shallow to measure."""
+        cfg = self.cfg
+        assumption = ""
+        if cfg.pitch_deg is not None:
+            pitch = cfg.pitch_deg
+        elif tel is not None and tel.gimbal_pitch_deg is not None:
+            pitch = tel.gimbal_pitch_deg
+        elif "pitch" in self._from_telemetry:
+            self.status = GroundStatus(False, "no gimbal pitch in this frame's telemetry (lost or refused)")
+            return None, ""
+        else:
+            pitch = cfg.default_pitch_deg
+            assumption = f"pitch assumed: {pitch:.1f} deg (none in telemetry, no --pitch)"
+            self._warn_once(
+                "default-pitch", "no gimbal pitch in telemetry or overrides: assuming %.1f deg", pitch
+            )
+        if self.reference is not None and self.reference.pitch_bias_deg:
+            pitch += self.reference.pitch_bias_deg  # the gimbal's bias a measured base found
+        if pitch > -MIN_DEPRESSION_DEG:
+            self._warn_once(
+                "shallow-pitch", "gimbal pitch %.1f deg is too close to the horizon: speeds disabled", pitch
+            )
+            self.status = GroundStatus(False, f"gimbal pitch {pitch:.1f} deg too shallow")
+            return None, ""
+        pitch = max(pitch, -90.0)
+        return pitch, assumption
+
+    def _height_above_road(self, reading: float, pitch: float, frame: Frame) -> float | None:
+        """The camera's height above the road from the altitude ``reading`` and the height
+        reference (:mod:`pipelines.height`), setting :attr:`scale`; None (``status`` says why) when
+        it puts the camera under the road."""
+        tel, ref = frame.telemetry, self.reference
+        typed = self.cfg.altitude_m is not None or (tel is not None and tel.source == "operator")
+        altitude, height_sigma, source = height_above_road(
+            reading, frame.timestamp_s, ref, self.priors, source="operator" if typed else "flight"
+        )
+        if altitude <= 1.0:
+            self.status = GroundStatus(
+                False,
+                f"height above the road {altitude:.1f} m: the height reference does not fit this flight",
+            )
+            return None
+        pitch_sigma = ref.pitch_sigma_deg if ref is not None and ref.pitch_sigma_deg is not None else None
+        self.scale = ScaleInfo(
+            source,
+            altitude,
+            height_sigma,
+            pitch,
+            self.priors.pitch_sigma_deg if pitch_sigma is None else pitch_sigma,
+            reference=ref,
+        )
+        return altitude
+
     def projector(self, frame: Frame) -> GroundProjector | None:
         """The frame's image->ground mapping, or None (with :attr:`status` saying why)."""
         tel = frame.telemetry
         cfg = self.cfg
         self._note_telemetry(tel)
+        self.scale = None
         altitude = cfg.altitude_m if cfg.altitude_m is not None else (tel.altitude_m if tel else None)
         if altitude is None and "altitude" in self._from_telemetry:
             self.status = GroundStatus(False, "no altitude in this frame's telemetry (lost or refused)")
@@ -99,27 +179,9 @@ class GroundModel:
             self.status = GroundStatus(False, "no camera profile: pass --camera")
             return None
 
-        assumption = ""
-        if cfg.pitch_deg is not None:
-            pitch = cfg.pitch_deg
-        elif tel is not None and tel.gimbal_pitch_deg is not None:
-            pitch = tel.gimbal_pitch_deg
-        elif "pitch" in self._from_telemetry:
-            self.status = GroundStatus(False, "no gimbal pitch in this frame's telemetry (lost or refused)")
+        pitch, assumption = self._pitch(tel)
+        if pitch is None:
             return None
-        else:
-            pitch = cfg.default_pitch_deg
-            assumption = f"pitch assumed: {pitch:.1f} deg (none in telemetry, no --pitch)"
-            self._warn_once(
-                "default-pitch", "no gimbal pitch in telemetry or overrides: assuming %.1f deg", pitch
-            )
-        if pitch > -MIN_DEPRESSION_DEG:
-            self._warn_once(
-                "shallow-pitch", "gimbal pitch %.1f deg is too close to the horizon: speeds disabled", pitch
-            )
-            self.status = GroundStatus(False, f"gimbal pitch {pitch:.1f} deg too shallow")
-            return None
-        pitch = max(pitch, -90.0)
 
         if cfg.focal_length_mm is not None:
             focal = cfg.focal_length_mm
@@ -134,6 +196,9 @@ class GroundModel:
             focal = profile.focal_length_mm
         zoom = tel.digital_zoom if tel is not None else 1.0
 
+        altitude = self._height_above_road(altitude, pitch, frame)
+        if altitude is None:
+            return None
         key = (
             round(altitude, 3),
             round(pitch, 3),
@@ -148,7 +213,35 @@ class GroundModel:
             )
             self._cache = GroundProjector.create(intr, altitude, pitch)
             self._cache_key = key
+            self._scale_model = None
         self.status = GroundStatus(
-            True, f"{profile.name}, altitude {altitude:.1f} m, pitch {pitch:.1f} deg", assumption
+            True,
+            f"{profile.name}, altitude {altitude:.1f} m above the road ({self.scale.source if self.scale else '?'}), pitch {pitch:.1f} deg",
+            assumption,
         )
         return self._cache
+
+
+def scale_priors(cfg: CameraConfig) -> ScalePriors:
+    return ScalePriors(
+        unknown_ground_sigma_m=cfg.unknown_ground_sigma_m,
+        takeoff_above_road_sigma_m=cfg.takeoff_above_road_sigma_m,
+        baro_sigma_m=cfg.baro_sigma_m,
+        baro_drift_m_per_min=cfg.baro_drift_m_per_min,
+        pitch_sigma_deg=cfg.pitch_sigma_deg,
+    )
+
+
+def reference_from_config(cfg: CameraConfig) -> HeightReference | None:
+    """The configuration's height reference: a measured base's, else the site's take-off height
+    above the road, else None (the road's level unknown)."""
+    if cfg.height_reference is not None:
+        return HeightReference(**cfg.height_reference.model_dump())
+    if cfg.takeoff_above_road_m is not None:
+        return HeightReference(
+            source="site",
+            takeoff_above_road_m=cfg.takeoff_above_road_m,
+            sigma_m=cfg.takeoff_above_road_sigma_m,
+            detail=f"take-off {cfg.takeoff_above_road_m:+.2f} m above the road (site value)",
+        )
+    return None

@@ -33,6 +33,7 @@ from pipelines.config import PipelineConfig
 from pipelines.displacement import GroundDisplacement, box_anchors, touches_border
 from pipelines.geometry import GroundProjector
 from pipelines.ground import GroundModel
+from pipelines.height import scale_sigma_frac
 from pipelines.motion.detector import Detector
 from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.keyframes import FLOW_KEY, BoxPropagator, KeyframeScheduler
@@ -48,6 +49,7 @@ from pipelines.types import (
     EgoMotion,
     Frame,
     FrameResult,
+    HeightReference,
     SpeedEstimate,
     Violation,
 )
@@ -250,8 +252,15 @@ class Pipeline:
                     ],
                     dtype=bool,
                 )
+                keep = ~bridged
+                scale = self.ground.scale
                 speeds = self.speed.update(
-                    frame.timestamp_s, m_ids[~bridged], disp[~bridged], sizes[~bridged]
+                    frame.timestamp_s,
+                    m_ids[keep],
+                    disp[keep],
+                    sizes[keep],
+                    scale_sigma_frac=self._scale_fracs(m_ids[keep], positions[keep], disp[keep], proj),
+                    scale_source=scale.source if scale is not None else "",
                 )
                 relinked -= {int(t) for t in m_ids}  # bridged, or restarted by bridge()
             self._prev_time = frame.timestamp_s
@@ -270,6 +279,30 @@ class Pipeline:
                 if int(tid) in self._held and int(tid) not in speeds:
                     speeds[int(tid)] = self._held[int(tid)]
         return speeds
+
+    def _scale_fracs(
+        self, ids: np.ndarray, pixels: np.ndarray, disp: np.ndarray, proj: GroundProjector
+    ) -> np.ndarray | None:
+        """Each track's relative speed sigma from the scale now (pipelines.height): the height's and
+        the gimbal pitch's at its ground point along its direction of travel (its fitted velocity,
+        else this step's displacement, else the worse axis)."""
+        scale, model = self.ground.scale, self.ground.scale_model
+        if scale is None or model is None or not len(ids):
+            return None
+        directions = np.zeros((len(ids), 2))
+        for i, tid in enumerate(ids):
+            seen = self.speed.last_seen(int(tid))
+            if seen is not None and seen[1] is not None:
+                directions[i] = seen[1]
+            elif np.all(np.isfinite(disp[i])) and float(np.hypot(*disp[i])) > 0.05:
+                directions[i] = disp[i]
+        per_deg = model.pitch_frac_per_deg(proj.to_ground(pixels), directions)
+        return scale_sigma_frac(scale.height_m, scale.height_sigma_m, scale.pitch_sigma_deg, per_deg)
+
+    def set_height_reference(self, reference: HeightReference | None) -> None:
+        """Measure with ``reference`` (a measured base, a session's take-off height above the road)
+        from the next frame on; None: the configuration's. Call it from the thread that processes."""
+        self.ground.set_reference(reference)
 
     def _relink(
         self, frame: Frame, tracked: sv.Detections, raw: np.ndarray, proj: GroundProjector | None
@@ -327,6 +360,9 @@ class Pipeline:
         tracked.data["speed_sigma_kmh"] = np.array(
             [speeds[t].sigma_kmh if t in speeds else np.nan for t in ids], dtype=float
         )
+        tracked.data["speed_scale_frac"] = np.array(
+            [speeds[t].scale_sigma_frac if t in speeds else np.nan for t in ids], dtype=float
+        )
         tracked.data["speed_trusted"] = np.array(
             [speeds[t].trusted if t in speeds else False for t in ids], bool
         )
@@ -376,7 +412,11 @@ class Pipeline:
         t5 = clock()
         timings["speed"] = (t5 - t4) * 1e3
 
-        violations = self._held_by_clock(self.rules.update(frame, tracked, speeds, ground_xy))
+        violations = self._held_by_clock(
+            self.rules.update(
+                frame, tracked, speeds, ground_xy, self.ground.scale if proj is not None else None
+            )
+        )
         t6 = clock()
         timings["rules"] = (t6 - t5) * 1e3
         timings["total"] = (t6 - t0) * 1e3
@@ -409,6 +449,7 @@ class Pipeline:
             timings_ms=timings,
             warnings=tuple(warnings),
             keyframe=keyframe,
+            scale=self.ground.scale if proj is not None else None,
         )
 
     def finish(self) -> list[Violation]:

@@ -22,7 +22,16 @@ import supervision as sv
 
 from pipelines import ticket
 from pipelines.config import RulesConfig, ZoneConfig
-from pipelines.types import PROPAGATED_KEY, Frame, MeasuringBase, SpeedEstimate, Telemetry, Violation
+from pipelines.height import run_scale, scale_note
+from pipelines.types import (
+    PROPAGATED_KEY,
+    Frame,
+    MeasuringBase,
+    ScaleInfo,
+    SpeedEstimate,
+    Telemetry,
+    Violation,
+)
 from pipelines.zones import (
     GLOBAL_ZONE,
     bottom_centre,
@@ -110,6 +119,8 @@ class _Sample:
     telemetry: Telemetry | None
     class_name: str
     snapshot: np.ndarray | None = None
+    scale_frac: float = math.nan  # SpeedEstimate.scale_sigma_frac; ``scale``: the frame's (pipelines.height)
+    scale: ScaleInfo | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -197,7 +208,9 @@ class ViolationDetector:
         log = self._logs.get(ep.track_id)
         run = _longest_run(log.samples if log is not None else (), ep.zone)
         samples = [ticket.BaseSample(s.t, s.frame, s.x, s.y) for s in run]
-        m = ticket.measure(samples, self.cfg, scale_sigma_frac=self.scale_sigma_frac)
+        fracs = [s.scale_frac for s in run if math.isfinite(s.scale_frac)]  # the config's where none
+        scale_frac = float(np.mean(fracs)) if fracs else self.scale_sigma_frac
+        m = ticket.measure(samples, self.cfg, scale_sigma_frac=scale_frac)
         if m is not None and m.speed_kmh <= ep.limit_kmh:
             self.n_cleared += 1
             logger.info(
@@ -211,16 +224,8 @@ class ViolationDetector:
                 m.base.duration_s,
             )
             return None
-        tol = ticket.Tolerance.of(self.cfg, self._zone(ep.zone))
-        if m is None:
-            status, reason, tolerance = (
-                ticket.NOT_ENFORCEABLE,
-                ticket.too_short_reason(samples, self.cfg),
-                None,
-            )
-        else:
-            d = ticket.decide(m, ep.limit_kmh, self.cfg.ticket_rule, tol)
-            status, reason, tolerance = d.status, d.reason, d.tolerance_kmh
+        scale = run_scale([s.scale for s in run], scale_frac)
+        status, reason, tolerance = self._status(ep, m, run, scale)
         if held:
             status, reason = ticket.NOT_ENFORCEABLE, held
         shown = _shown_sample(run, m.base if m is not None else None)
@@ -252,6 +257,7 @@ class ViolationDetector:
             base=base,
             status=status,
             status_reason=reason,
+            scale=scale,
         )
         if shown is not None:
             lat, lon = vehicle_position(shown.telemetry, shown.ground)
@@ -269,6 +275,28 @@ class ViolationDetector:
         )
         return v
 
+    def _status(
+        self,
+        ep: _Episode,
+        m: ticket.TicketMeasurement | None,
+        run: Sequence[_Sample],
+        scale: ScaleInfo | None,
+    ) -> tuple[str, str, float | None]:
+        """(status, reason, tolerance) of ``m`` (None: no base): the ticket rule's, not enforceable
+        across a change of height reference; a scale too uncertain is named in the reason."""
+        if m is None:
+            samples = [ticket.BaseSample(s.t, s.frame, s.x, s.y) for s in run]
+            return ticket.NOT_ENFORCEABLE, ticket.too_short_reason(samples, self.cfg), None
+        d = ticket.decide(
+            m, ep.limit_kmh, self.cfg.ticket_rule, ticket.Tolerance.of(self.cfg, self._zone(ep.zone))
+        )
+        status, reason = d.status, d.reason
+        if status == ticket.ENFORCEABLE and len({s.scale.reference for s in run if s.scale is not None}) > 1:
+            status, reason = ticket.NOT_ENFORCEABLE, "the height reference changed during the measuring base"
+        elif scale is not None and reason.startswith("uncertainty too large"):
+            reason += scale_note(scale, scale.sigma_frac * m.speed_kmh, m.fit_sigma_kmh)
+        return status, reason, d.tolerance_kmh
+
     def _zone(self, name: str) -> ZoneConfig | None:
         return next((z for z in self.cfg.zones if z.name == name), None)
 
@@ -278,8 +306,9 @@ class ViolationDetector:
         detections: sv.Detections,
         speeds: dict[int, SpeedEstimate],
         ground_xy: np.ndarray | None = None,
+        scale: ScaleInfo | None = None,
     ) -> list[Violation]:
-        """Feed one frame; return the violations measured during it."""
+        """Feed one frame (and its ``scale``: pipelines.height); return the violations measured in it."""
         now = frame.timestamp_s
         closed: list[Violation | None] = []
         extended: set[int] = set()
@@ -297,7 +326,7 @@ class ViolationDetector:
                 if est is None:
                     continue
                 zl = limit_for_point(self.cfg, points[i])
-                self._log(frame, detections, i, est, zl, gxy)
+                self._log(frame, detections, i, est, zl, gxy, scale)
                 if self.cfg.require_trusted and not est.trusted:
                     continue  # an untrusted speed neither extends nor breaks an episode
                 ep = self._open.get(tid)
@@ -358,6 +387,7 @@ class ViolationDetector:
         est: SpeedEstimate,
         zl: tuple[str, float] | None,
         gxy: np.ndarray | None,
+        scale: ScaleInfo | None = None,
     ) -> None:
         """Keep the track's measured ground position of this frame (its base is chosen from these),
         with a snapshot now and then while it may become a violation."""
@@ -385,6 +415,8 @@ class ViolationDetector:
             ground=ground,
             telemetry=frame.telemetry,
             class_name=str(names[i]) if names is not None else "vehicle",
+            scale_frac=est.scale_sigma_frac,
+            scale=scale,
         )
         candidate = tid in self._open or (tid, sample.zone) in self._pending
         near = zl is not None and est.speed_kmh >= SNAPSHOT_SHARE * zl[1]

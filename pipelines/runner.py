@@ -138,6 +138,8 @@ def run_pipeline(
     warnings: dict[str, int] = defaultdict(int)
     violations = []
     track_ids: set[int] = set()
+    scale_sources: dict[str, int] = defaultdict(int)  # frames per scale source
+    last_scale = None
     n = 0
     start = time.perf_counter()
     cpu_start = time.process_time()
@@ -154,6 +156,9 @@ def run_pipeline(
             if result.detections.tracker_id is not None:
                 track_ids.update(int(t) for t in result.detections.tracker_id)
             violations.extend(result.violations)
+            if result.scale is not None:
+                scale_sources[result.scale.source] += 1
+                last_scale = result.scale
             if on_result is not None:
                 t1 = time.perf_counter()
                 on_result(result)
@@ -180,6 +185,11 @@ def run_pipeline(
         "violation_list": violations,
         "final_violations": tail,
         "warnings": dict(warnings),
+        # what the speeds rest on (pipelines.height): frames per scale source, the last frame's scale
+        "scale": {
+            "sources": dict(scale_sources),
+            "last": None if last_scale is None else last_scale.to_dict(),
+        },
         "timings": timer.summary(),
         "pipeline": pipeline.metadata,
     }

@@ -76,6 +76,7 @@ SPEED_COLUMNS = (
     "ground_x_m",
     "ground_y_m",
     "trusted",
+    "scale_sigma_pct",  # the scale's share of sigma_kmh (pipelines.height), % of the speed
 )
 PTS_TIME_BASE = Fraction(1, 1000)  # video pts in milliseconds
 KEYFRAME_INTERVAL_S = 2.0
@@ -126,6 +127,9 @@ def speed_rows(result: FrameResult) -> list[list[str]]:
     trust = detection_trust(result)
     names = class_names(result)
     ground = ground_positions(result)
+    scale_fracs = det.data.get("speed_scale_frac") if det.data else None
+    if scale_fracs is None:
+        scale_fracs = np.full(len(det), np.nan)
     frame, time_s = str(result.frame.number), f"{result.frame.timestamp_s:.4f}"
     rows = []
     for i, (x1, y1, x2, y2) in enumerate(det.xyxy):
@@ -144,6 +148,7 @@ def speed_rows(result: FrameResult) -> list[list[str]]:
                 fmt(ground[i, 0], 3),
                 fmt(ground[i, 1], 3),
                 ("1" if trust[i] else "0") if math.isfinite(speeds[i]) else "",
+                fmt(100.0 * scale_fracs[i], 3),
             ]
         )
     return rows

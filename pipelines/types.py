@@ -6,6 +6,7 @@ Data flows one way: source -> Frame -> base layer -> motion layer -> speed -> vi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -143,6 +144,107 @@ class SpeedEstimate:
     position_m: tuple[float, float] | None = None
     position_t: float | None = None
     segment: int = -1
+    # the scale's share of the sigma: its relative sigma (height above the road, pitch: in
+    # sigma_kmh in quadrature with the fit's) and where it came from (pipelines.height.SCALE_SOURCES)
+    scale_sigma_frac: float = float("nan")
+    scale_source: str = ""
+
+
+# where a speed's scale came from (Violation.scale.source, SpeedEstimate.scale_source, the store's
+# scale_source column)
+SCALE_SOURCES = ("flight", "operator", "site", "measured_base")
+REFERENCE_SOURCES = ("site", "measured_base")  # the ones a HeightReference can carry
+
+
+@dataclass(frozen=True, slots=True)
+class HeightReference:
+    """What turns the drone's altitude reading (above take-off) into its height above the road.
+
+    ``takeoff_above_road_m`` is added to every reading (the take-off point's height above the road:
+    positive when the pilot took off above it); ``pitch_bias_deg`` to every reported gimbal pitch.
+    ``sigma_m`` and ``pitch_sigma_deg`` (None: the configuration's gimbal prior) are one standard
+    deviation. ``at_time_s``: the stream time it was measured at (a measured base: the barometer
+    drifts from then on; None: from take-off). ``set_by`` / ``set_at`` (ISO UTC) / ``detail``:
+    who set it, when and how (recorded on every violation measured with it)."""
+
+    source: str
+    takeoff_above_road_m: float
+    sigma_m: float
+    pitch_bias_deg: float = 0.0
+    pitch_sigma_deg: float | None = None
+    at_time_s: float | None = None
+    set_by: str = ""
+    set_at: str = ""
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.source not in REFERENCE_SOURCES:
+            raise ValueError(
+                f"height reference source must be one of {REFERENCE_SOURCES}, got {self.source!r}"
+            )
+        if not (math.isfinite(self.takeoff_above_road_m) and abs(self.takeoff_above_road_m) <= 500):
+            raise ValueError(
+                f"take-off height above the road must be within +-500 m, got {self.takeoff_above_road_m}"
+            )
+        if not (math.isfinite(self.sigma_m) and 0 < self.sigma_m <= 100):
+            raise ValueError(f"the height's sigma must be in (0, 100] m, got {self.sigma_m}")
+        if not (math.isfinite(self.pitch_bias_deg) and abs(self.pitch_bias_deg) <= 15):
+            raise ValueError(f"pitch bias must be within +-15 deg, got {self.pitch_bias_deg}")
+        if self.pitch_sigma_deg is not None and not (0 <= self.pitch_sigma_deg <= 15):
+            raise ValueError(f"pitch sigma must be in [0, 15] deg, got {self.pitch_sigma_deg}")
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "takeoff_above_road_m": round(self.takeoff_above_road_m, 3),
+            "sigma_m": round(self.sigma_m, 3),
+            "pitch_bias_deg": round(self.pitch_bias_deg, 3),
+            "pitch_sigma_deg": None if self.pitch_sigma_deg is None else round(self.pitch_sigma_deg, 3),
+            "at_time_s": self.at_time_s,
+            "set_by": self.set_by,
+            "set_at": self.set_at,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleInfo:
+    """The scale a speed (or a violation's ticket) rests on: its source, the camera's height above
+    the road and its sigma, the gimbal pitch used and its sigma, and ``sigma_frac``, the relative
+    sigma this gives the speed (for a violation: over its measuring base)."""
+
+    source: str
+    height_m: float
+    height_sigma_m: float
+    pitch_deg: float
+    pitch_sigma_deg: float
+    sigma_frac: float = math.nan
+    reference: HeightReference | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "height_above_road_m": round(self.height_m, 3),
+            "height_sigma_m": round(self.height_sigma_m, 3),
+            "pitch_deg": round(self.pitch_deg, 3),
+            "pitch_sigma_deg": round(self.pitch_sigma_deg, 3),
+            "sigma_pct": None if not math.isfinite(self.sigma_frac) else round(100.0 * self.sigma_frac, 3),
+            "reference": None if self.reference is None else self.reference.to_dict(),
+        }
+
+    def describe(self) -> str:
+        """One line for a reason or a log: the source and what it is worth."""
+        names = {
+            "flight": "the drone's take-off altitude over unknown ground",
+            "operator": "an operator's altitude over unknown ground",
+            "site": "the site's take-off height above the road",
+            "measured_base": "a measured base",
+        }
+        pct = f", {100.0 * self.sigma_frac:.1f} % of the speed" if math.isfinite(self.sigma_frac) else ""
+        return (
+            f"scale from {names.get(self.source, self.source)}: {self.height_m:.1f} +- "
+            f"{self.height_sigma_m:.1f} m above the road, pitch +- {self.pitch_sigma_deg:.1f} deg{pct}"
+        )
 
 
 # Violation.status: a ticket may be issued on an "enforceable" one only; "not_enforceable" is over
@@ -231,6 +333,9 @@ class Violation:
     base: MeasuringBase | None = None
     status: str = "not_enforceable"
     status_reason: str = ""
+    # the scale the ticket rests on (pipelines.height): its source, the height above the road and
+    # the pitch with their sigmas, and its relative sigma over the base (in ticket_sigma_kmh)
+    scale: ScaleInfo | None = None
 
     @property
     def duration_s(self) -> float:
@@ -266,6 +371,7 @@ class Violation:
             "base": None if self.base is None else self.base.to_dict(),
             "status": self.status,
             "status_reason": self.status_reason,
+            "scale": None if self.scale is None else self.scale.to_dict(),
         }
 
 
@@ -279,7 +385,8 @@ class FrameResult:
 
     ``detections`` are the tracked vehicles of this frame (``tracker_id`` set) with
     ``data`` keys: ``class_name`` (str), ``speed_kmh`` and ``speed_sigma_kmh`` (float, NaN while
-    unknown), ``speed_trusted`` (bool, :attr:`SpeedEstimate.trusted`), ``propagated`` (bool,
+    unknown), ``speed_scale_frac`` (float: the scale's relative sigma in ``speed_sigma_kmh``,
+    :attr:`SpeedEstimate.scale_sigma_frac`), ``speed_trusted`` (bool, :attr:`SpeedEstimate.trusted`), ``propagated`` (bool,
     :data:`PROPAGATED_KEY`: carried by optical flow, not detected, on this frame; such rows also have
     ``extrapolated``, :data:`EXTRAPOLATED_KEY`), ``ground_xy_m`` (N x 2, ground position in metres from the point below the drone in
     this frame, NaN when unknown).
@@ -297,3 +404,4 @@ class FrameResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     keyframe: bool = True  # the detector ran on this frame (False: boxes propagated by optical flow)
+    scale: ScaleInfo | None = None  # the frame's scale (None: speeds disabled on it)

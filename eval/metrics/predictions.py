@@ -21,6 +21,8 @@ class PredTracks:
     class_names: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     sigma_kmh: np.ndarray | None = None  # (N,) the engine's reported one-sigma; None: not collected
     trusted: np.ndarray | None = None  # (N,) bool, the speed stage's trust flag; None: not collected
+    # (N,) the scale's relative share of sigma_kmh (pipelines.height; NaN where unknown); None: not collected
+    scale_frac: np.ndarray | None = None
 
     def trust(self) -> np.ndarray:
         """(N,) trust flags (True where not collected)."""
@@ -33,6 +35,12 @@ class PredTracks:
         if self.sigma_kmh is None or len(self.sigma_kmh) != len(self):
             return np.full(len(self), np.nan)
         return self.sigma_kmh
+
+    def scale_fracs(self) -> np.ndarray:
+        """(N,) the scale's relative sigma in each reported sigma (NaN where unknown or not collected)."""
+        if self.scale_frac is None or len(self.scale_frac) != len(self):
+            return np.full(len(self), np.nan)
+        return self.scale_frac
 
     @staticmethod
     def empty() -> PredTracks:
@@ -63,6 +71,7 @@ class PredTracks:
             self.class_names[keep],
             self.sigmas()[keep],
             self.trust()[keep],
+            self.scale_fracs()[keep],
         )
 
     def to_mot_lines(self) -> list[str]:
@@ -83,6 +92,7 @@ class TrackCollector:
         self._sigma: list[np.ndarray] = []
         self._trusted: list[np.ndarray] = []
         self._cls: list[np.ndarray] = []
+        self._scale: list[np.ndarray] = []
 
     def add(self, frame_index: int, detections) -> None:
         n = len(detections)
@@ -95,6 +105,8 @@ class TrackCollector:
         self._speed.append(np.asarray(sp, float) if sp is not None else np.full(n, np.nan))
         sg = detections.data.get("speed_sigma_kmh")
         self._sigma.append(np.asarray(sg, float) if sg is not None else np.full(n, np.nan))
+        sf = detections.data.get("speed_scale_frac")
+        self._scale.append(np.asarray(sf, float) if sf is not None else np.full(n, np.nan))
         tr = detections.data.get("speed_trusted")
         self._trusted.append(np.asarray(tr, bool) if tr is not None else np.ones(n, bool))
         cl = detections.data.get("class_name")
@@ -113,4 +125,5 @@ class TrackCollector:
             np.concatenate(self._cls),
             np.concatenate(self._sigma),
             np.concatenate(self._trusted),
+            np.concatenate(self._scale),
         )

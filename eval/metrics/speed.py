@@ -73,11 +73,11 @@ def speed_samples(
     pitch_deg: float | None = None,
     altitude_sigma_frac: float = 0.0,
 ) -> SpeedSamples:
-    """The matched (frame, vehicle) pairs with a true speed. ``altitude_sigma_frac``: the
-    configuration's ``speed.altitude_sigma_frac``, taken out of the reported sigma for
-    ``measurement_sigma_kmh``."""
+    """The matched (frame, vehicle) pairs with a true speed. The scale's relative sigma the engine
+    reported with each speed (``speed_scale_frac``; else ``altitude_sigma_frac``, the
+    configuration's fallback) is taken out of the reported sigma for ``measurement_sigma_kmh``."""
     lookup = gt_speeds.lookup()
-    sigmas, trust = pred.sigmas(), pred.trust()
+    sigmas, trust, fracs = pred.sigmas(), pred.trust(), pred.scale_fracs()
     rows = []
     for f, gid, prow, _ in matched.pairs:
         true = lookup.get((f, gid))
@@ -92,12 +92,14 @@ def speed_samples(
                 float(pred.speed_kmh[prow]),
                 float(sigmas[prow]),
                 float(trust[prow]),
+                float(fracs[prow]),
             )
         )
     n = len(rows)
-    a = np.array(rows, dtype=float).reshape(n, 7)
+    a = np.array(rows, dtype=float).reshape(n, 8)
+    frac = np.where(np.isfinite(a[:, 7]), a[:, 7], altitude_sigma_frac)  # the engine's own, where it said
     with np.errstate(invalid="ignore"):
-        measurement = np.sqrt(np.maximum(a[:, 5] ** 2 - (altitude_sigma_frac * a[:, 4]) ** 2, 0.0))
+        measurement = np.sqrt(np.maximum(a[:, 5] ** 2 - (frac * a[:, 4]) ** 2, 0.0))
     return SpeedSamples(
         np.full(n, sequence, dtype=object),
         a[:, 0].astype(int),

@@ -114,6 +114,7 @@ class _TrackState:
     # which continuous measurement its positions belong to: a new number wherever the
     # integration restarted or a position was carried rather than measured (SpeedEstimate.segment)
     segment: int = 0
+    scale_frac: float = math.nan  # the scale's relative sigma at its last update (nan: the config's)
 
 
 class SpeedEstimator:
@@ -149,6 +150,7 @@ class SpeedEstimator:
         self.n_implausible = 0  # fitted speeds above max_plausible_kmh (not reported)
         self._max_step_m_s = OUTLIER_FACTOR * float(m_per_s(cfg.max_plausible_kmh))
         self._segments = itertools.count(1)
+        self._scale_source = ""  # update()'s, for the estimates it makes
 
     def __len__(self) -> int:
         return len(self._tracks)
@@ -386,7 +388,8 @@ class SpeedEstimator:
             )
             return None
         st.velocity = velocity
-        sigma = math.hypot(fit_sigma, self.cfg.altitude_sigma_frac * speed)
+        scale_frac = st.scale_frac if math.isfinite(st.scale_frac) else self.cfg.altitude_sigma_frac
+        sigma = math.hypot(fit_sigma, scale_frac * speed)
         doubt = self._doubt(st, now, size_change)
         st.trusted = not doubt
         return SpeedEstimate(
@@ -400,6 +403,8 @@ class SpeedEstimator:
             position_m=st.xy[-1],
             position_t=st.t[-1],
             segment=st.segment,
+            scale_sigma_frac=scale_frac,
+            scale_source=self._scale_source,
         )
 
     def _doubt(self, st: _TrackState, now: float, size_change: float) -> str:
@@ -417,11 +422,16 @@ class SpeedEstimator:
         track_ids: np.ndarray,
         displacements_m: np.ndarray,
         sizes: np.ndarray | None = None,
+        scale_sigma_frac: np.ndarray | None = None,
+        scale_source: str = "",
     ) -> dict[int, SpeedEstimate]:
         """Add one frame's displacements; return the estimates of the tracks updated now.
 
         ``sizes``: each track's box size now for the trust check (the pipeline gives sqrt of the
         box area times the local GSD: metres, so that perspective does not count as a change).
+        ``scale_sigma_frac``: each track's relative sigma of the scale now (pipelines.height; None:
+        the configuration's ``altitude_sigma_frac``), and ``scale_source`` where the scale came from:
+        both go into the estimates.
         """
         ids = np.asarray(track_ids).reshape(-1)
         disp = np.asarray(displacements_m, dtype=np.float64).reshape(-1, 2)
@@ -430,19 +440,29 @@ class SpeedEstimator:
         sizes = np.full(len(ids), np.nan) if sizes is None else np.asarray(sizes, np.float64).reshape(-1)
         if len(sizes) != len(ids):
             raise ValueError(f"{len(ids)} track ids but {len(sizes)} box sizes")
+        fracs = (
+            np.full(len(ids), np.nan)
+            if scale_sigma_frac is None
+            else np.asarray(scale_sigma_frac, np.float64).reshape(-1)
+        )
+        if len(fracs) != len(ids):
+            raise ValueError(f"{len(ids)} track ids but {len(fracs)} scale sigmas")
+        self._scale_source = scale_source
         now = float(timestamp_s)
         tids = [int(i) for i in ids]
         if len(set(tids)) < len(tids):  # a track twice in one update: each step sees the one before
             out: dict[int, SpeedEstimate] = {}
-            for tid, d, size in zip(tids, disp, sizes, strict=True):
+            for tid, d, size, frac in zip(tids, disp, sizes, fracs, strict=True):
                 st = self._step(tid, now, d, float(size))
+                st.scale_frac = float(frac)
                 self._trim(st, now)
                 if (est := self._estimate(tid, st, now)) is not None:
                     out[tid] = est
             return out
         tracks = []
-        for tid, d, size in zip(tids, disp, sizes, strict=True):
+        for tid, d, size, frac in zip(tids, disp, sizes, fracs, strict=True):
             st = self._step(tid, now, d, float(size))
+            st.scale_frac = float(frac)
             self._trim(st, now)
             tracks.append((tid, st))
         estimates = self._estimates(tracks, now)

@@ -123,6 +123,7 @@ def test_output_writer_end_to_end(tmp_path: Path, codec: str) -> None:
         "ground_x_m": "0.000",
         "ground_y_m": "1.000",
         "trusted": "",  # no speed, nothing to trust
+        "scale_sigma_pct": "",  # no scale given with it
     }
     truck = next(r for r in rows if r["track_id"] == "2")
     assert (truck["frame"], truck["time_s"], truck["class"]) == ("4", "0.3000", "truck")

@@ -1,0 +1,149 @@
+"""The camera's height above the road, where it comes from, and how well the scale is known.
+
+A drone reports its height above the take-off point (DJI ``rel_alt``, Cloud API ``elevation``),
+not above the road it films: a pilot who took off 8 m below the road and flies 60 m above it reads
+68 m, and every speed is 13 % high. Every speed therefore rests on a *height reference*, and on how
+well that is known; the scale's relative uncertainty goes into every speed's sigma, so the ticket
+rule (:mod:`pipelines.ticket`) stays honest whatever the source:
+
+* ``flight`` / ``operator``: the drone's altitude (or one an operator typed for a stream without
+  telemetry) with nothing said about the road's level: the height above the road is that reading,
+  uncertain by ``camera.unknown_ground_sigma_m`` (the road's level against the take-off point) and
+  the barometer's ``camera.baro_sigma_m``. Wide on purpose: tickets from it are rarely enforceable.
+* ``site``: the take-off point's height above the road, given for the site or the session
+  (``camera.takeoff_above_road_m``, the pilot took off on the road: 0), to
+  ``camera.takeoff_above_road_sigma_m``, plus the barometer's error since take-off.
+* ``measured_base``: solved from lines of known length on the road (:mod:`pipelines.calibrate`): the
+  height (and with lines in two directions the gimbal's pitch bias) at one moment, to the solve's
+  sigma; the barometer then drifts ``camera.baro_drift_m_per_min`` from that moment on.
+
+The gimbal's pitch is uncertain by ``camera.pitch_sigma_deg`` (a measured base with lines in two
+directions measures it); how much that moves a speed depends on where the vehicle is and which way
+it moves (nothing at nadir, about 2 cot(depression) per radian along the line of sight of an oblique
+view), so :class:`ScaleModel` works it out per track from the frame's ground mapping.
+
+Pure: numpy and the engine's geometry and types only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipelines.geometry import apply_homography, ground_to_image_homography, image_to_ground_homography
+from pipelines.types import REFERENCE_SOURCES, SCALE_SOURCES, HeightReference, Intrinsics, ScaleInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ScalePriors:
+    """The uncertainties of the sources (metres, degrees; one sigma): ``pipelines.config.CameraConfig``."""
+
+    unknown_ground_sigma_m: float = 5.0
+    takeoff_above_road_sigma_m: float = 0.5
+    baro_sigma_m: float = 0.7
+    baro_drift_m_per_min: float = 0.06
+    pitch_sigma_deg: float = 1.0
+
+
+def height_above_road(
+    reading_m: float,
+    time_s: float,
+    reference: HeightReference | None,
+    priors: ScalePriors,
+    *,
+    source: str = "flight",
+) -> tuple[float, float, str]:
+    """(height above the road, its sigma, the scale source) for an altitude ``reading_m`` at stream
+    time ``time_s``. ``source``: where the reading came from without a reference (flight |
+    operator)."""
+    if reference is None:
+        return reading_m, math.hypot(priors.unknown_ground_sigma_m, priors.baro_sigma_m), source
+    height = reading_m + reference.takeoff_above_road_m
+    if reference.at_time_s is None:  # from take-off: the barometer's error since
+        drift = priors.baro_sigma_m
+    else:
+        drift = priors.baro_drift_m_per_min * abs(time_s - reference.at_time_s) / 60.0
+        drift = min(drift, priors.baro_sigma_m * 3.0)
+    return height, math.hypot(reference.sigma_m, drift), reference.source
+
+
+class ScaleModel:
+    """The relative speed error one degree of pitch error gives a vehicle at a ground point moving
+    in a direction, for one frame's geometry: the ground -> ground map that a pitch off by
+    ``step_deg`` makes of the true one (through the image), differentiated along the motion."""
+
+    def __init__(self, intrinsics: Intrinsics, height_m: float, pitch_deg: float, step_deg: float = 0.5):
+        self.step_deg = step_deg
+        other = max(-90.0, min(pitch_deg + (step_deg if pitch_deg - step_deg < -90.0 else -step_deg), -1e-3))
+        self.step_deg = abs(other - pitch_deg)
+        to_image = ground_to_image_homography(intrinsics, height_m, pitch_deg)
+        self._warp = image_to_ground_homography(intrinsics, height_m, other) @ to_image
+
+    def pitch_frac_per_deg(self, ground_xy: np.ndarray, direction_xy: np.ndarray | None = None) -> np.ndarray:
+        """(N,) relative change of a ground displacement per degree of pitch error at ``ground_xy``
+        (N, 2) along ``direction_xy`` (N, 2; None or a zero row: the worse of the two axes)."""
+        g = np.asarray(ground_xy, dtype=np.float64).reshape(-1, 2)
+        n = len(g)
+        if direction_xy is None:
+            direction_xy = np.zeros((n, 2))
+        d = np.asarray(direction_xy, dtype=np.float64).reshape(-1, 2)
+        norm = np.hypot(d[:, 0], d[:, 1])
+        out = np.full(n, np.nan)
+        eps = 0.5  # metres
+        base = apply_homography(self._warp, g)
+        for axis in ((1.0, 0.0), (0.0, 1.0)):
+            step = apply_homography(self._warp, g + eps * np.asarray(axis))
+            change = np.abs(np.linalg.norm(step - base, axis=1) / eps - 1.0) / self.step_deg
+            out = np.where(np.isnan(out), change, np.maximum(out, change))
+        moving = norm > 1e-9
+        if moving.any():
+            unit = d[moving] / norm[moving, None]
+            step = apply_homography(self._warp, g[moving] + eps * unit)
+            along = np.abs(np.linalg.norm(step - base[moving], axis=1) / eps - 1.0) / self.step_deg
+            out[moving] = along
+        return np.where(np.isfinite(out), out, np.nan)
+
+
+def scale_sigma_frac(
+    height_m: float, height_sigma_m: float, pitch_sigma_deg: float, pitch_frac_per_deg: np.ndarray | float
+) -> np.ndarray:
+    """Relative sigma of a speed from the scale: the height's (a speed scales with the height over
+    flat ground) and the pitch's (``pitch_frac_per_deg`` from :class:`ScaleModel`) in quadrature."""
+    per_deg = np.nan_to_num(np.asarray(pitch_frac_per_deg, dtype=np.float64), nan=0.0)
+    return np.hypot(height_sigma_m / max(height_m, 1e-6), pitch_sigma_deg * per_deg)
+
+
+def run_scale(scales: Sequence[ScaleInfo | None], frac: float) -> ScaleInfo | None:
+    """The scale a run of positions was measured with (its last known), carrying the run's mean
+    relative sigma ``frac``."""
+    last = next((s for s in reversed(scales) if s is not None), None)
+    return None if last is None else dataclasses.replace(last, sigma_frac=frac)
+
+
+def scale_note(scale: ScaleInfo, scale_kmh: float, fit_kmh: float) -> str:
+    """What a ticket's reason adds when the scale's sigma (``scale_kmh``) is the larger part of
+    its uncertainty ("" when the fit's is)."""
+    if scale_kmh <= fit_kmh:
+        return ""
+    note = f"; mostly the {scale.describe()}"
+    if scale.source in ("flight", "operator"):
+        note += ": measure a base or set the take-off height above the road"
+    return note
+
+
+__all__ = [
+    "REFERENCE_SOURCES",
+    "SCALE_SOURCES",
+    "HeightReference",
+    "ScaleInfo",
+    "ScaleModel",
+    "ScalePriors",
+    "height_above_road",
+    "run_scale",
+    "scale_note",
+    "scale_sigma_frac",
+]
