@@ -40,7 +40,7 @@ from edge_server.middleware import (
     RequestGuardMiddleware,
 )
 from edge_server.mosquitto import BrokerUnavailable, MosquittoBroker, resolve_password
-from edge_server.routes import dji_apps, health, live_events, sessions, violations, webrtc
+from edge_server.routes import dji_apps, health, height, live_events, sessions, violations, webrtc
 from edge_server.routes.common import ApiError, json_error, require_token
 from edge_server.rtmp import RtmpServer, RtmpUnavailable
 from edge_server.settings import ServerSettings, SettingsError
@@ -146,6 +146,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     health.protected,
     webrtc.protected,
     sessions.protected,
+    height.protected,
     violations.protected,
     dji_apps.router,
     dji_apps.callbacks,  # nginx's, authenticated by the secret in the path

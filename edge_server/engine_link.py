@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
+    from edge_server.height_reference import SessionHeight
     from pipelines.config import RulesConfig
     from pipelines.types import Telemetry
 
@@ -72,6 +73,11 @@ class StreamEngine(Protocol):
 
     def set_rules(self, rules: RulesConfig) -> None:
         """New limits and zones from the next frame on."""
+
+    @property
+    def height(self) -> SessionHeight:
+        """The stream's height reference (set from the API, applied from the next frame) and its
+        latest processed frame, which a measured base is solved on."""
 
 
 __all__ = ["IncomingFrame", "PeerLink", "StreamEngine"]

@@ -17,9 +17,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from edge_server.scale_schemas import ScaleOut, ScaleSource
 from edge_server.settings import PLAIN_ID
 from edge_server.store import SORTS, SessionRow, TrackRow, ViolationRow, violation_status
 from pipelines.config import TicketRule, ToleranceMode
+from pipelines.height import SCALE_SOURCES
 
 # Text that reaches a database query: no control characters (PostgreSQL refuses NUL in strings).
 PLAIN_TEXT = r"^[^\x00-\x1f\x7f]*$"
@@ -143,9 +145,8 @@ class ViolationOut(BaseModel):
     drone_latitude: float | None = Field(None, description="drone position from telemetry at the violation")
     drone_longitude: float | None = None
     altitude_m: float | None = None
-    scale_source: Literal["flight", "operator"] | None = Field(
-        None,
-        description="where the altitude and gimbal pitch came from: the drone's telemetry or the operator",
+    scale_source: ScaleSource | None = Field(
+        None, description="where the scale came from: flight, operator, site, measured_base (see `scale`)"
     )
     false_positive: bool
     snapshot_url: str | None = None
@@ -153,6 +154,11 @@ class ViolationOut(BaseModel):
     server_id: str | None = Field(
         None, description="the edge server that recorded it (a fleet on one database)"
     )
+    # the scale the ticket rests on (issue 39): null on rows stored before it, and without one
+    height_above_road_m: float | None = Field(None, description="the camera's height above the road (m)")
+    height_sigma_m: float | None = Field(None, description="its one sigma (m)")
+    scale_sigma_pct: float | None = Field(None, description="the speed's relative sigma from the scale (%)")
+    scale: ScaleOut | None = Field(None, description="source, height, pitch, sigmas, reference")
 
     @classmethod
     def from_row(cls, row: ViolationRow, prefix: str = API_PREFIX) -> ViolationOut:
@@ -192,11 +198,15 @@ class ViolationOut(BaseModel):
             drone_latitude=row.drone_latitude,
             drone_longitude=row.drone_longitude,
             altitude_m=row.altitude_m,
-            scale_source=row.scale_source if row.scale_source in ("flight", "operator") else None,
+            scale_source=row.scale_source if row.scale_source in SCALE_SOURCES else None,
             false_positive=bool(row.false_positive),
             snapshot_url=f"{prefix}/violations/{row.id}/snapshot.jpg" if row.snapshot_path else None,
             clip_url=f"{prefix}/violations/{row.id}/clip.mp4" if row.clip_path else None,
             server_id=row.server_id,
+            height_above_road_m=row.height_above_road_m,
+            height_sigma_m=row.height_sigma_m,
+            scale_sigma_pct=row.scale_sigma_pct,
+            scale=ScaleOut.from_stored(row.scale),
         )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from pipelines.height import ScaleInfo
 from pipelines.types import FrameResult
 
 
@@ -39,6 +40,7 @@ class StreamStats:
     altitude_m: float | None = None
     gimbal_pitch_deg: float | None = None
     gsd_m_per_px: float | None = None
+    scale: ScaleInfo | None = None  # its height above the road and sigmas (pipelines.height)
     # what is wrong with the frame timestamps speeds are timed by, now ("" when nothing:
     # pipelines.timestamps), and every such problem seen, with how many frames it held for
     clock_problem: str = ""

@@ -1,7 +1,8 @@
 """A violation as a CSV row (``GET /api/v1/violations.csv``): the API's fields, flat, in a fixed
 order, safe to open in a spreadsheet. Columns are only ever appended (a spreadsheet or script that
 reads them by position keeps working): the ticket's came after ``server_id``; the measuring base is
-flattened into ``base_*`` columns."""
+flattened into ``base_*`` columns; the scale's (issue 39) came last, its pitch and height reference
+flattened into ``scale_*`` columns."""
 
 from __future__ import annotations
 
@@ -49,6 +50,15 @@ CSV_COLUMNS = (
     "base_distance_m",
     "status",
     "status_reason",
+    # the scale the ticket rests on (issue 39): empty on rows stored before it, and without one
+    "height_above_road_m",
+    "height_sigma_m",
+    "scale_sigma_pct",
+    "scale_pitch_deg",
+    "scale_pitch_sigma_deg",
+    "scale_reference",
+    "scale_set_by",
+    "scale_set_at",
 )
 BASE_PREFIX = "base_"
 # A text cell a spreadsheet would run as a formula (OWASP "CSV injection"): quoted with a leading '.
@@ -73,6 +83,13 @@ def csv_values(violation: ViolationOut) -> list[Any]:
     for name in CSV_COLUMNS:
         if name.startswith(BASE_PREFIX):
             data[name] = base.get(name.removeprefix(BASE_PREFIX))
+    scale = data["scale"] or {}
+    reference = scale.get("reference") or {}
+    data["scale_pitch_deg"] = scale.get("pitch_deg")
+    data["scale_pitch_sigma_deg"] = scale.get("pitch_sigma_deg")
+    data["scale_reference"] = reference.get("detail")
+    data["scale_set_by"] = reference.get("set_by")
+    data["scale_set_at"] = reference.get("set_at")
     return [_cell(data[name]) for name in CSV_COLUMNS]
 
 

@@ -27,11 +27,13 @@ import cv2
 
 from edge_server.engine_link import IncomingFrame, PeerLink
 from edge_server.frame_queue import CorruptFrameError, FrameQueue, ReadyFrame, to_bgr
+from edge_server.height_reference import LatestFrame, SessionHeight
 from edge_server.media import fit_width, lower_thread_priority
 from edge_server.stream_outputs import StreamOutputs, StreamServices
 from edge_server.stream_stats import StreamStats
 from pipelines.annotate import annotate
 from pipelines.config import RulesConfig
+from pipelines.height import HeightReference
 from pipelines.serialize import to_jsonable
 from pipelines.types import Frame, FrameResult
 
@@ -87,6 +89,8 @@ class StreamWorker:
         # the operator's rules for this stream (PUT .../rules), applied by this thread at its next frame
         self._rules_lock = threading.Lock()
         self._pending_rules: RulesConfig | None = None
+        # the session's height reference (PUT .../height-reference), likewise, and its latest frame
+        self.height = SessionHeight(session_id, pipeline.config.camera)
         self._stop = threading.Event()
         self._stop_reason: str | None = None
         self._stop_failed = False
@@ -235,6 +239,7 @@ class StreamWorker:
         self.stats.altitude_m = telemetry.altitude_m if telemetry is not None else None
         self.stats.gimbal_pitch_deg = telemetry.gimbal_pitch_deg if telemetry is not None else None
         self.stats.gsd_m_per_px = result.gsd_m_per_px
+        self.stats.scale = result.scale
         problem = self.pipeline.timestamps.problem
         if problem and not self.stats.clock_problem:
             log.warning("session %s: %s", self.session_id, problem)
@@ -277,9 +282,19 @@ class StreamWorker:
         for v in closing:
             self.outputs.record(v, None, self.outputs.last_telemetry)
 
+    def _apply_height(self, reference: HeightReference | None) -> None:
+        self.pipeline.set_height_reference(reference)
+        log.info(
+            "session %s: height reference from this frame on: %s",
+            self.session_id, reference.detail if reference is not None else "the configuration's",
+        )  # fmt: skip
+
     def _process_one(self, item: IncomingFrame | ReadyFrame) -> None:
         if self._pending_rules is not None:
             self._apply_rules()
+        changed, reference = self.height.take_pending()
+        if changed:
+            self._apply_height(reference)
         prepared = None
         if isinstance(item, ReadyFrame):
             if item.error is not None:
@@ -293,6 +308,7 @@ class StreamWorker:
         backlog = self.slot.waiting + self.incoming.waiting
         result = self.pipeline.process(frame, backlog=backlog, prepared=prepared)
         now = self._count_processed(item, result)
+        self.height.latest = LatestFrame(frame, result.road_mask, result.scale)
         t_annotate = time.perf_counter()
         wants_return = self.peer.return_sink is not None and self.peer.return_wanted()
         annotated = None
@@ -338,6 +354,7 @@ class StreamWorker:
         except Exception:  # noqa: BLE001
             log.exception("session %s: could not close the session record", self.session_id)
         finally:
+            self.height.latest = None  # the last frame's image and mask
             self.status, self.end_reason = status, reason
             self._announce_end(status, reason)
 
@@ -363,6 +380,7 @@ class StreamWorker:
         info["telemetry_reject_reasons"] = dict(self.stats.telemetry_reject_reasons.most_common(10))
         # frame timestamps speeds could not be timed by (pipelines.timestamps): problem -> frames
         info["clock_problems"] = dict(self.stats.clock_problems.most_common(5))
+        info.update(self.height.info())  # the height reference in effect and every change
         return info
 
     def _announce_end(self, status: str, reason: str) -> None:

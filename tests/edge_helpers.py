@@ -323,3 +323,23 @@ def speeding_in_view(server: RunningServer, session_id: str | None = None) -> bo
         r["peak_speed_kmh"] and r["peak_speed_kmh"] > 55 and r["last_time_s"] - r["first_time_s"] > 1.6
         for r in rows
     )
+
+
+def seed_old_violation(engine, row: dict, started_at: str) -> list:
+    """Store an ended session 'old' and the violation ``row`` (its columns as an older schema had
+    them) straight in SQL, before a migration; returns the row as read back (those columns)."""
+    from sqlalchemy import text
+
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO sessions (id, kind, status, started_at, frames_received, frames_processed, "
+                "frames_dropped, telemetry_received, telemetry_rejected, violations_count) "
+                f"VALUES ('old', 'webrtc', 'ended', '{started_at}', 0, 0, 0, 0, 0, 1)"
+            )
+        )
+        conn.execute(
+            text(f"INSERT INTO violations ({', '.join(row)}) VALUES ({', '.join(':' + k for k in row)})"), row
+        )
+    with engine.connect() as conn:
+        return conn.execute(text(f"SELECT {', '.join(row)} FROM violations")).all()

@@ -11,6 +11,7 @@ checks its token itself) and ``protected`` (``Depends(require_token)``, the 401 
   pull, operator telemetry, Pilot 2's page and config, nginx's publish callbacks (``router``,
   ``callbacks``, ``pages``);
 * :mod:`~edge_server.routes.sessions` - sessions, their viewers and live rules;
+* :mod:`~edge_server.routes.height` - a live session's height reference (height above the road);
 * :mod:`~edge_server.routes.violations` - violations, the CSV export, snapshots and clips;
 * :mod:`~edge_server.routes.live_events` - the live events WebSocket.
 

@@ -26,6 +26,7 @@ from edge_server.store.paging import (
     keyset,
     keyset_nulls_last,
 )
+from pipelines.height import SCALE_SOURCES
 from pipelines.types import ENGINE_STATUSES, NOT_ENFORCEABLE, Telemetry, Violation
 
 log = logging.getLogger(__name__)
@@ -82,13 +83,37 @@ def ticket_fields(v: Violation) -> dict[str, Any]:
 
 
 def drone_fields(t: Telemetry | None) -> dict[str, Any]:
-    """The row columns the drone's telemetry at the violation fills."""
+    """The row columns the drone's telemetry at the violation fills (its ``scale_source``: where
+    the altitude came from, unless the violation's scale says more: :func:`scale_fields`)."""
     return {
         "drone_latitude": None if t is None else t.latitude,
         "drone_longitude": None if t is None else t.longitude,
         "altitude_m": None if t is None else t.altitude_m,
         "scale_source": None if t is None else t.source,
     }
+
+
+def scale_fields(v: Violation) -> dict[str, Any]:
+    """The scale columns (issue 39): the scale the ticket rests on - its source, the camera's height
+    above the road and its sigma, the speed's relative sigma from it, the whole scale with its
+    height reference; nothing when the violation has none (its telemetry's source stays)."""
+    scale = v.scale
+    if scale is None:
+        return {}
+    data = scale.to_dict()
+    fields = {
+        "height_above_road_m": data["height_above_road_m"],
+        "height_sigma_m": data["height_sigma_m"],
+        "scale_sigma_pct": data["sigma_pct"],
+        "scale": data,
+    }
+    if scale.source in SCALE_SOURCES:
+        fields["scale_source"] = scale.source
+    else:
+        log.warning(
+            "violation of track %s: unknown scale source %r, not stored as one", v.track_id, scale.source
+        )
+    return fields
 
 
 def violation_conditions(flt: ViolationFilter) -> list[Any]:
@@ -166,6 +191,15 @@ class Store:
     def update_session(self, session_id: str, **fields: Any) -> None:
         with self._sessions.begin() as s:
             s.execute(update(SessionRow).where(SessionRow.id == session_id).values(**fields))
+
+    def merge_session_info(self, session_id: str, items: dict[str, Any]) -> bool:
+        """Add (or replace) keys of a session's info, in one transaction; False: no such session."""
+        with self._sessions.begin() as s:
+            row = s.get(SessionRow, session_id, with_for_update=True)
+            if row is None:
+                return False
+            row.info = {**(row.info or {}), **items}
+        return True
 
     def end_session(self, session_id: str, status: str, reason: str | None, **fields: Any) -> None:
         self.update_session(session_id, status=status, end_reason=reason, ended_at=utcnow(), **fields)
@@ -290,8 +324,7 @@ class Store:
             occurred_at=occurred_at,
             snapshot_path=snapshot_path,
             server_id=self.server_id,
-            **violation_fields(violation),
-            **drone_fields(telemetry),
+            **{**violation_fields(violation), **drone_fields(telemetry), **scale_fields(violation)},
         )
         with self._sessions.begin() as s:
             s.add(row)

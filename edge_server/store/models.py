@@ -152,8 +152,10 @@ class ViolationRow(Base):
     drone_latitude: Mapped[float | None] = mapped_column(Float, nullable=True)  # from telemetry
     drone_longitude: Mapped[float | None] = mapped_column(Float, nullable=True)
     altitude_m: Mapped[float | None] = mapped_column(Float, nullable=True)
-    # where the scale (altitude, gimbal pitch) came from: "flight" (the drone's telemetry) or
-    # "operator" (typed in for a stream without telemetry); None: no telemetry, or an older row
+    # where the scale came from (pipelines.height.SCALE_SOURCES): "flight" (the drone's altitude over
+    # unknown ground), "operator" (typed in for a stream without telemetry), "site" (the take-off
+    # point's height above the road), "measured_base" (lines of known length on the road); from the
+    # violation's scale, else the telemetry's source; None: neither, or an older row
     scale_source: Mapped[str | None] = mapped_column(String(16), nullable=True)
     snapshot_path: Mapped[str | None] = mapped_column(Text, nullable=True)  # relative to the media dir
     clip_path: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -172,6 +174,14 @@ class ViolationRow(Base):
     # derived from it and false_positive (violation_status, the hybrid ``status`` below)
     ticket_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
     status_reason: Mapped[str | None] = mapped_column(Text, nullable=True)  # why not enforceable
+    # the scale the ticket rests on (issue 39, migration 0005; NULL on rows before it and on
+    # violations without one): the camera's height above the road and its sigma, the scale's
+    # relative sigma of the speed (%), and the whole ScaleInfo.to_dict() (pitch, reference: who
+    # set it, when, how)
+    height_above_road_m: Mapped[float | None] = mapped_column(Float, nullable=True)
+    height_sigma_m: Mapped[float | None] = mapped_column(Float, nullable=True)
+    scale_sigma_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
+    scale: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
     @hybrid_property
     def status(self) -> str:

@@ -2,7 +2,8 @@
 token is refused; the violations page filters, shows a snapshot and plays a clip, exports CSV, and a
 false positive marked there persists across a reload; a real stream (`airpatrol publish synthetic`
 over WebRTC, speeding vehicles) appears on the live page, its violations arrive in the table without
-a reload, and the sessions page ends it. How fast pages load with 10,000 violations stored and how
+a reload, and the sessions page ends it; its card's height tool measures a base on the frozen video
+and sets the take-off height above the road. How fast pages load with 10,000 violations stored and how
 soon a violation shows: eval/examples/console_bench.py (a benchmark, not a timed test).
 
 Screenshots of every page go to $AIRPATROL_SCREENSHOTS (default runs/screenshots/): look at them.
@@ -20,11 +21,12 @@ from pathlib import Path
 import httpx
 import pytest
 from browser_helpers import WAIT_S, console_errors, require_selenium, screenshot
-from edge_helpers import SEED_T0, TOKEN, RunningServer, seed_store
+from edge_helpers import SEED_T0, TOKEN, RunningServer, seed_store, synthetic_stream
 
 require_selenium()
 
 from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
@@ -342,6 +344,63 @@ def test_a_live_stream_on_every_page(server: RunningServer, chromium: WebDriver)
     with server.client() as c:
         session = c.get(f"/api/v1/sessions/{session_id}").json()
     assert session["status"] == "ended" and session["end_reason"] == "ended by client", session
+    assert console_errors(chromium) == []
+
+
+ROAD = "road:\n  polygon: [[0, 90], [640, 90], [640, 270], [0, 270]]\n  polygon_mode: override\n"
+
+
+def click_frame(driver: WebDriver, canvas, u: float, v: float) -> None:
+    """Click the frozen frame where the stream's 640x360 frame has pixel (u, v)."""
+    box = driver.execute_script(
+        "arguments[0].scrollIntoView({block: 'center'}); return arguments[0].getBoundingClientRect().toJSON()",
+        canvas,
+    )
+    dx, dy = u / 640 * box["width"] - box["width"] / 2, v / 360 * box["height"] - box["height"] / 2
+    ActionChains(driver).move_to_element_with_offset(canvas, round(dx), round(dy)).click().perform()
+
+
+def test_the_live_card_measures_the_height_above_the_road(
+    server_factory, chromium: WebDriver, tmp_path: Path
+) -> None:
+    (tmp_path / "site.yaml").write_text(ROAD)
+    server = server_factory(pipeline_config=tmp_path / "site.yaml")
+    sign_in(chromium, server)
+    with synthetic_stream(server, seconds=90) as sid, server.client() as c:
+        card = f"#streams .card[data-id='{sid}']"
+        height = (By.CSS_SELECTOR, f"{card} dd[data-figure='height above the road']")
+        wait(chromium).until(lambda d: "drone altitude over unknown ground" in d.find_element(*height).text)
+        click(chromium, (By.CSS_SELECTOR, f"{card} button.height-open"))
+        tool = f"{card} .height-tool"
+        wait(chromium).until(
+            lambda d: "Now: the drone's altitude" in d.find_element(By.CSS_SELECTOR, tool).text
+        )
+        chromium.find_element(By.CSS_SELECTOR, f"{tool} input[name=set_by]").send_keys("officer 12")
+        click(chromium, (By.CSS_SELECTOR, f"{tool} button.freeze"))  # it starts watching the video
+        canvas = wait(chromium).until(
+            ec.visibility_of_element_located((By.CSS_SELECTOR, f"{tool} canvas.base-canvas"))
+        )
+        # 12 m along the fast lane as a camera 45 m above the road sees it (test_edge_height_reference)
+        click_frame(chromium, canvas, 60, 119)
+        click_frame(chromium, canvas, 178.2, 119)
+        chromium.find_element(By.CSS_SELECTOR, f"{tool} input.length").send_keys("12")
+        click(chromium, (By.CSS_SELECTOR, f"{tool} button.solve"))
+        note = (By.CSS_SELECTOR, f"{tool} p[role=status]")
+        wait(chromium).until(lambda d: "Applied from the next frame" in d.find_element(*note).text)
+        state = c.get(f"/api/v1/sessions/{sid}/height-reference").json()
+        assert state["reference"]["set_by"] == "officer 12" and state["origin"] == "session"
+        assert abs(state["solution"]["height_above_road_m"] - 45.0) < 2.0  # clicks on a 320 px video
+        wait(chromium).until(lambda d: "measured base" in d.find_element(*height).text)
+        shot(chromium, "live-height")
+        # the take-off point's height above the road instead
+        chromium.find_element(By.CSS_SELECTOR, f"{tool} input[name=takeoff_above_road_m]").send_keys("-8")
+        click(chromium, (By.CSS_SELECTOR, f"{tool} form.height-site button[type=submit]"))
+        wait(chromium).until(
+            lambda _: (
+                c.get(f"/api/v1/sessions/{sid}/height-reference").json()["reference"]["source"] == "site"
+            )
+        )
+        wait(chromium).until(lambda d: "take-off -8.00" in d.find_element(*note).text)
     assert console_errors(chromium) == []
 
 

@@ -52,6 +52,9 @@ OPERATIONS = [
     "POST /api/v1/sessions/{session_id}/viewers",
     "DELETE /api/v1/sessions/{session_id}/viewers/{viewer_id}",
     "PUT /api/v1/sessions/{session_id}/rules",
+    "GET /api/v1/sessions/{session_id}/height-reference",
+    "PUT /api/v1/sessions/{session_id}/height-reference",
+    "DELETE /api/v1/sessions/{session_id}/height-reference",
     "GET /api/v1/violations",
     "GET /api/v1/violations.csv",
     "GET /api/v1/violations/{violation_id}",
@@ -139,11 +142,21 @@ NOT_CHECKED = {
 def refused_by_design(case) -> bool:
     """A request valid to the document that the server refuses on purpose, with a documented 4xx the
     document's schemas cannot express: a cursor the server did not issue (400 invalid_cursor), since
-    not before until, a time with no UTC equivalent, a minimum speed above the maximum, or a stream's
-    zones of the same name or named "global" (422). positive_data_acceptance skips these."""
+    not before until, a time with no UTC equivalent, a minimum speed above the maximum, a stream's
+    zones of the same name or named "global", or a height reference that is not one kind (a site
+    value or a measured base: exactly one of them, a sigma only with the site value) (422).
+    positive_data_acceptance skips these."""
     if case.method.upper() == "PUT" and case.path.endswith("/rules") and isinstance(case.body, dict):
         names = [str(z.get("name")) for z in case.body.get("zones") or [] if isinstance(z, dict)]
         if len(set(names)) != len(names) or "global" in names:
+            return True
+    if (
+        case.method.upper() == "PUT"
+        and case.path.endswith("/height-reference")
+        and isinstance(case.body, dict)
+    ):
+        site, base = (case.body.get(k) is not None for k in ("takeoff_above_road_m", "lines"))
+        if site == base or (base and case.body.get("sigma_m") is not None):
             return True
     query = case.query or {}
     if "cursor" in query:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from edge_helpers import seed_old_violation
 from sqlalchemy import text
 
 from edge_server.schemas import ViolationOut
@@ -64,7 +65,7 @@ def test_migrations_match_models_and_are_idempotent(store: Store) -> None:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
     assert diff == []
-    assert version == "0004"
+    assert version == "0005"
     if store.engine.dialect.name == "sqlite":
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
@@ -447,26 +448,11 @@ def test_upgrade_from_0003_keeps_old_rows_as_legacy(database_url: str) -> None:
     which keeps its data and reads as ``legacy`` (peak only); down to 0003 and up again keeps it too."""
     engine = make_engine(database_url)
     _alembic(engine, "upgrade", "0003")
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO sessions (id, kind, status, started_at, frames_received, frames_processed, "
-                "frames_dropped, telemetry_received, telemetry_rejected, violations_count) "
-                "VALUES ('old', 'webrtc', 'ended', '2025-06-01 11:59:00', 0, 0, 0, 0, 0, 1)"
-            )
-        )
-        conn.execute(
-            text(
-                f"INSERT INTO violations ({', '.join(OLD_ROW)}) VALUES ({', '.join(':' + k for k in OLD_ROW)})"
-            ),
-            OLD_ROW,
-        )
+    before = seed_old_violation(engine, OLD_ROW, "2025-06-01 11:59:00")
     old_columns = ", ".join(OLD_ROW)
-    with engine.connect() as conn:
-        before = conn.execute(text(f"SELECT {old_columns} FROM violations")).all()
     migrate(engine)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0004"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0005"  # the head
         assert conn.execute(text(f"SELECT {old_columns} FROM violations")).all() == before
         ticket = conn.execute(text(f"SELECT {', '.join(TICKET_COLUMNS)} FROM violations")).one()
     assert tuple(ticket) == (None,) * len(TICKET_COLUMNS)

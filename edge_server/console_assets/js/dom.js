@@ -57,3 +57,23 @@ export function ticketSpeed(v, unit = "") {
   if (v.ticket_speed_kmh === null || v.ticket_speed_kmh === undefined) return "—";
   return `${num(v.ticket_speed_kmh)}${unit} ± ${num(v.ticket_sigma_kmh)}`;
 }
+
+// Where a speed's scale came from (the API's scale.source): every speed scales with the camera's
+// height above the road, and a drone reports its height above its take-off point.
+export const SCALE_LABELS = {
+  flight: "drone altitude over unknown ground",
+  operator: "operator's altitude over unknown ground",
+  site: "take-off height above the road",
+  measured_base: "measured base",
+};
+
+// A scale as one line: "measured base, 59.4 ± 0.4 m above the road, pitch ± 0.3°, ±0.8 % of the
+// speed; set by officer 12 at ..." (who set it with `who`).
+export function scaleText(scale, who = true) {
+  if (!scale) return "–";
+  let text = `${SCALE_LABELS[scale.source] || scale.source}, ${num(scale.height_above_road_m)} ± ${num(scale.height_sigma_m)} m above the road, pitch ± ${num(scale.pitch_sigma_deg)}°`;
+  if (scale.sigma_pct !== null && scale.sigma_pct !== undefined) text += `, ±${num(scale.sigma_pct)} % of the speed`;
+  const ref = scale.reference;
+  if (who && ref && (ref.set_by || ref.set_at)) text += `; set by ${ref.set_by || "?"}${ref.set_at ? ` at ${when(ref.set_at)}` : ""}`;
+  return text;
+}

@@ -1,7 +1,9 @@
 // Live: one card per active stream with its figures as the server sends them (every stats
-// interval), its latest violation with the snapshot, and the feed of events as they happen.
+// interval; the scale of its latest frame among them), its latest violation with the snapshot, its
+// height above the road (a measured base or the take-off height: height.js), and the feed of events.
 import { endStream, get, objectUrl, stopPath } from "./api.js";
-import { STATUS_LABELS, errorText, h, num, shortId, statusBadge, ticketSpeed, when } from "./dom.js";
+import { STATUS_LABELS, errorText, h, num, scaleText, shortId, statusBadge, ticketSpeed, when } from "./dom.js";
+import { heightTool } from "./height.js";
 import { Viewer } from "./webrtc.js";
 
 const FEED_LENGTH = 50;
@@ -60,6 +62,7 @@ export function mount(container, { events }) {
       ["telemetry", f.telemetry_age_s == null ? "none yet" : `${num(f.telemetry_age_s)} s ago, ${f.telemetry_rejected ?? 0} rejected`],
       ["altitude, pitch", f.altitude_m == null ? "unknown (no telemetry)" : `${num(f.altitude_m)} m, ${num(f.gimbal_pitch_deg, 0)}°`],
       ["ground size of a pixel", f.gsd_cm_per_px == null ? "unknown: no speeds" : `${num(f.gsd_cm_per_px)} cm`],
+      ["height above the road", f.scale ? `${scaleText(f.scale)} (±${num((100 * f.scale.height_sigma_m) / f.scale.height_above_road_m)} %)` : "unknown: no speeds"],
       ["frame clock", f.clock_problem || "ok"],
       ["violations", stream.violations],
     ];
@@ -69,27 +72,31 @@ export function mount(container, { events }) {
   function build(id, stream) {
     const video = h("video", { autoplay: true, muted: true, playsinline: true, hidden: true, class: "live-video" });
     const watch = h("button", { type: "button", class: "quiet watch" }, "Watch");
+    const height = h("button", { type: "button", class: "quiet height-open", title: "height above the road: measure a base" }, "Height");
     const parts = {
       title: h("header", {}),
       size: h("p", { class: "hint" }),
       figures: h("dl", { class: "figures" }),
       last: h("div", { class: "last-violation", hidden: true }),
+      heightBox: h("div", { class: "height-box", hidden: true }),
       video,
       watch,
+      height,
     };
     watch.addEventListener("click", () => toggleWatch(id));
+    height.addEventListener("click", () => toggleHeight(id));
     stream.parts = parts;
-    stream.card = h("article", { class: "card", dataset: { id } }, parts.title, parts.size, video, parts.figures, parts.last);
+    stream.card = h("article", { class: "card", dataset: { id } }, parts.title, parts.size, video, parts.heightBox, parts.figures, parts.last);
     cards.append(stream.card);
   }
 
   function render(id) {
     const stream = streams.get(id);
     if (!stream.card) build(id, stream);
-    const { title, size, figures, last: lastBox, watch } = stream.parts;
+    const { title, size, figures, last: lastBox, watch, height } = stream.parts;
     const s = stream.session || { id };
     const end = s.kind && stopPath(s) ? h("button", { type: "button", class: "danger", onclick: () => stop(s) }, "End stream") : null;
-    title.replaceChildren(h("strong", { title: id }, shortId(id)), " ", h("span", { class: "badge active" }, s.kind || "stream"), h("span", { class: "spacer" }), watch, end || "");
+    title.replaceChildren(h("strong", { title: id }, shortId(id)), " ", h("span", { class: "badge active" }, s.kind || "stream"), h("span", { class: "spacer" }), height, watch, end || "");
     size.textContent = s.width ? `${s.width}×${s.height}${s.camera ? `, ${s.camera}` : ""} · since ${when(s.started_at)}` : "";
     figures.replaceChildren(...figuresOf(stream).flatMap(([k, v]) => [h("dt", {}, k), h("dd", { dataset: { figure: k } }, v)]));
     const last = stream.violation;
@@ -99,6 +106,7 @@ export function mount(container, { events }) {
         stream.snapshot ? h("img", { src: stream.snapshot, alt: `snapshot of violation ${last.id}` }) : "",
         h("p", {}, h("a", { href: `#/violations?session_id=${encodeURIComponent(id)}` }, `${ticketSpeed(last)} km/h`), ` ${last.class_name} in ${last.zone} (limit ${num(last.speed_limit_kmh, 0)}) at ${when(last.occurred_at)} `, statusBadge(last)),
         last.ticket_speed_kmh == null && last.status_reason ? h("p", { class: "hint" }, last.status_reason) : "",
+        last.scale ? h("p", { class: "hint scale" }, `Scale: ${scaleText(last.scale)}`) : "",
       );
     }
     empty.hidden = streams.size > 0;
@@ -131,8 +139,22 @@ export function mount(container, { events }) {
     }
   }
 
+  // The height tool under the card's video: opened once, then shown and hidden.
+  function toggleHeight(id) {
+    const stream = streams.get(id);
+    const box = stream.parts.heightBox;
+    if (!stream.tool) {
+      const startVideo = async () => {
+        if (!stream.viewer) await toggleWatch(id);
+      };
+      stream.tool = heightTool(id, { video: stream.parts.video, startVideo });
+      box.append(stream.tool.element);
+    }
+    box.hidden = !box.hidden;
+  }
+
   async function add(id) {
-    if (!streams.has(id)) streams.set(id, { card: null, parts: null, viewer: null, stats: {}, violations: 0, violation: null, snapshot: null, session: null });
+    if (!streams.has(id)) streams.set(id, { card: null, parts: null, viewer: null, tool: null, stats: {}, violations: 0, violation: null, snapshot: null, session: null });
     render(id);
     try {
       const session = await get(`/api/v1/sessions/${encodeURIComponent(id)}`);
@@ -186,7 +208,12 @@ export function mount(container, { events }) {
       const stream = streams.get(e.detail.session_id);
       if (!stream) return add(e.detail.session_id);
       stream.stats = e.detail;
+      if (stream.tool) stream.tool.showScale(e.detail.scale);
       render(e.detail.session_id);
+    },
+    "session.height_reference": (e) => {
+      const stream = streams.get(e.detail.session_id);
+      if (stream && stream.tool) stream.tool.show(e.detail);
     },
     violation: (e) => {
       const v = e.detail.violation;

@@ -200,6 +200,14 @@ export function mount(container, { events }) {
       ["Telemetry", `${s.telemetry_received} received, ${s.telemetry_rejected} rejected`],
       ["Speed", `${num(s.processed_fps)} fps; latency p50 ${num(s.latency_p50_ms, 0)} ms, p95 ${num(s.latency_p95_ms, 0)} ms`],
     ];
+    // the stream's height above the road (issue 39): the reference in effect, and how many changes
+    const height = info.height_reference;
+    if (height) {
+      const ref = height.reference;
+      const changes = (info.height_reference_log || []).length;
+      const text = ref ? `${ref.detail || `take-off ${num(ref.takeoff_above_road_m, 2)} m above the road`}${ref.set_by ? `, set by ${ref.set_by} at ${when(ref.set_at)}` : " (site configuration)"}` : "none: the drone's altitude over unknown ground";
+      facts.push(["Height reference", `${text}${changes ? `; ${changes} change(s)` : ""}`]);
+    }
     const reasons = info.telemetry_reject_reasons || [];
     const clock = Object.entries(info.clock_problems || {});
     const tracks = (s.tracks || []).slice(0, 200);

@@ -3,7 +3,7 @@
 // measuring base, figures), the false-positive toggle, CSV export of the filtered set; new ones
 // arrive live. The speed shown is the ticket speed ± sigma; the per-frame peak is informative.
 import { get, objectUrl, put, request } from "./api.js";
-import { STATUS_LABELS, errorText, h, num, shortId, statusBadge, ticketSpeed, when } from "./dom.js";
+import { STATUS_LABELS, errorText, h, num, scaleText, shortId, statusBadge, ticketSpeed, when } from "./dom.js";
 import { PagedTable } from "./paged.js";
 const CLASSES = ["", "car", "van", "truck", "bus", "motorcycle", "vehicle"];
 const SORTS = [
@@ -189,7 +189,8 @@ export function mount(container, { events, params }) {
       ["Vehicle", `${v.class_name}, track ${v.track_id}`],
       ["Position", v.latitude !== null ? `${num(v.latitude, 6)}, ${num(v.longitude, 6)}` : "–"],
       ["Drone", v.drone_latitude !== null ? `${num(v.drone_latitude, 6)}, ${num(v.drone_longitude, 6)}` : "–"],
-      ["Altitude", v.altitude_m !== null ? `${num(v.altitude_m)} m (${v.scale_source || "?"})` : "–"],
+      ["Altitude", v.altitude_m !== null ? `${num(v.altitude_m)} m above take-off (${v.scale_source || "?"})` : "–"],
+      ["Scale", v.scale ? scaleText(v.scale) : "not recorded"],
       ["Session", v.session_id],
       ["Recorded by", v.server_id || "–"],
     ];

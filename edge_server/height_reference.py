@@ -1,0 +1,262 @@
+"""A live stream's height reference (issue 39): what turns the drone's altitude reading, above its
+take-off point, into its height above the road, on which every speed's scale rests.
+
+An operator sets it for a session while it streams (``PUT /api/v1/sessions/{id}/height-reference``):
+either the take-off point's height above the road (:func:`site_reference`), or a measured base,
+lines drawn on the stream's latest frame between road marks of known distance
+(:func:`measure_base`: each line on the road mask, then ``pipelines.calibrate.solve_base`` with the
+frame's intrinsics, its raw altitude reading and its reported gimbal pitch). Bad input raises
+:class:`HeightReferenceError` with the HTTP status, a code and one line saying what to change;
+nothing is changed then.
+
+:class:`SessionHeight` holds one stream's: the reference the operator set, handed to the worker,
+which applies it at its next frame (``Pipeline.set_height_reference``), like the rules; the measured
+base behind it; a log of every change (kept in the session's info); and the latest processed frame
+(:class:`LatestFrame`), which the worker replaces at every frame with one reference swap, so the
+API's thread reads one frame's telemetry, size, road mask and scale together.
+
+Imported by the worker and the height-reference route; it imports the engine's height, calibration
+and ground model (numpy only), never the web framework or the store.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pipelines.calibrate import BaseError, BaseLine, BaseSolution, share_on_mask, solve_base
+from pipelines.config import CameraConfig
+from pipelines.geometry import GroundProjector
+from pipelines.ground import GroundModel, reference_from_config
+from pipelines.height import HeightReference, ScaleInfo
+from pipelines.types import Frame
+
+log = logging.getLogger(__name__)
+
+ROAD_SHARE_MIN = 0.8  # of each line's length on the latest road mask
+LOG_LENGTH = 50  # changes kept in the session's info
+
+
+@dataclass(frozen=True)
+class LatestFrame:
+    """The latest processed frame of a stream: its telemetry (the raw altitude reading and gimbal
+    pitch), size and time; its road mask (None: the stream has none); its scale (None: no speeds)."""
+
+    frame: Frame
+    road_mask: np.ndarray | None
+    scale: ScaleInfo | None
+
+    def to_dict(self) -> dict[str, Any]:
+        tel = self.frame.telemetry
+        return {
+            "time_s": round(self.frame.timestamp_s, 4),
+            "width": self.frame.width,
+            "height": self.frame.height,
+            "altitude_m": None if tel is None else tel.altitude_m,
+            "gimbal_pitch_deg": None if tel is None else tel.gimbal_pitch_deg,
+        }
+
+
+class HeightReferenceError(Exception):
+    """A height reference that cannot be set: the HTTP status, a code and one line."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def utc_now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def site_reference(
+    takeoff_above_road_m: float, sigma_m: float | None, set_by: str, camera: CameraConfig, set_at: str
+) -> HeightReference:
+    """The take-off point's height above the road for this session, known to ``sigma_m`` (None:
+    the configuration's ``camera.takeoff_above_road_sigma_m``)."""
+    sigma = camera.takeoff_above_road_sigma_m if sigma_m is None else sigma_m
+    try:
+        return HeightReference(
+            source="site",
+            takeoff_above_road_m=float(takeoff_above_road_m),
+            sigma_m=float(sigma),
+            set_by=set_by,
+            set_at=set_at,
+            detail=f"take-off {takeoff_above_road_m:+.2f} +- {sigma:.2f} m above the road (session value)",
+        )
+    except ValueError as exc:
+        raise HeightReferenceError(400, "invalid_reference", str(exc)) from exc
+
+
+def reading_geometry(latest: LatestFrame, camera: CameraConfig) -> GroundProjector:
+    """The latest frame's geometry as the drone reports it: its intrinsics, its altitude reading
+    (above take-off, before any reference) and its gimbal pitch (before any measured bias), resolved
+    as the engine resolves them (``pipelines.ground.GroundModel``: overrides, telemetry)."""
+    tel = latest.frame.telemetry
+    if camera.altitude_m is None and (tel is None or tel.altitude_m is None):
+        raise HeightReferenceError(
+            409,
+            "no_altitude",
+            "the latest frame has no altitude reading: a measured base needs the drone's altitude",
+        )
+    model = GroundModel(camera.model_copy(update={"height_reference": None, "takeoff_above_road_m": None}))
+    projector = model.projector(latest.frame)
+    if projector is None:
+        raise HeightReferenceError(
+            409, "no_scale", f"the latest frame cannot be measured on: {model.status.reason}"
+        )
+    return projector
+
+
+def road_shares(latest: LatestFrame, lines: Sequence[BaseLine]) -> list[float] | None:
+    """Each line's share on the latest road mask (None: no mask); a line inside the frame with less
+    than :data:`ROAD_SHARE_MIN` on it is refused (one outside the frame is the solve's to refuse)."""
+    mask = latest.road_mask
+    if mask is None:
+        return None
+    width, height = latest.frame.width, latest.frame.height
+    sx, sy = mask.shape[1] / width, mask.shape[0] / height
+    shares = []
+    for i, ln in enumerate(lines, start=1):
+        inside = all(0 <= u <= width and 0 <= v <= height for u, v in (ln.p1, ln.p2))
+        if not inside:
+            shares.append(0.0)
+            continue
+        share = share_on_mask(mask, (ln.p1[0] * sx, ln.p1[1] * sy), (ln.p2[0] * sx, ln.p2[1] * sy))
+        if share < ROAD_SHARE_MIN:
+            raise HeightReferenceError(
+                400,
+                "off_the_road",
+                f"line {i} is off the road: {share:.0%} of it on the road mask, at least {ROAD_SHARE_MIN:.0%} needed",
+            )
+        shares.append(round(share, 3))
+    return shares
+
+
+def measure_base(
+    latest: LatestFrame | None, camera: CameraConfig, lines: Sequence[BaseLine], set_by: str, set_at: str
+) -> tuple[BaseSolution, HeightReference, dict[str, Any]]:
+    """Solve a measured base on the latest frame: (the solution, the reference it makes from that
+    frame's time on, the solution as the API shows it)."""
+    if latest is None:
+        raise HeightReferenceError(
+            409, "no_frame", "no frame of this stream processed yet; try again in a moment"
+        )
+    projector = reading_geometry(latest, camera)
+    shares = road_shares(latest, lines)
+    try:
+        solution = solve_base(
+            lines,
+            projector.intrinsics,
+            projector.altitude_m,
+            projector.pitch_deg,
+            pitch_sigma_deg=camera.pitch_sigma_deg,
+        )
+        reference = solution.reference(latest.frame.timestamp_s, set_by=set_by, set_at=set_at)
+    except (BaseError, ValueError) as exc:
+        raise HeightReferenceError(400, "invalid_base", str(exc)) from exc
+    shown = {**solution.to_dict(), "frame_time_s": round(latest.frame.timestamp_s, 4), "road_share": shares}
+    return solution, reference, shown
+
+
+def _origin(own: HeightReference | None, reference: HeightReference | None) -> str:
+    if own is not None:
+        return "session"
+    return "configuration" if reference is not None else "none"
+
+
+class SessionHeight:
+    """One stream's height reference: set from the API's thread, applied by the worker's."""
+
+    def __init__(self, session_id: str, camera: CameraConfig) -> None:
+        self.session_id = session_id
+        self.camera = camera
+        self._lock = threading.Lock()
+        self._pending: tuple[HeightReference | None] | None = None  # for the worker's next frame
+        self._own: HeightReference | None = None  # the session's; None: the configuration's
+        self._solution: dict[str, Any] | None = None
+        self._log: list[dict[str, Any]] = []
+        self.latest: LatestFrame | None = None  # the worker's latest frame (one reference swap)
+
+    # -- the API's thread -----------------------------------------------------------------------
+
+    def set(
+        self, reference: HeightReference | None, solution: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Use ``reference`` from the stream's next frame (None: back to the configuration's);
+        returns the log entry."""
+        entry = {
+            "at": reference.set_at if reference is not None else utc_now_iso(),
+            "action": "set" if reference is not None else "cleared",
+            "reference": None if reference is None else reference.to_dict(),
+            "solution": solution,
+        }
+        with self._lock:
+            self._pending = (reference,)
+            self._own = reference
+            self._solution = solution if reference is not None else None
+            self._log = [*self._log, entry][-LOG_LENGTH:]
+        return entry
+
+    @property
+    def reference(self) -> HeightReference | None:
+        """The reference in effect (from the next frame on, when just set)."""
+        own = self._own
+        return own if own is not None else reference_from_config(self.camera)
+
+    def state(self) -> dict[str, Any]:
+        """What ``GET .../height-reference`` answers (``HeightStateOut``'s fields)."""
+        with self._lock:
+            own, solution = self._own, self._solution
+        latest = self.latest
+        reference = own if own is not None else reference_from_config(self.camera)
+        return {
+            "session_id": self.session_id,
+            "origin": _origin(own, reference),
+            "reference": None if reference is None else reference.to_dict(),
+            "solution": solution,
+            "scale": None if latest is None or latest.scale is None else latest.scale.to_dict(),
+            "frame": None if latest is None else latest.to_dict(),
+        }
+
+    def info(self) -> dict[str, Any]:
+        """What the session's stored info keeps: the reference in effect and every change."""
+        with self._lock:
+            own, solution, changes = self._own, self._solution, list(self._log)
+        reference = own if own is not None else reference_from_config(self.camera)
+        return {
+            "height_reference": {
+                "origin": _origin(own, reference),
+                "reference": None if reference is None else reference.to_dict(),
+                "solution": solution,
+            },
+            "height_reference_log": changes,
+        }
+
+    # -- the worker's thread --------------------------------------------------------------------
+
+    def take_pending(self) -> tuple[bool, HeightReference | None]:
+        """(whether the operator changed the reference since the last call, the new one)."""
+        with self._lock:
+            pending, self._pending = self._pending, None
+        return (False, None) if pending is None else (True, pending[0])
+
+
+__all__ = [
+    "HeightReferenceError",
+    "LatestFrame",
+    "SessionHeight",
+    "measure_base",
+    "reading_geometry",
+    "road_shares",
+    "site_reference",
+    "utc_now_iso",
+]

@@ -1,0 +1,134 @@
+"""A live session's height reference (issue 39, "height above the road"): GET, PUT and DELETE
+``/api/v1/sessions/{id}/height-reference``.
+
+A drone reports its altitude above its take-off point; every speed scales with the camera's height
+above the road. An operator gives it for a stream while it runs: the take-off point's height above
+the road (a site value), or a measured base, lines drawn on the stream's latest frame between road
+marks with their lengths, which the server solves (:mod:`edge_server.height_reference`). The stream
+uses it from its next frame on; every violation measured with it records it (its ``scale``). The
+change is logged, announced (``session.height_reference``) and kept in the session's info.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+
+from edge_server.height_reference import HeightReferenceError, measure_base, site_reference, utc_now_iso
+from edge_server.routes.common import ERRORS, ApiError, SessionId, manager_of, require_token, store_of
+from edge_server.scale_schemas import HeightReferenceIn, HeightStateOut
+from edge_server.schemas import API_PREFIX, ErrorOut
+from pipelines.calibrate import BaseLine
+
+log = logging.getLogger(__name__)
+
+protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
+
+PATH = f"{API_PREFIX}/sessions/{{session_id}}/height-reference"
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "no such live stream (or it has ended)"},
+    409: {"model": ErrorOut, "description": "the stream has not started, or has no frame to measure on yet"},
+}
+
+
+async def _live_engine(request: Request, session_id: str) -> Any:
+    """The stream's engine; 404 when it is not live (saying so when the session has ended), 409
+    while it starts."""
+    live = manager_of(request).get(session_id)
+    if live is None:
+        row = await asyncio.to_thread(store_of(request).get_session, session_id)
+        if row is not None and row.status != "active":
+            raise ApiError(
+                404, "not_found", f"session {session_id} has ended: a height reference is for a live stream"
+            )
+        raise ApiError(404, "not_found", f"no active stream {session_id}")
+    if live.worker is None:
+        raise ApiError(409, "not_started", f"stream {session_id} has not started yet; try again in a moment")
+    return live.worker
+
+
+async def _announce(request: Request, session_id: str, engine: Any, entry: dict[str, Any]) -> HeightStateOut:
+    """The change in the session's stored info and on the event bus; what the API answers."""
+    state = HeightStateOut.model_validate(engine.height.state())
+    try:
+        await asyncio.to_thread(store_of(request).merge_session_info, session_id, engine.height.info())
+    except Exception:  # noqa: BLE001 - applied and logged; the row gets it again when the stream ends
+        log.warning(
+            "session %s: height reference not stored in the session's info yet", session_id, exc_info=True
+        )
+    request.app.state.bus.publish(
+        {"type": "session.height_reference", "session_id": session_id, "change": entry, **state.model_dump()}
+    )
+    return state
+
+
+@protected.get(
+    PATH,
+    response_model=HeightStateOut,
+    tags=["sessions"],
+    summary="A live stream's height reference and the scale of its latest frame",
+    responses=RESPONSES,
+)
+async def get_height_reference(request: Request, session_id: SessionId) -> HeightStateOut:
+    engine = await _live_engine(request, session_id)
+    return HeightStateOut.model_validate(engine.height.state())
+
+
+@protected.put(
+    PATH,
+    response_model=HeightStateOut,
+    tags=["sessions"],
+    summary="Set a live stream's height above the road: a site value, or a measured base solved on its "
+    "latest frame (from its next frame on)",
+    responses={
+        **RESPONSES,
+        400: {
+            "model": ErrorOut,
+            "description": "a measured base that cannot be used (a line off the road or the frame, a length "
+            "out of range, lines that contradict the drone's altitude), or an unreadable body",
+        },
+    },
+)
+async def set_height_reference(
+    request: Request, session_id: SessionId, body: HeightReferenceIn
+) -> HeightStateOut:
+    engine = await _live_engine(request, session_id)
+    height = engine.height
+    set_at = utc_now_iso()
+    try:
+        if body.lines is not None:
+            lines = [
+                BaseLine(tuple(ln.p1), tuple(ln.p2), ln.length_m, ln.length_sigma_m) for ln in body.lines
+            ]
+            _, reference, solution = await asyncio.to_thread(
+                measure_base, height.latest, height.camera, lines, body.set_by, set_at
+            )
+        else:
+            assert body.takeoff_above_road_m is not None  # HeightReferenceIn: one kind or the other
+            reference = site_reference(
+                body.takeoff_above_road_m, body.sigma_m, body.set_by, height.camera, set_at
+            )
+            solution = None
+    except HeightReferenceError as exc:
+        log.info("session %s: height reference refused: %s", session_id, exc.message)
+        raise ApiError(exc.status, exc.code, exc.message) from exc
+    entry = height.set(reference, solution)
+    log.info("session %s: height reference set by %s: %s", session_id, reference.set_by, reference.detail)
+    return await _announce(request, session_id, engine, entry)
+
+
+@protected.delete(
+    PATH,
+    response_model=HeightStateOut,
+    tags=["sessions"],
+    summary="Return a live stream to the configuration's height reference (from its next frame on)",
+    responses=RESPONSES,
+)
+async def clear_height_reference(request: Request, session_id: SessionId) -> HeightStateOut:
+    engine = await _live_engine(request, session_id)
+    entry = engine.height.set(None)
+    log.info("session %s: height reference back to the configuration's", session_id)
+    return await _announce(request, session_id, engine, entry)

@@ -1,0 +1,193 @@
+"""API schemas of the scale a speed rests on (issue 39, "height above the road"): a violation's
+scale (:class:`ScaleOut`, ``pipelines.height.ScaleInfo.to_dict()``), and a live session's height
+reference (``/api/v1/sessions/{id}/height-reference``): what an operator sends
+(:class:`HeightReferenceIn`: a site value or a measured base) and what the server answers
+(:class:`HeightStateOut`).
+
+A drone reports its altitude above its take-off point, not above the road it films; every speed
+scales with the height above the road. Imported by :mod:`edge_server.schemas` (the violation's
+fields) and the height-reference route; it imports pydantic and the engine's constants only.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pipelines.calibrate import MAX_LINES
+from pipelines.height import REFERENCE_SOURCES, SCALE_SOURCES
+
+log = logging.getLogger(__name__)
+
+# where a speed's scale came from: the drone's altitude over unknown ground (flight), an operator's
+# typed altitude (operator), the take-off point's height above the road for the site or session
+# (site), lines of known length on the road (measured_base)
+ScaleSource = Literal[SCALE_SOURCES]  # type: ignore[valid-type]
+ReferenceSource = Literal[REFERENCE_SOURCES]  # type: ignore[valid-type]
+
+# who set a reference: a name or badge number, printable, at least one visible character
+SET_BY_PATTERN = r"^[^\x00-\x1f\x7f]*[^\x00-\x20\x7f][^\x00-\x1f\x7f]*$"
+Coordinate = Annotated[float, Field(allow_inf_nan=False)]  # pixels: checked against the frame by the solve
+
+
+class HeightReferenceOut(BaseModel):
+    """What turns the drone's altitude reading (above take-off) into its height above the road
+    (``pipelines.height.HeightReference.to_dict()``)."""
+
+    source: ReferenceSource = Field(description="site (a take-off height above the road) | measured_base")
+    takeoff_above_road_m: float = Field(
+        description="the take-off point's height above the road, added to every altitude reading"
+    )
+    sigma_m: float = Field(description="its one sigma (m)")
+    pitch_bias_deg: float = Field(0.0, description="added to every reported gimbal pitch")
+    pitch_sigma_deg: float | None = Field(None, description="null: the configuration's gimbal prior")
+    at_time_s: float | None = Field(
+        None, description="stream time it was measured at (the barometer drifts from then on); null: take-off"
+    )
+    set_by: str = ""
+    set_at: str = Field("", description="ISO 8601 UTC")
+    detail: str = ""
+
+
+class ScaleOut(BaseModel):
+    """The scale a speed (a violation's ticket, a frame) rests on (``ScaleInfo.to_dict()``)."""
+
+    source: ScaleSource = Field(description="flight | operator | site | measured_base")
+    height_above_road_m: float = Field(description="the camera's height above the road (m)")
+    height_sigma_m: float = Field(description="its one sigma (m)")
+    pitch_deg: float = Field(description="the gimbal pitch used (the reported one plus any measured bias)")
+    pitch_sigma_deg: float = Field(description="its one sigma (deg)")
+    sigma_pct: float | None = Field(
+        None, description="the relative sigma the scale gives the speed, % (a violation's, over its base)"
+    )
+    reference: HeightReferenceOut | None = Field(None, description="who set the height reference, when, how")
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any] | None) -> ScaleOut | None:
+        """A stored scale dict; None when there is none or it no longer reads as one (logged)."""
+        if not data:
+            return None
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            log.warning(
+                "a stored violation scale does not read as one (%s); shown as none", exc.error_count()
+            )
+            return None
+
+
+class BaseLineIn(BaseModel):
+    """A line drawn on the session's video between two road marks, in the pixels of its frames."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    p1: list[Coordinate] = Field(min_length=2, max_length=2, description="[u, v] pixels")
+    p2: list[Coordinate] = Field(min_length=2, max_length=2, description="[u, v] pixels")
+    length_m: float = Field(
+        allow_inf_nan=False, description="its length on the road (m), measured or from a map"
+    )
+    length_sigma_m: float | None = Field(
+        None, allow_inf_nan=False, description="its one sigma (m); null: 0.5 % of the length"
+    )
+
+
+class HeightReferenceIn(BaseModel):
+    """A session's height reference: either the take-off point's height above the road
+    (``takeoff_above_road_m``, ``sigma_m``), or a measured base (``lines`` drawn on the session's
+    latest frame, solved by the server). ``set_by``: who sets it (recorded on every violation)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    takeoff_above_road_m: float | None = Field(
+        None,
+        ge=-500,
+        le=500,
+        description="site value: the take-off point's height above the road (m; + above it, - below it)",
+    )
+    sigma_m: float | None = Field(
+        None, gt=0, le=100, description="site value: its one sigma (m); null: the configuration's"
+    )
+    lines: list[BaseLineIn] | None = Field(
+        None,
+        max_length=MAX_LINES,
+        description="measured base: lines between road marks on the latest frame, with their lengths",
+    )
+    set_by: str = Field(min_length=1, max_length=80, pattern=SET_BY_PATTERN, description="who sets it")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> HeightReferenceIn:
+        if (self.takeoff_above_road_m is None) == (self.lines is None):
+            raise ValueError("give either takeoff_above_road_m (a site value) or lines (a measured base)")
+        if self.lines is not None and self.sigma_m is not None:
+            raise ValueError("sigma_m goes with takeoff_above_road_m; a measured base's sigma is solved")
+        return self
+
+
+class BaseLineOut(BaseModel):
+    p1: list[float]
+    p2: list[float]
+    length_m: float
+    length_sigma_m: float | None = None
+
+
+class BaseSolutionOut(BaseModel):
+    """A measured base's solution (``pipelines.calibrate.BaseSolution.to_dict()``) and where it was
+    drawn: the frame's stream time and each line's share on the road mask."""
+
+    height_above_road_m: float
+    height_sigma_m: float
+    pitch_bias_deg: float
+    pitch_sigma_deg: float
+    pitch_solved: bool = Field(description="the lines ran in directions that determine the pitch bias")
+    takeoff_above_road_m: float
+    altitude_reading_m: float = Field(
+        description="the drone's altitude reading on that frame (above take-off)"
+    )
+    pitch_reading_deg: float = Field(description="its reported gimbal pitch")
+    residuals_m: list[float] = Field(description="each line's solved minus typed length")
+    lines: list[BaseLineOut]
+    summary: str
+    frame_time_s: float = Field(description="stream time of the frame the lines were solved on")
+    road_share: list[float] | None = Field(
+        None, description="each line's share on the road mask; null: the stream has no road mask"
+    )
+
+
+class FrameOut(BaseModel):
+    """The latest processed frame of the stream: what a measured base is solved on."""
+
+    time_s: float = Field(description="stream time")
+    width: int
+    height: int
+    altitude_m: float | None = Field(None, description="the drone's altitude reading (above take-off)")
+    gimbal_pitch_deg: float | None = None
+
+
+class HeightStateOut(BaseModel):
+    """A live session's height reference and the scale of its latest frame."""
+
+    session_id: str
+    origin: Literal["session", "configuration", "none"] = Field(
+        description="session: set for this stream (PUT); configuration: the site's; none: the road's "
+        "level is unknown (the drone's altitude over unknown ground)"
+    )
+    reference: HeightReferenceOut | None = Field(
+        None, description="the reference in effect (a new one from the stream's next frame)"
+    )
+    solution: BaseSolutionOut | None = Field(
+        None, description="the measured base behind the session's reference"
+    )
+    scale: ScaleOut | None = Field(None, description="the latest frame's scale; null: no speeds on it")
+    frame: FrameOut | None = Field(None, description="the latest processed frame; null: none yet")
+
+
+__all__ = [
+    "BaseLineIn",
+    "BaseSolutionOut",
+    "FrameOut",
+    "HeightReferenceIn",
+    "HeightReferenceOut",
+    "HeightStateOut",
+    "ScaleOut",
+    "ScaleSource",
+]

@@ -1,0 +1,164 @@
+"""The scale a violation's ticket rests on, in the store (issue 39, migration 0005) on SQLite and
+PostgreSQL: the source, the camera's height above the road and its sigma, the speed's relative
+sigma, the whole scale with its height reference; how the API and the CSV show them; rows stored
+before keep their data with NULL there, down to 0004 and up again."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import math
+from collections.abc import Iterator
+
+import pytest
+from edge_helpers import seed_old_violation
+from sqlalchemy import inspect, text
+
+from edge_server.schemas import ViolationOut
+from edge_server.store import MIGRATIONS_DIR, Store, make_engine, migrate
+from edge_server.violation_csv import CSV_COLUMNS, csv_line, csv_values
+from pipelines.height import HeightReference, ScaleInfo
+from pipelines.types import Telemetry, Violation
+
+T0 = dt.datetime(2026, 12, 4, 10, 0, tzinfo=dt.timezone.utc)
+SCALE_COLUMNS = ("height_above_road_m", "height_sigma_m", "scale_sigma_pct", "scale")
+BASE = HeightReference(
+    "measured_base", -5.0, 0.4, pitch_bias_deg=0.2, pitch_sigma_deg=0.3, at_time_s=12.5,
+    set_by="officer 12", set_at="2026-12-04T09:58:00+00:00", detail="2 line(s): 59.40 +- 0.40 m above the road",
+)  # fmt: skip
+SITE = HeightReference("site", -8.0, 0.5, set_by="officer 7", set_at="2026-12-04T09:00:00+00:00")
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[Store]:
+    s = Store.from_url(database_url)
+    s.create_session("s", "webrtc")
+    yield s
+    s.close()
+
+
+def _violation(scale: ScaleInfo | None) -> Violation:
+    return Violation(
+        7, "global", 50.0, 68.0, 64.0, 2.0, 100, 160, 3.3, 5.3, ticket_speed_kmh=61.0, scale=scale
+    )
+
+
+@pytest.mark.parametrize(
+    ("scale", "telemetry", "columns"),
+    [
+        (None, Telemetry(1.0, altitude_m=64.4), ("flight", None, None, None)),
+        (None, Telemetry(1.0, altitude_m=64.4, source="operator"), ("operator", None, None, None)),
+        (None, None, (None, None, None, None)),
+        (ScaleInfo("flight", 64.4, 5.05, -90.0, 1.0, 0.0784), Telemetry(1.0), ("flight", 64.4, 5.05, 7.84)),
+        (ScaleInfo("site", 56.4, 0.86, -60.0, 1.0, 0.021, SITE), None, ("site", 56.4, 0.86, 2.1)),
+        (
+            ScaleInfo("measured_base", 59.4, 0.4, -59.8, 0.3, 0.008, BASE),
+            Telemetry(1.0, source="flight"),
+            ("measured_base", 59.4, 0.4, 0.8),
+        ),
+        (ScaleInfo("site", 56.4, 0.86, -60.0, 1.0, math.nan, SITE), None, ("site", 56.4, 0.86, None)),
+        # a source the store does not know is not stored as one: the telemetry's stays
+        (ScaleInfo("guess", 50.0, 1.0, -90.0, 1.0, 0.02), Telemetry(1.0), ("flight", 50.0, 1.0, 2.0)),
+    ],
+)
+def test_the_scale_fills_its_columns(store: Store, scale, telemetry, columns) -> None:
+    row = store.add_violation("s", _violation(scale), occurred_at=T0, telemetry=telemetry)
+    got = store.get_violation(row.id)
+    assert (got.scale_source, got.height_above_road_m, got.height_sigma_m, got.scale_sigma_pct) == columns
+    assert got.scale == (None if scale is None else scale.to_dict())
+    out = ViolationOut.from_row(got)
+    assert (out.scale_source, out.height_above_road_m, out.height_sigma_m, out.scale_sigma_pct) == (
+        None if columns[0] not in ("flight", "operator", "site", "measured_base") else columns[0],
+        *columns[1:],
+    )
+    if scale is None or scale.source == "guess":
+        assert out.scale is None
+    else:
+        assert out.scale.model_dump() == scale.to_dict()
+    reference = scale.reference if scale is not None else None
+    cells = dict(zip(CSV_COLUMNS, csv_values(out), strict=True))
+    assert cells["scale_set_by"] == (reference.set_by if reference else "")
+    assert cells["height_above_road_m"] == ("" if columns[1] is None else columns[1])
+
+
+def test_the_csv_appends_the_scale_columns(store: Store) -> None:
+    """Columns are only ever appended: the ticket's (issue 38) end at status_reason; the scale's follow."""
+    assert CSV_COLUMNS.index("status_reason") == 34
+    assert CSV_COLUMNS[35:] == (
+        "height_above_road_m", "height_sigma_m", "scale_sigma_pct", "scale_pitch_deg",
+        "scale_pitch_sigma_deg", "scale_reference", "scale_set_by", "scale_set_at",
+    )  # fmt: skip
+    scale = ScaleInfo("measured_base", 59.4, 0.4, -59.8, 0.3, 0.008, BASE)
+    out = ViolationOut.from_row(store.add_violation("s", _violation(scale), occurred_at=T0))
+    (row,) = csv.DictReader(io.StringIO(csv_line(CSV_COLUMNS) + csv_line(csv_values(out))))
+    assert {k: row[k] for k in CSV_COLUMNS[35:]} == {
+        "height_above_road_m": "59.4",
+        "height_sigma_m": "0.4",
+        "scale_sigma_pct": "0.8",
+        "scale_pitch_deg": "-59.8",
+        "scale_pitch_sigma_deg": "0.3",
+        "scale_reference": "2 line(s): 59.40 +- 0.40 m above the road",
+        "scale_set_by": "officer 12",
+        "scale_set_at": "2026-12-04T09:58:00+00:00",
+    }
+    assert row["scale_source"] == "measured_base"
+
+
+def test_a_session_info_takes_new_keys(store: Store) -> None:
+    store.update_session("s", info={"pipeline": {"a": 1}})
+    assert store.merge_session_info("s", {"height_reference": {"origin": "session"}})
+    assert store.get_session("s").info == {"pipeline": {"a": 1}, "height_reference": {"origin": "session"}}
+    assert store.merge_session_info("nope", {"x": 1}) is False
+
+
+def _alembic(engine, action: str, revision: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        getattr(command, action)(cfg, revision)
+
+
+OLD_ROW = {  # a violation as a 0004 server stored it: the telemetry's source, a ticket
+    "id": 41, "session_id": "old", "occurred_at": dt.datetime(2026, 6, 1, 12, 0), "track_id": 3,
+    "class_name": "car", "zone": "global", "speed_limit_kmh": 50.0, "peak_speed_kmh": 73.5,
+    "mean_speed_kmh": 70.25, "sigma_kmh": 1.5, "start_time_s": 3.0, "end_time_s": 5.0,
+    "start_frame": 91, "end_frame": 151, "false_positive": False, "altitude_m": 64.4,
+    "scale_source": "flight", "created_at": dt.datetime(2026, 6, 1, 12, 0, 5), "ticket_speed_kmh": 71.0,
+    "ticket_sigma_kmh": 2.5, "ticket_status": "not_enforceable", "status_reason": "uncertainty too large",
+}  # fmt: skip
+
+
+def test_upgrade_from_0004_and_back(database_url: str) -> None:
+    engine = make_engine(database_url)
+    _alembic(engine, "upgrade", "0004")
+    before = seed_old_violation(engine, OLD_ROW, "2026-06-01 11:59:00")
+    old_columns = ", ".join(OLD_ROW)
+    migrate(engine)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0005"
+        assert conn.execute(text(f"SELECT {old_columns} FROM violations")).all() == before
+        new = conn.execute(text(f"SELECT {', '.join(SCALE_COLUMNS)} FROM violations")).one()
+    assert tuple(new) == (None,) * len(SCALE_COLUMNS)
+    out = ViolationOut.from_row(Store(engine).get_violation(41))
+    assert (out.scale_source, out.altitude_m, out.scale, out.height_above_road_m) == (
+        "flight",
+        64.4,
+        None,
+        None,
+    )
+    assert (out.ticket_speed_kmh, out.status) == (71.0, "not_enforceable")
+
+    _alembic(engine, "downgrade", "0004")
+    names = {c["name"] for c in inspect(engine).get_columns("violations")}
+    assert not names & set(SCALE_COLUMNS) and "ticket_speed_kmh" in names
+    with engine.connect() as conn:
+        assert conn.execute(text(f"SELECT {old_columns} FROM violations")).all() == before
+    migrate(engine)
+    with engine.connect() as conn:
+        assert conn.execute(text(f"SELECT {old_columns} FROM violations")).all() == before
+    engine.dispose()
