@@ -305,6 +305,13 @@ class RulesConfig(_Section):
     # the minimum length), the highest reported with its confidence factor raised for their number
     # (Sidak); 1: the whole run is the base
     max_bases: int = Field(1, ge=1, le=6)
+    # the scale sources a ticket may rest on (pipelines.height): the drone's altitude over ground
+    # of unknown level (flight, operator) is not one - its error has no honest bound (a road 15 m
+    # above the take-off point is +20 % on every speed: the error budget's wrong tickets)
+    enforceable_scale_sources: tuple[Literal["flight", "operator", "site", "measured_base"], ...] = (
+        "site",
+        "measured_base",
+    )
     # Only trusted speeds count towards a violation (an untrusted one neither opens, extends nor
     # ends an episode: SpeedEstimate.trusted, set by the speed stage when a box jumped or changed
     # size); a measuring base holds trusted positions only, whatever this says.
@@ -362,7 +369,7 @@ class CameraConfig(_Section):
     height_reference: HeightReferenceConfig | None = None
     unknown_ground_sigma_m: float = Field(5.0, gt=0, le=100)
     # the barometer's error since take-off, and its drift after a measured base (m per minute)
-    baro_sigma_m: float = Field(0.7, ge=0, le=50)
+    baro_sigma_m: float = Field(1.0, ge=0, le=50)
     baro_drift_m_per_min: float = Field(0.06, ge=0, le=10)
     # the gimbal's reported pitch (one sigma, degrees); a base with lines in two directions measures it
     pitch_sigma_deg: float = Field(1.0, ge=0, le=15)

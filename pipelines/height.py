@@ -9,7 +9,8 @@ rule (:mod:`pipelines.ticket`) stays honest whatever the source:
 * ``flight`` / ``operator``: the drone's altitude (or one an operator typed for a stream without
   telemetry) with nothing said about the road's level: the height above the road is that reading,
   uncertain by ``camera.unknown_ground_sigma_m`` (the road's level against the take-off point) and
-  the barometer's ``camera.baro_sigma_m``. Wide on purpose: tickets from it are rarely enforceable.
+  the barometer's ``camera.baro_sigma_m``. Wide on purpose, and no ticket rests on it
+  (``rules.enforceable_scale_sources``).
 * ``site``: the take-off point's height above the road, given for the site or the session
   (``camera.takeoff_above_road_m``, the pilot took off on the road: 0), to
   ``camera.takeoff_above_road_sigma_m``, plus the barometer's error since take-off.
@@ -31,11 +32,20 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from pipelines.geometry import apply_homography, ground_to_image_homography, image_to_ground_homography
-from pipelines.types import REFERENCE_SOURCES, SCALE_SOURCES, HeightReference, Intrinsics, ScaleInfo
+from pipelines.types import (
+    ENFORCEABLE,
+    NOT_ENFORCEABLE,
+    REFERENCE_SOURCES,
+    SCALE_SOURCES,
+    HeightReference,
+    Intrinsics,
+    ScaleInfo,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +54,7 @@ class ScalePriors:
 
     unknown_ground_sigma_m: float = 5.0
     takeoff_above_road_sigma_m: float = 0.5
-    baro_sigma_m: float = 0.7
+    baro_sigma_m: float = 1.0
     baro_drift_m_per_min: float = 0.06
     pitch_sigma_deg: float = 1.0
 
@@ -124,15 +134,31 @@ def run_scale(scales: Sequence[ScaleInfo | None], frac: float) -> ScaleInfo | No
     return None if last is None else dataclasses.replace(last, sigma_frac=frac)
 
 
-def scale_note(scale: ScaleInfo, scale_kmh: float, fit_kmh: float) -> str:
-    """What a ticket's reason adds when the scale's sigma (``scale_kmh``) is the larger part of
-    its uncertainty ("" when the fit's is)."""
-    if scale_kmh <= fit_kmh:
-        return ""
-    note = f"; mostly the {scale.describe()}"
-    if scale.source in ("flight", "operator"):
-        note += ": measure a base or set the take-off height above the road"
-    return note
+def scale_status(
+    status: str,
+    reason: str,
+    scale: ScaleInfo | None,
+    references: int,
+    enforceable_sources: Sequence[str],
+    m: Any,
+) -> tuple[str, str]:
+    """A ticket's (status, reason) once its scale is weighed: not enforceable when its positions
+    were measured under more than one height reference, or when its scale's source is not one a
+    ticket may rest on; an uncertainty too large that is mostly the scale's says so. ``m``: the
+    ticket's measurement (``speed_kmh``, ``fit_sigma_kmh``)."""
+    if status == ENFORCEABLE and references > 1:
+        return NOT_ENFORCEABLE, "the height reference changed during the measuring base"
+    if scale is None:
+        return status, reason
+    if status == ENFORCEABLE and scale.source not in enforceable_sources:
+        return NOT_ENFORCEABLE, (
+            f"the {scale.describe()}: a ticket needs the take-off height above the road or a measured base"
+        )
+    if reason.startswith("uncertainty too large") and scale.sigma_frac * m.speed_kmh > m.fit_sigma_kmh:
+        reason += f"; mostly the {scale.describe()}"
+        if scale.source in ("flight", "operator"):
+            reason += ": measure a base or set the take-off height above the road"
+    return status, reason
 
 
 __all__ = [
@@ -144,6 +170,6 @@ __all__ = [
     "ScalePriors",
     "height_above_road",
     "run_scale",
-    "scale_note",
+    "scale_status",
     "scale_sigma_frac",
 ]

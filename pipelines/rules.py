@@ -22,7 +22,7 @@ import supervision as sv
 
 from pipelines import ticket
 from pipelines.config import RulesConfig, ZoneConfig
-from pipelines.height import run_scale, scale_note
+from pipelines.height import run_scale, scale_status
 from pipelines.types import (
     PROPAGATED_KEY,
     Frame,
@@ -290,11 +290,8 @@ class ViolationDetector:
         d = ticket.decide(
             m, ep.limit_kmh, self.cfg.ticket_rule, ticket.Tolerance.of(self.cfg, self._zone(ep.zone))
         )
-        status, reason = d.status, d.reason
-        if status == ticket.ENFORCEABLE and len({s.scale.reference for s in run if s.scale is not None}) > 1:
-            status, reason = ticket.NOT_ENFORCEABLE, "the height reference changed during the measuring base"
-        elif scale is not None and reason.startswith("uncertainty too large"):
-            reason += scale_note(scale, scale.sigma_frac * m.speed_kmh, m.fit_sigma_kmh)
+        refs = len({s.scale.reference for s in run if s.scale is not None})
+        status, reason = scale_status(d.status, d.reason, scale, refs, self.cfg.enforceable_scale_sources, m)
         return status, reason, d.tolerance_kmh
 
     def _zone(self, name: str) -> ZoneConfig | None:

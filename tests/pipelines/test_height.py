@@ -29,12 +29,12 @@ def frame(t: float = 1.0, altitude: float = 68.0, pitch: float = -90.0, source: 
 @pytest.mark.parametrize(
     ("reference", "time_s", "height", "sigma", "source"),
     [
-        (None, 5.0, 68.0, math.hypot(5.0, 0.7), "flight"),  # the road's level unknown: wide
+        (None, 5.0, 68.0, math.hypot(5.0, 1.0), "flight"),  # the road's level unknown: wide
         (
             HeightReference("site", -8.0, 0.5),
             5.0,
             60.0,
-            math.hypot(0.5, 0.7),
+            math.hypot(0.5, 1.0),
             "site",
         ),  # + baro since take-off
         # a measured base at 10 s: the barometer drifts 0.06 m a minute from then on
@@ -50,7 +50,7 @@ def frame(t: float = 1.0, altitude: float = 68.0, pitch: float = -90.0, source: 
             HeightReference("measured_base", 3.0, 0.3, at_time_s=0.0),
             1e6,
             71.0,
-            math.hypot(0.3, 2.1),
+            math.hypot(0.3, 3.0),
             "measured_base",
         ),
     ],
@@ -176,7 +176,10 @@ def _drive(det: ViolationDetector, scales, n: int = 60, kmh: float = 70.0) -> li
     return out
 
 
-FLIGHT = ScaleInfo("flight", 68.0, 5.05, -90.0, 1.0, sigma_frac=5.05 / 68.0)
+FLIGHT = ScaleInfo("flight", 68.0, 5.1, -90.0, 1.0, sigma_frac=5.1 / 68.0)
+HIGH_FLIGHT = ScaleInfo(
+    "flight", 165.0, 5.1, -90.0, 1.0, sigma_frac=0.6 / 165.0
+)  # sigma small, source untrusted
 SITE = ScaleInfo("site", 60.0, 0.86, -90.0, 1.0, 0.86 / 60.0, HeightReference("site", -8.0, 0.5))
 BASE = ScaleInfo("measured_base", 60.0, 0.3, -90.0, 0.2, 0.005, HeightReference("measured_base", -8.0, 0.3))
 
@@ -188,6 +191,12 @@ BASE = ScaleInfo("measured_base", 60.0, 0.3, -90.0, 0.2, 0.005, HeightReference(
         (lambda i: BASE, "enforceable", ""),
         # the road's level unknown: 7.4 % of the speed, beyond the tolerance
         (lambda i: FLIGHT, "not_enforceable", "mostly the scale from the drone's take-off altitude"),
+        # however small its sigma, no ticket rests on the road's unknown level (rules.enforceable_scale_sources)
+        (
+            lambda i: HIGH_FLIGHT,
+            "not_enforceable",
+            "a ticket needs the take-off height above the road or a measured base",
+        ),
         (
             lambda i: SITE if i < 30 else BASE,
             "not_enforceable",
@@ -204,5 +213,11 @@ def test_the_ticket_carries_its_scale_and_its_sigma(scales, status, reason) -> N
     )
     assert v.ticket_sigma_kmh == pytest.approx(v.scale.sigma_frac * 70.0, rel=0.02)  # exact positions
     assert v.to_dict()["scale"]["source"] == last.source
-    if last.source == "flight":
+    if last is FLIGHT:
         assert "measure a base or set the take-off height above the road" in v.status_reason
+
+
+def test_a_site_may_trust_the_flight_source() -> None:
+    cfg = RulesConfig(speed_limit_kmh=50.0, enforceable_scale_sources=("flight", "site", "measured_base"))
+    (v,) = _drive(ViolationDetector(cfg), lambda i: HIGH_FLIGHT)
+    assert v.status == "enforceable" and v.scale.source == "flight"
