@@ -56,6 +56,7 @@ class SequenceJob:
     base: PipelineConfig
     oracle: OracleOptions | None = None
     max_frames: int | None = None
+    detection_cache: str | None = None  # eval.detection_cache: record once, replay after
 
     @property
     def threads(self) -> int | None:
@@ -76,15 +77,18 @@ class SequenceJob:
             "config": self.base.model_dump(mode="json"),
             "oracle": dataclasses.asdict(self.oracle) if self.oracle else None,
             "max_frames": self.max_frames,
+            "detection_cache": self.detection_cache,
         }
 
     def item_settings(self, item: EvalItem) -> Any:
         return {"variant": repr(item.variant), "sequence": repr(item.sequence)}
 
     def __call__(self, item: EvalItem, out_dir: Path) -> dict[str, Any]:
+        from eval.detection_cache import DetectionCache
         from eval.runner import run_sequence
 
         configure_worker(self.base)
+        cache = DetectionCache(self.detection_cache) if self.detection_cache else None
         r = run_sequence(
             item.sequence,
             self.base,
@@ -94,6 +98,7 @@ class SequenceJob:
             progress=False,
             shared_models=True,
             on_frame=frame_done,
+            cache=cache,
         )
         (out_dir / RESULT_NAME).write_bytes(pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL))
         t = r.tracking or {}
@@ -118,13 +123,14 @@ def evaluate_on(
     oracle: OracleOptions | None = None,
     max_frames: int | None = None,
     progress: bool = True,
+    detection_cache: str | Path | None = None,
 ) -> EvalReport:
     """:func:`eval.runner.evaluate` with every (variant, sequence) pair as one task of ``executor``;
     the results combined in the sequential evaluator's order into the same report. Raises
     ``BatchError`` naming the pairs that failed (the finished ones stay for a re-run)."""
     from eval.runner import finish_report
 
-    job = SequenceJob(base, oracle, max_frames)
+    job = SequenceJob(base, oracle, max_frames, str(detection_cache) if detection_cache else None)
     items = [EvalItem(v, s) for v in variants for s in dataset.sequences]
     parts = Path(out_dir) / PARTS_DIR
     batch = run_batch(job, items, parts, executor, progress=progress)

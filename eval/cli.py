@@ -49,6 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     e.add_argument("--seed", type=int, default=0, help="oracle random seed")
     e.add_argument("--max-frames", type=positive_int, help="stop each sequence after N frames")
+    e.add_argument(
+        "--detection-cache",
+        type=Path,
+        help="a folder where each video's detections (and road masks) are recorded on its first run "
+        "and replayed on later ones (same video and detector settings): runs that change only the "
+        "telemetry or the speed and rule settings skip the detector",
+    )
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     add_pipeline_options(e)
     add_batch_options(e, "(configuration, sequence) pair")
@@ -148,9 +155,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             oracle=oracle,
             max_frames=args.max_frames,
             progress=not args.quiet,
+            detection_cache=args.detection_cache,
         )
     else:
         from batch.jobs import configure_worker
+        from eval.detection_cache import DetectionCache
 
         configure_worker(base_cfg)  # --threads-per-task
         report = evaluate(
@@ -161,6 +170,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             max_frames=args.max_frames,
             out_dir=out,
             progress=not args.quiet,
+            cache=DetectionCache(args.detection_cache) if args.detection_cache else None,
         )
     for v in report.variants:
         c = report.combined[v.name]

@@ -3,7 +3,9 @@
 Layouts (ground-truth formats: :mod:`eval.groundtruth`):
 
 * ``sim``: a folder written by :func:`eval.simulate.simulate_flight` (video.mp4, video.SRT,
-  gt/gt.txt, gt/speeds.csv, gt/violations.json, flight.yaml).
+  gt/gt.txt, gt/speeds.csv, gt/violations.json, flight.yaml), or by
+  :func:`eval.simulate.derive_flight` (the same with real-world telemetry errors); its
+  ``config.yaml``, where there is one, holds the flight's own pipeline overrides.
 * ``mot``: a MOTChallenge sequence (seqinfo.ini, gt/gt.txt, a video or img1/).
 * ``uavdt``: UAVDT-MOT files (``<seq>_gt.txt``, ``_gt_ignore.txt``, ``_gt_whole.txt``) beside a
   video or a frame folder.
@@ -23,6 +25,7 @@ A dataset YAML::
         pitch_deg: -60
         road_polygon: [[0, 200], [1023, 150], [1023, 539], [0, 539]]   # optional, image pixels
         scored_classes: [car, van, truck, bus]   # optional: only tracks of these classes are scored
+        config: m1303_site.yaml              # optional: this sequence's own pipeline overrides
       - name: sim60
         layout: sim
         path: sims/alt60_p90                 # a simulator folder fills in everything else
@@ -54,7 +57,8 @@ from eval.groundtruth import (
     load_uavdt_gt,
     load_visdrone_gt,
 )
-from eval.simulate import SIM_CLASS_NAMES, FlightSpec
+from eval.simulate import FLIGHT_CONFIG, SIM_CLASS_NAMES, FlightSpec
+from pipelines.config import PipelineConfig, read_yaml_mapping
 from pipelines.motion.detector import CANONICAL_CLASSES
 
 log = logging.getLogger(__name__)
@@ -89,6 +93,22 @@ class SequenceSpec:
     # motorcycle where only cars, trucks and buses are annotated) are left out of the scores, as a
     # MOT benchmark scores only its own classes. None: every predicted box is scored.
     scored_classes: tuple[str, ...] | None = None
+    # the sequence's own pipeline overrides (a YAML of config sections, e.g. a site's height
+    # reference: a simulated flight's config.yaml, eval.simulate.FLIGHT_CONFIG), applied under
+    # the configuration being evaluated
+    config: Path | None = None
+
+    def load_config(self) -> dict[str, dict]:
+        """The sequence's own overrides (:attr:`config`), as ``PipelineConfig.with_overrides`` takes them."""
+        if self.config is None:
+            return {}
+        data = read_yaml_mapping(self.config, f"sequence {self.name}'s config", DatasetError)
+        bad = [k for k, v in data.items() if not isinstance(v, dict) or k not in PipelineConfig.model_fields]
+        if bad:
+            raise DatasetError(
+                f"{self.config}: each top-level key must be a config section mapping, not {bad}"
+            )
+        return data
 
     def load_gt(self) -> GroundTruth | None:
         if self.gt is None:
@@ -143,6 +163,7 @@ class _SequenceEntry(BaseModel):
     class_names: dict[int, str] | None = None
     min_visibility: float = 0.0
     scored_classes: list[str] | None = None
+    config: str | None = None  # the sequence's own pipeline overrides (a YAML of config sections)
 
     @field_validator("scored_classes")
     @classmethod
@@ -204,6 +225,7 @@ def _from_yaml(path: Path) -> Dataset:
                 "focal_length_mm": e.focal_length_mm,
                 "road_polygon": tuple(tuple(p) for p in e.road_polygon) if e.road_polygon else None,
                 "scored_classes": tuple(e.scored_classes) if e.scored_classes else None,
+                "config": rel(e.config),
             }.items()
             if v is not None
         }
@@ -239,7 +261,12 @@ def _from_yaml(path: Path) -> Dataset:
         )
     for s in seqs:  # before any sequence runs, not after the first one took minutes
         named = {"video or frame folder": s.video, "gt": s.gt, "ignore": s.ignore, "gt_whole": s.gt_whole}
-        named |= {"telemetry": s.telemetry, "speeds": s.speeds, "violations": s.violations}
+        named |= {
+            "telemetry": s.telemetry,
+            "speeds": s.speeds,
+            "violations": s.violations,
+            "config": s.config,
+        }
         for what, file in named.items():
             if file is not None and not Path(file).exists():
                 raise DatasetError(f"{path}: sequence {s.name}: {what} not found: {file}")
@@ -327,4 +354,5 @@ def sim_sequence(folder: Path) -> SequenceSpec:
         flight_dir=folder,
         camera_truth=opt(gt_dir / "camera.csv"),
         min_visibility=0.3,
+        config=opt(folder / FLIGHT_CONFIG),
     )

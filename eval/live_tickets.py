@@ -180,11 +180,14 @@ async def run(flights: list[Flight], encode: bool, work: Path) -> list[dict[str,
     from edge_client.bench_server import ServerProcess
 
     token = secrets.token_urlsafe(16)
-    server_args = argparse.Namespace(
-        port=0, streams=[1], process_max_width=None, detector_factory=None, config=None
-    )
     out = []
     with tempfile.TemporaryDirectory(prefix="airpatrol-live-tickets-") as tmp:
+        # the simulated pilots took off on the road and say so (docs/calibration.md): a site value
+        site = Path(tmp) / "site.yaml"
+        site.write_text(yaml.safe_dump({"camera": {"takeoff_above_road_m": 0.0}}))
+        server_args = argparse.Namespace(
+            port=0, streams=[1], process_max_width=None, detector_factory=None, config=site
+        )
         server = ServerProcess(server_args, Path(tmp), token)
         try:
             server.wait_ready()

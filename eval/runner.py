@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from eval.datasets import Dataset, SequenceSpec
+from eval.detection_cache import DetectionCache
 from eval.egomotion import ego_errors, summarize_ego
 from eval.groundtruth import GroundTruth
 from eval.metrics import (
@@ -50,8 +51,11 @@ log = logging.getLogger(__name__)
 def sequence_config(
     base: PipelineConfig, seq: SequenceSpec, variant: Variant, fps: float | None
 ) -> PipelineConfig:
-    """The variant's config with the sequence's camera facts and the ground truth's rules."""
-    cfg = variant.apply(base)
+    """The variant's config with the sequence's camera facts and the ground truth's rules. The
+    sequence's own overrides (its ``config``: a site's height reference, say) come first, the
+    variant's on top of them."""
+    own = seq.load_config()
+    cfg = variant.apply(base.with_overrides(**own) if own else base)
     camera: dict[str, Any] = {}
     if cfg.camera.name is None and seq.camera:
         camera["name"] = seq.camera
@@ -104,10 +108,13 @@ def run_sequence(
     progress: bool = True,
     shared_models: bool = False,
     on_frame=None,
+    cache: DetectionCache | None = None,
 ) -> SequenceResult:
     """Run one sequence through ``build_pipeline`` and score it. ``shared_models``: take the
     detector network from the process's cache (a batch worker's, :func:`pipelines.batch.worker_detector`);
-    ``on_frame()``: called after every frame (a batch's progress)."""
+    ``on_frame()``: called after every frame (a batch's progress); ``cache``: the detector's (and
+    the road network's) output recorded on the video's first run and replayed on later ones
+    (:mod:`eval.detection_cache`; not with the oracle detector)."""
     from pipelines.builder import build_pipeline  # loads torch
     from pipelines.runner import load_frames, run_pipeline  # loads torch
 
@@ -127,6 +134,7 @@ def run_sequence(
         from batch.jobs import worker_detector
 
         model = worker_detector(cfg.detector)
+    cached, cfg, segmenter, model = _cached_models(cache, seq, cfg, detector, segmenter, model)
     pipeline = build_pipeline(cfg, detector=detector, segmenter=segmenter, model=model)
     collector = TrackCollector()
     egos: dict[int, tuple] = {}  # frame index -> (estimated prev -> current homography, valid)
@@ -140,6 +148,11 @@ def run_sequence(
     total = source.frame_count if max_frames is None else min(max_frames, source.frame_count or max_frames)
     summary = run_pipeline(pipeline, frames, on_result=on_result, progress_total=total, progress=progress)
     n_frames = int(summary["frames"])
+    metadata = dict(pipeline.metadata)
+    if cached is not None:  # a recording is written now; the report says which it was
+        cached.finish(n_frames, cfg)
+        metadata["detection_cache"] = cached.metadata()
+        notes.append(f"detections: {cached.mode} ({cached.key.name})")
     tracks = collector.result().of_classes(seq.scored_classes)
     if seq.scored_classes:
         notes.append(f"scored classes: {', '.join(seq.scored_classes)} (tracks of other classes left out)")
@@ -158,12 +171,24 @@ def run_sequence(
         mask_source=mask_source,
         notes=notes,
         timings=summary.get("timings", {}),
-        pipeline=dict(pipeline.metadata),
+        pipeline=metadata,
         altitude_m=altitude,
         pitch_deg=pitch,
         egomotion=_ego_score(seq, egos, source.size),
         **scores,
     )
+
+
+def _cached_models(
+    cache: DetectionCache | None, seq: SequenceSpec, cfg: PipelineConfig, detector, segmenter, model
+):
+    """(the cache's run or None, config, segmenter, detector network): with a cache and no injected
+    detector, the network and the road U-Net are wrapped to record, or replaced by the replay."""
+    if cache is None or detector is not None:
+        return None, cfg, segmenter, model
+    cached = cache.open(seq.video, cfg, road=cfg.road.enabled and segmenter is None)
+    cfg, model, recorded = cached.prepare(cfg, model)
+    return cached, cfg, segmenter if segmenter is not None else recorded, model
 
 
 def _score_run(
@@ -318,16 +343,20 @@ def evaluate(
     max_frames: int | None = None,
     out_dir: str | Path | None = None,
     progress: bool = True,
+    cache: DetectionCache | None = None,
 ) -> EvalReport:
     """Run every (variant, sequence) pair, one after another in this process; write metrics.json,
-    report.md and plots to ``out_dir``. (On Ray, one task per pair: :func:`eval.batch.evaluate_on`.)"""
+    report.md and plots to ``out_dir``. (On Ray, one task per pair: :func:`eval.batch.evaluate_on`.)
+    ``cache``: the detections recorded once per video and replayed (:mod:`eval.detection_cache`)."""
     t0 = time.perf_counter()
     results = []
     for v in variants:
         for seq in dataset.sequences:
             log.info("evaluating %s on %s", v.name, seq.name)
             results.append(
-                run_sequence(seq, base, v, oracle=oracle, max_frames=max_frames, progress=progress)
+                run_sequence(
+                    seq, base, v, oracle=oracle, max_frames=max_frames, progress=progress, cache=cache
+                )
             )
     log.info("evaluation took %.1f s", time.perf_counter() - t0)
     return finish_report(

@@ -92,7 +92,9 @@ done
 [ "${SIM_ONLY:-0}" = 1 ] && exit 0  # SIM_ONLY=1: simulate the flights, score nothing
 ablate=()
 [ -n "${ABLATE:-}" ] && ablate=(--ablate "$ABLATE")
-"$AP" eval "$OUT/sims" "${ablate[@]}" --out "$OUT/eval" -q
+# the simulated pilots took off on the road and say so (docs/calibration.md): without a height
+# reference no ticket is enforceable (the road's level unknown)
+"$AP" eval "$OUT/sims" "${ablate[@]}" --takeoff-above-road 0 --out "$OUT/eval" -q
 markdown=()
 [ "${MARKDOWN:-0}" = 1 ] && markdown=(--markdown)
 "$PY" -m eval.ticket_grid "$OUT/eval/metrics.json" "${markdown[@]}"

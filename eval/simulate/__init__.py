@@ -27,7 +27,10 @@ Modules, from the bottom up: ``spec`` (FlightSpec, class tables), ``geometry`` (
 layouts), ``camera`` (the drone's path and homographies), ``ground`` (the painted ground layer),
 ``sprites`` (vehicle top views), ``traffic`` (vehicles and their motion, ground-truth violations),
 ``render`` (one frame and its ground truth), ``scene`` (all of it for one spec), ``writers`` (the
-output files) and ``flight`` (:func:`simulate_flight`).
+output files) and ``flight`` (:func:`simulate_flight`); ``telemetry_errors`` derives a flight whose
+telemetry has a real drone's errors (the road's level against the take-off point, the barometer's
+bias and drift, the gimbal's pitch bias, delay and rate) from a simulated one, without rendering it
+again (:func:`derive_flight`).
 
 It imports the engine's geometry, camera profiles and SRT writer (``pipelines``), so that a flight
 is seen exactly as the engine models it; ``airpatrol simulate``, ``airpatrol demo``, the evaluator's
@@ -38,7 +41,7 @@ from eval.simulate.camera import CameraPath
 from eval.simulate.flight import SimulatedFlight, iter_frames, simulate_flight
 from eval.simulate.geometry import Polyline, Road, world_to_camera_ground
 from eval.simulate.ground import GroundLayer
-from eval.simulate.scene import MAX_TEXTURE_PX, Scene
+from eval.simulate.scene import MAX_TEXTURE_PX, Scene, scene_roads
 from eval.simulate.spec import (
     LAYOUTS,
     SIM_CLASS_IDS,
@@ -48,16 +51,27 @@ from eval.simulate.spec import (
     SimulationError,
 )
 from eval.simulate.sprites import AERIAL_CARS_CLASSES, Sprite, load_sprite_crops, procedural_sprite
+from eval.simulate.telemetry_errors import (
+    ERRORS_FILE,
+    FLIGHT_CONFIG,
+    ErrorPrior,
+    TelemetryErrors,
+    derive_flight,
+    read_errors,
+)
 from eval.simulate.traffic import Vehicle, kinematics
 
 __all__ = [
     "AERIAL_CARS_CLASSES",
+    "ERRORS_FILE",
+    "FLIGHT_CONFIG",
     "LAYOUTS",
     "MAX_TEXTURE_PX",
     "SIM_CLASS_IDS",
     "SIM_CLASS_NAMES",
     "VEHICLE_DIMS_M",
     "CameraPath",
+    "ErrorPrior",
     "FlightSpec",
     "GroundLayer",
     "Polyline",
@@ -66,11 +80,15 @@ __all__ = [
     "SimulatedFlight",
     "SimulationError",
     "Sprite",
+    "TelemetryErrors",
     "Vehicle",
+    "derive_flight",
     "iter_frames",
     "kinematics",
     "load_sprite_crops",
     "procedural_sprite",
+    "read_errors",
+    "scene_roads",
     "simulate_flight",
     "world_to_camera_ground",
 ]

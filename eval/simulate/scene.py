@@ -4,12 +4,13 @@ and the traffic (each from its own random stream of the seed) and renders any fr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from eval.simulate.camera import CameraPath
-from eval.simulate.geometry import road_layout
+from eval.simulate.geometry import Road, road_layout
 from eval.simulate.ground import GroundPainter
 from eval.simulate.render import FrameRenderer
 from eval.simulate.spec import VEHICLE_DIMS_M, FlightSpec, SimulationError
@@ -32,19 +33,13 @@ class Scene:
 
     def __init__(self, spec: FlightSpec, sprites: Sequence[Sprite] | None = None):
         self.spec = spec
-        self.camera = CameraPath(spec)
-        rng_world = np.random.default_rng([spec.seed, 1])
+        layout = _layout(spec)
+        self.camera, self.bounds, self.centre = layout.camera, layout.bounds, layout.centre
+        self.roads = layout.roads
+        crossings, rng_world = layout.crossings, layout.rng_world
         rng_traffic = np.random.default_rng([spec.seed, 2])
         rng_sprites = np.random.default_rng([spec.seed, 3])
-
-        self.bounds = _ground_bounds(self.camera)
-        self.centre = self.camera.frame_centre(spec.n_frames // 2)
         self.res = _texture_resolution(self.camera, self.bounds)
-
-        heading = (
-            spec.road_heading_deg if spec.road_heading_deg is not None else float(rng_world.uniform(0, 180))
-        )
-        self.roads, crossings = road_layout(spec, self.bounds, self.centre, heading, rng_world)
         self.ground = GroundPainter(self.bounds, self.res, rng_world).paint(self.roads, crossings)
 
         procedural_pool = {c: [procedural_sprite(c, rng_sprites) for _ in range(6)] for c in VEHICLE_DIMS_M}
@@ -78,6 +73,34 @@ class Scene:
     def gt_violations(self, visible: dict[int, np.ndarray]) -> list[dict[str, Any]]:
         """Speeding events: speed above the limit for at least ``min_violation_s`` while visible."""
         return speeding_events(self.spec, self.vehicles, self.camera.times, visible)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Layout:
+    camera: CameraPath
+    bounds: tuple[float, float, float, float]
+    centre: np.ndarray
+    roads: list[Road]
+    crossings: list[np.ndarray]
+    rng_world: np.random.Generator  # the world stream, where the ground painter goes on with it
+
+
+def _layout(spec: FlightSpec) -> _Layout:
+    """The camera path and the roads of ``spec``, from the world stream ``[seed, 1]``."""
+    camera = CameraPath(spec)
+    rng_world = np.random.default_rng([spec.seed, 1])
+    bounds = _ground_bounds(camera)
+    centre = camera.frame_centre(spec.n_frames // 2)
+    heading = spec.road_heading_deg if spec.road_heading_deg is not None else float(rng_world.uniform(0, 180))
+    roads, crossings = road_layout(spec, bounds, centre, heading, rng_world)
+    return _Layout(camera, bounds, centre, roads, crossings, rng_world)
+
+
+def scene_roads(spec: FlightSpec) -> tuple[CameraPath, list[Road]]:
+    """The camera path and the roads of the flight of ``spec``, exactly as :class:`Scene` has them,
+    without painting the ground or placing the traffic (milliseconds, not seconds)."""
+    layout = _layout(spec)
+    return layout.camera, layout.roads
 
 
 def _ground_bounds(camera: CameraPath) -> tuple[float, float, float, float]:

@@ -1,0 +1,243 @@
+"""Correction arms: what a flight with telemetry errors knows of its height above the road.
+
+Issue 39's benchmark (:mod:`eval.error_budget`) runs every erroneous flight
+(:func:`eval.simulate.derive_flight`) under each arm, given to the flight as its own pipeline
+overrides (its ``config.yaml``):
+
+* ``none``: nothing (the engine's default): the height above the road is the drone's altitude
+  reading, over ground of unknown level (the ``flight`` scale source, a wide sigma).
+* ``site``: the pilot measured the take-off point's height above the road: ``camera.takeoff_above_road_m
+  = -road_level_m`` exactly, to ``SITE_SIGMA_M`` (the ``site`` source). The barometer's error is
+  left: the engine's ``baro_sigma_m`` covers it.
+* ``base``: a measured base (:mod:`pipelines.calibrate`). On one frame an officer draws lines between
+  road marks of known length: here from the simulator's truth, two segments along the lane markings
+  (:data:`ALONG_M`, shortened where the frame is too small) and one across the road from edge line
+  to edge line, projected through the *true* camera of that frame (:class:`~eval.simulate.CameraPath`),
+  each end moved by click noise (``click_sigma_px``) and each length typed with a relative error
+  (``length_sigma_frac``). :func:`pipelines.calibrate.solve_base` solves them against that frame's
+  *erroneous* altitude reading and reported pitch, and the solution's reference
+  (:meth:`~pipelines.calibrate.BaseSolution.reference`, measured at that frame's time) becomes
+  ``camera.height_reference``.
+
+:func:`arm_config` returns an arm's overrides and a record of what it knew (for the base: the
+lines, the solution and its error against the truth). Everything random is drawn from the seed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from eval.simulate import CameraPath, FlightSpec, Road, TelemetryErrors, scene_roads
+from eval.simulate.telemetry_errors import erroneous_telemetry
+from pipelines.calibrate import BaseLine, BaseSolution, solve_base
+from pipelines.geometry import apply_homography
+
+ARMS = ("none", "site", "base")
+SITE_SIGMA_M = 0.3  # a take-off height the pilot measured
+CLICK_SIGMA_PX = 1.5
+LENGTH_SIGMA_FRAC = 0.005
+ALONG_M = (12.0, 30.0)  # segments along the lane markings (shortened to fit the frame)
+MIN_LINE_M = 3.0
+EDGE_MARGIN = 0.03  # share of the frame kept clear of a line's ends
+
+
+@dataclass(frozen=True, slots=True)
+class TrueLine:
+    """A segment on the road: its ends in world metres, its true length and where it lies."""
+
+    start_xy: tuple[float, float]
+    end_xy: tuple[float, float]
+    length_m: float
+    what: str  # "along" | "across"
+
+
+def _inside(uv: np.ndarray, width: int, height: int) -> bool:
+    mx, my = EDGE_MARGIN * width, EDGE_MARGIN * height
+    return bool(
+        np.all(np.isfinite(uv))
+        and np.all((uv[:, 0] >= mx) & (uv[:, 0] <= width - mx) & (uv[:, 1] >= my) & (uv[:, 1] <= height - my))
+    )
+
+
+def _fit(ends, length: float, project, width: int, height: int) -> float | None:
+    """The longest length up to ``length`` (0.5 m steps) whose ends ``ends(L)`` are in view."""
+    steps = np.arange(length, MIN_LINE_M - 1e-9, -0.5)
+    for L in steps:
+        if _inside(project(ends(float(L))), width, height):
+            return float(L)
+    return None
+
+
+def true_lines(
+    camera: CameraPath, road: Road, frame: int, along: Sequence[float] = ALONG_M
+) -> list[TrueLine]:
+    """Segments of known length on ``road`` in view on ``frame``: along lane lines (the dashed
+    dividers, else the centre line) centred where the road passes nearest the image centre, and one
+    across from edge line to edge line."""
+    spec = camera.spec
+    h_img = camera.world_to_image(frame)
+
+    def project(xy: np.ndarray) -> np.ndarray:
+        return apply_homography(h_img, np.asarray(xy, dtype=np.float64))
+
+    centre = camera.image_to_world(frame, np.array([[spec.width / 2, spec.height / 2]]))[0]
+    lw, n = road.lane_width_m, road.lanes_per_direction
+    offsets = [k * lw for k in (1, -1, 2, -2) if abs(k) < n] or [0.0]
+    out: list[TrueLine] = []
+    for i, length in enumerate(along):
+        line = road.centre.offset(offsets[i % len(offsets)])
+        s0 = float(line.cum[int(np.argmin(np.linalg.norm(line.points - centre, axis=1)))])
+
+        def ends(L: float, line=line, s0=s0) -> np.ndarray:
+            return line.at(np.array([s0 - L / 2, s0 + L / 2]))[0]
+
+        fitted = _fit(ends, float(length), project, spec.width, spec.height)
+        if fitted is not None:
+            a, b = ends(fitted)
+            out.append(TrueLine(tuple(a), tuple(b), fitted, "along"))
+    s0 = float(road.centre.cum[int(np.argmin(np.linalg.norm(road.centre.points - centre, axis=1)))])
+    mid, tangent = road.centre.at(np.array([s0]))
+    normal = np.array([tangent[0, 1], -tangent[0, 0]])
+
+    def across(L: float) -> np.ndarray:
+        return np.stack([mid[0] - normal * L / 2, mid[0] + normal * L / 2])
+
+    fitted = _fit(across, 2 * n * lw, project, spec.width, spec.height)
+    if fitted is not None:
+        a, b = across(fitted)
+        out.append(TrueLine(tuple(a), tuple(b), fitted, "across"))
+    return out
+
+
+def drawn_lines(
+    camera: CameraPath,
+    frame: int,
+    lines: Sequence[TrueLine],
+    rng: np.random.Generator,
+    click_sigma_px: float = CLICK_SIGMA_PX,
+    length_sigma_frac: float = LENGTH_SIGMA_FRAC,
+) -> list[BaseLine]:
+    """The lines as an officer draws them on ``frame``: the true ends projected through the true
+    camera plus click noise, the true lengths typed with a relative error."""
+    h_img = camera.world_to_image(frame)
+    out = []
+    for ln in lines:
+        uv = apply_homography(h_img, np.array([ln.start_xy, ln.end_xy])) + rng.normal(
+            0.0, click_sigma_px, (2, 2)
+        )
+        uv[:, 0] = np.clip(uv[:, 0], 0, camera.spec.width)
+        uv[:, 1] = np.clip(uv[:, 1], 0, camera.spec.height)
+        typed = ln.length_m * (1.0 + rng.normal(0.0, length_sigma_frac))
+        out.append(
+            BaseLine((float(uv[0, 0]), float(uv[0, 1])), (float(uv[1, 0]), float(uv[1, 1])), float(typed))
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredBase:
+    """A measured base drawn from the truth and solved against erroneous telemetry."""
+
+    frame: int
+    time_s: float
+    lines: tuple[TrueLine, ...]
+    solution: BaseSolution
+    true_height_m: float
+    true_pitch_deg: float
+
+    @property
+    def height_error_m(self) -> float:
+        return self.solution.height_m - self.true_height_m
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "frame": self.frame,
+            "time_s": self.time_s,
+            "true_lengths_m": [round(ln.length_m, 3) for ln in self.lines],
+            "directions": [ln.what for ln in self.lines],
+            "true_height_m": self.true_height_m,
+            "height_error_m": round(self.height_error_m, 4),
+            "height_z": round(self.height_error_m / self.solution.height_sigma_m, 3),
+            "true_pitch_deg": self.true_pitch_deg,
+            "solution": self.solution.to_dict(),
+        }
+
+
+def measured_base(
+    spec: FlightSpec,
+    errors: TelemetryErrors,
+    rng: np.random.Generator,
+    *,
+    frame: int | None = None,
+    along: Sequence[float] = ALONG_M,
+    click_sigma_px: float = CLICK_SIGMA_PX,
+    length_sigma_frac: float = LENGTH_SIGMA_FRAC,
+    pitch_sigma_deg: float = 1.0,
+) -> MeasuredBase:
+    """Draw a base on ``frame`` (default: the middle one) of the flight of ``spec`` and solve it with
+    the telemetry ``errors`` give that frame (:mod:`pipelines.calibrate`)."""
+    camera, roads = scene_roads(spec)
+    k = spec.n_frames // 2 if frame is None else int(frame)
+    lines = true_lines(camera, roads[0], k, along)
+    if not lines:
+        raise ValueError(f"no road segment of {MIN_LINE_M:g} m or more is in view on frame {k}")
+    drawn = drawn_lines(camera, k, lines, rng, click_sigma_px, length_sigma_frac)
+    truth = camera.telemetry()
+    reading = erroneous_telemetry(truth, errors)[k]
+    solution = solve_base(
+        drawn,
+        camera.intrinsics,
+        reading.altitude_m,
+        reading.gimbal_pitch_deg,
+        click_sigma_px=click_sigma_px,
+        length_sigma_frac=length_sigma_frac,
+        pitch_sigma_deg=pitch_sigma_deg,
+    )
+    return MeasuredBase(
+        k,
+        float(camera.times[k]),
+        tuple(lines),
+        solution,
+        float(truth[k].altitude_m),
+        float(truth[k].gimbal_pitch_deg),
+    )
+
+
+def arm_config(
+    arm: str, spec: FlightSpec, errors: TelemetryErrors, seed: int, *, base_frame: int | None = None
+) -> tuple[dict[str, dict[str, Any]] | None, dict[str, Any]]:
+    """(the flight's pipeline overrides under ``arm``, the record of what the arm knew)."""
+    if arm == "none":
+        return None, {"arm": arm}
+    if arm == "site":
+        takeoff = -errors.road_level_m
+        camera = {"takeoff_above_road_m": takeoff, "takeoff_above_road_sigma_m": SITE_SIGMA_M}
+        return {"camera": camera}, {"arm": arm, "takeoff_above_road_m": takeoff, "sigma_m": SITE_SIGMA_M}
+    if arm == "base":
+        base = measured_base(spec, errors, np.random.default_rng([seed, 39]), frame=base_frame)
+        ref = base.solution.reference(at_time_s=base.time_s, set_by="eval.correction")
+        return {"camera": {"height_reference": ref.to_dict()}}, {"arm": arm, "base": base.to_dict()}
+    raise ValueError(f"unknown correction arm {arm!r}: one of {', '.join(ARMS)}")
+
+
+def relative_height_error(record: dict[str, Any]) -> float:
+    """A base arm's solved height error relative to the true height (NaN for the other arms)."""
+    base = record.get("base")
+    return base["height_error_m"] / base["true_height_m"] if base else math.nan
+
+
+__all__ = [
+    "ARMS",
+    "MeasuredBase",
+    "TrueLine",
+    "arm_config",
+    "drawn_lines",
+    "measured_base",
+    "relative_height_error",
+    "true_lines",
+]

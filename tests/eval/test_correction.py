@@ -1,0 +1,122 @@
+"""Correction arms (eval.correction): the measured base drawn from the simulator's truth recovers the
+height above the road (and an oblique gimbal's pitch bias) within its sigma from erroneous telemetry,
+and each arm's overrides are a configuration the engine takes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eval.correction import ALONG_M, arm_config, measured_base, true_lines
+from eval.simulate import FlightSpec, Scene, TelemetryErrors, scene_roads
+from eval.simulate.telemetry_errors import erroneous_telemetry
+from pipelines.config import PipelineConfig
+from pipelines.geometry import apply_homography
+from pipelines.ground import GroundModel
+from pipelines.types import Frame
+
+# 1080p flights of the ticket grid's kind (a straight road heading north), not rendered: the base
+# only needs the camera path and the road
+GRID = FlightSpec(
+    width=1920,
+    height=1080,
+    duration_s=8.0,
+    road_heading_deg=0.0,
+    yaw_deg=0.0,
+    yaw_rate_dps=0.0,
+    drift_mps=(0.0, 0.0),
+)
+ERRORS = TelemetryErrors(road_level_m=8.0, altitude_bias_m=1.0, pitch_bias_deg=1.0)
+
+
+@pytest.mark.parametrize(
+    ("altitude", "pitch", "errors"),
+    [
+        (30.0, -90.0, ERRORS),
+        (60.0, -90.0, TelemetryErrors(road_level_m=-15.0)),
+        (30.0, -45.0, ERRORS),
+        (60.0, -60.0, TelemetryErrors(road_level_m=15.0, pitch_bias_deg=-1.0)),
+        (100.0, -45.0, ERRORS),
+        (150.0, -90.0, TelemetryErrors(altitude_bias_m=-2.0)),
+    ],
+)
+def test_the_measured_base_recovers_the_height_within_its_sigma(altitude, pitch, errors):
+    spec = GRID.replace(altitude_m=altitude, pitch_deg=pitch, seed=int(altitude - pitch))
+    z = []
+    for seed in range(24):
+        base = measured_base(spec, errors, np.random.default_rng(seed))
+        s = base.solution
+        assert base.true_height_m == altitude
+        assert abs(base.height_error_m) <= 3.5 * s.height_sigma_m
+        assert s.height_sigma_m < 0.05 * altitude  # a base is worth more than 5 m of unknown ground
+        # the take-off point's height above the road: what the reading carries, taken off again
+        reading = altitude + errors.altitude_error_m(base.time_s)
+        assert s.takeoff_above_road_m == pytest.approx(altitude - reading + base.height_error_m, abs=1e-6)
+        z.append(base.height_error_m / s.height_sigma_m)
+    share = np.mean(np.abs(z) <= 1.0)
+    assert 0.4 <= share <= 0.95, f"height within 1 sigma in {share:.0%} of 24 bases"
+
+
+def test_an_oblique_low_base_measures_the_pitch_bias_too():
+    spec = GRID.replace(altitude_m=30.0, pitch_deg=-45.0)
+    biases = [measured_base(spec, ERRORS, np.random.default_rng(s)).solution for s in range(12)]
+    assert all(b.pitch_sigma_deg < 0.8 for b in biases)  # the lines narrow the gimbal's 1 deg prior
+    assert np.mean([b.pitch_bias_deg for b in biases]) == pytest.approx(-1.0, abs=0.3)
+    nadir = measured_base(GRID.replace(altitude_m=60.0, pitch_deg=-90.0), ERRORS, np.random.default_rng(0))
+    assert not nadir.solution.pitch_solved  # at nadir a pitch error hardly changes a length
+
+
+@pytest.mark.parametrize(
+    ("altitude", "pitch", "longest"), [(30.0, -90.0, 22.0), (60.0, -90.0, 30.0), (30.0, -45.0, 30.0)]
+)
+def test_true_lines_lie_on_the_road_in_view(altitude, pitch, longest):
+    spec = GRID.replace(altitude_m=altitude, pitch_deg=pitch)
+    camera, roads = scene_roads(spec)
+    k = spec.n_frames // 2
+    lines = true_lines(camera, roads[0], k)
+    assert [ln.what for ln in lines] == ["along", "along", "across"]
+    assert lines[0].length_m == ALONG_M[0] and lines[1].length_m == pytest.approx(longest, abs=0.5)
+    assert lines[2].length_m == pytest.approx(14.0)  # edge line to edge line: 2 x 2 lanes of 3.5 m
+    for ln in lines:
+        a, b = np.array(ln.start_xy), np.array(ln.end_xy)
+        assert np.linalg.norm(b - a) == pytest.approx(ln.length_m, abs=1e-6)
+        uv = apply_homography(camera.world_to_image(k), np.array([a, b]))
+        assert np.all((uv >= 0) & (uv <= [spec.width, spec.height]))
+
+
+def test_scene_roads_are_the_scene_s_roads():
+    spec = FlightSpec(width=320, height=180, duration_s=1.0, n_vehicles=2, layout="curved", seed=5)
+    _, roads = scene_roads(spec)
+    scene = Scene(spec)
+    assert np.array_equal(roads[0].centre.points, scene.roads[0].centre.points)
+
+
+def _height_above_road(config: dict | None, spec: FlightSpec, errors: TelemetryErrors) -> tuple[float, str]:
+    """The engine's height above the road on the middle frame, under an arm's overrides."""
+    cfg = PipelineConfig().with_overrides(camera={"name": spec.camera, **((config or {}).get("camera", {}))})
+    k = spec.n_frames // 2
+    truth = scene_roads(spec)[0].telemetry()
+    tel = erroneous_telemetry(truth, errors)[k]
+    ground = GroundModel(cfg.camera)
+    frame = Frame(k, tel.timestamp_s, np.zeros((spec.height, spec.width, 3), np.uint8), tel)
+    assert ground.projector(frame) is not None, ground.status.reason
+    return ground.scale.height_m, ground.scale.source
+
+
+@pytest.mark.parametrize(
+    ("arm", "source", "off_by"),
+    [("none", "flight", 9.0), ("site", "site", 1.0), ("base", "measured_base", 0.0)],
+)
+def test_each_arm_is_a_configuration_the_engine_takes(arm, source, off_by):
+    spec = GRID.replace(altitude_m=60.0, pitch_deg=-60.0)
+    config, record = arm_config(arm, spec, ERRORS, seed=3)
+    assert record["arm"] == arm
+    height, used = _height_above_road(config, spec, ERRORS)
+    assert used == source
+    if arm == "base":
+        sigma = record["base"]["solution"]["height_sigma_m"]
+        assert abs(height - 60.0) <= 3 * sigma and config["camera"]["height_reference"]["at_time_s"] == 4.0
+    else:  # none: the road's 8 m and the barometer's 1 m; site: the barometer's
+        assert height - 60.0 == pytest.approx(off_by, abs=1e-6)
+    with pytest.raises(ValueError, match="unknown correction arm"):
+        arm_config("guess", spec, ERRORS, seed=3)

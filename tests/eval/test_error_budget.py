@@ -1,0 +1,129 @@
+"""The error budget (eval.error_budget, eval.error_budget_table): its figures on records of known
+errors, and a tiny grid end to end (the small simulated flight, two scenarios, three arms: the
+detector runs once)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from eval.error_budget import SCENARIOS, build_grid, main, parse_names, render, run_grid, source_flights
+from eval.error_budget_table import budget_rows, format_rows, summarize_runs
+from eval.metrics.tickets import TicketRecord, TicketSamples, VehicleCounts
+
+
+def _ticket(
+    seq: str, ticket: float, true: float, sigma: float = 1.0, status: str = "enforceable"
+) -> TicketRecord:
+    return TicketRecord(seq, 1, 1, status, 50.0, ticket, sigma, 1.645, 3.0, ticket, true, 0.0, true, true)
+
+
+def _run(name: str, scale: float, sigma_frac: float, *, arm: str = "none", scenario: str = "road+8") -> dict:
+    """A flight whose speeds are all ``scale`` times the truth, each with a sigma of ``sigma_frac``."""
+    gt = np.array([40.0, 50.0, 60.0, 3.0])
+    tickets = TicketSamples(
+        (_ticket(name, 60.0 * scale, 60.0),), VehicleCounts(vehicles=4, at_or_below_limit=3)
+    )
+    return {
+        "flight": name,
+        "scenario": scenario,
+        "arm": arm,
+        "status": "ok",
+        "speed": {
+            "gt_id": [1, 2, 3, 4],
+            "gt_kmh": gt.tolist(),
+            "pred_kmh": (gt * scale).tolist(),
+            "sigma_kmh": (gt * scale * sigma_frac).tolist(),
+        },
+        "tickets": tickets.to_json(),
+        "scale": [{"sigma_pct": 100 * sigma_frac}],
+        "detection_cache": {"mode": "replay", "size_mismatch_frames": 2},
+        "arm_record": {"base": {"height_error_m": 0.6, "true_height_m": 60.0}}
+        if arm == "base"
+        else {"arm": arm},
+    }
+
+
+def test_the_figures_of_flights_with_known_scale_errors():
+    runs = [_run("a", 1.10, 0.08), _run("b", 1.05, 0.08)]  # 10 % and 5 % high, sigma 8 %
+    s = summarize_runs(runs)
+    assert s["frames"] == 8
+    errors = np.abs(np.array([40.0, 50.0, 60.0, 3.0]))
+    assert s["mae_kmh"] == pytest.approx(np.mean(np.concatenate([0.10 * errors, 0.05 * errors])))
+    assert s["bias_pct"] == pytest.approx(7.5)  # 5.0 km/h of truth and below left out
+    assert s["within_1sigma"] == pytest.approx(0.5)  # flight b within, flight a not
+    assert s["within_1sigma_90"] == [0.0, 1.0]  # two flights: the interval is all there is
+    assert s["flights_within_1sigma"] == [1, 2]
+    assert s["scale_sigma_pct"] == pytest.approx(8.0)
+    t = s["tickets"]
+    assert t["with_ticket_speed"] == 2 and t["bias_pct"] == pytest.approx(7.5)
+    assert t["ticket_error"]["within_tolerance"] == 0.5  # 6 and 3 km/h off, the tolerance 3 km/h
+    assert t["wrong_tickets"] == 0 and t["at_or_below_limit"] == 6
+    assert s["size_mismatch_frames"] == 4 and math.isnan(s["base_height_error_pct"])
+    assert summarize_runs([_run("c", 1.0, 0.01, arm="base")])["base_height_error_pct"] == pytest.approx(1.0)
+
+
+def test_rows_follow_the_grid_and_count_failures():
+    runs = [
+        _run("a", 1.0, 0.02, scenario="exact", arm="site"),
+        _run("a", 1.1, 0.08, scenario="road+8"),
+        _run("a", 1.0, 0.02, scenario="exact"),
+        {"flight": "b", "scenario": "exact", "arm": "none", "status": "failed", "error": "arm: no road"},
+    ]
+    rows = budget_rows(runs, ["exact", "road+8"], ["none", "site"])
+    assert [(r.scenario, r.arm, r.flights, r.failed) for r in rows] == [
+        ("exact", "none", 1, 1),
+        ("exact", "site", 1, 0),
+        ("road+8", "none", 1, 0),
+    ]
+    text = format_rows(rows, markdown=True)
+    assert text.splitlines()[0].startswith("| scenario | arm | flights | frames | MAE km/h | bias %")
+    assert "| exact | none | 1 (1 failed) | 4 |" in text
+    assert "| road+8 | none | 1 | 4 | " in text and "| +10.00 |" in text
+
+
+def test_names_sources_and_scenarios(small_flight_dir, tmp_path):
+    assert parse_names(None, ["a", "b"], ["a"], "arms") == ["a"]
+    assert parse_names("b, a", ["a", "b"], ["a"], "arms") == ["b", "a"]
+    with pytest.raises(SystemExit, match="unknown arms"):
+        parse_names("c", ["a", "b"], ["a"], "arms")
+    assert source_flights([small_flight_dir]) == [small_flight_dir]
+    assert source_flights([small_flight_dir.parent]) == [small_flight_dir]
+    with pytest.raises(SystemExit):
+        source_flights([tmp_path / "nothing"])
+    prior = SCENARIOS["prior"]
+    assert prior.errors_for(0, "f") == prior.errors_for(0, "f") != prior.errors_for(0, "g")
+    assert SCENARIOS["road+8"].errors_for(0, "f").road_level_m == 8.0
+    assert "N(0, 5 m)" in prior.describe()
+
+
+def test_a_tiny_grid_end_to_end(small_flight_dir, tmp_path, capsys):
+    out = tmp_path / "budget"
+    jobs = build_grid([small_flight_dir], out, ["exact", "road+8"], ["none", "site", "base"], seed=1)
+    assert len(jobs) == 6 and [j.record for j in jobs] == [True] + [False] * 5
+    run_grid(jobs, out / "cache", max_frames=60)
+    assert len([p for p in (out / "cache").iterdir() if not p.name.startswith(".")]) == 1  # detected once
+    records = {
+        (r["scenario"], r["arm"]): r
+        for r in (json.loads(p.read_text()) for p in (out / "runs").rglob("*.json"))
+    }
+    assert all(r["status"] == "ok" for r in records.values())
+    assert records["exact", "none"]["detection_cache"]["mode"] == "record"
+    assert {records[k]["detection_cache"]["mode"] for k in records if k != ("exact", "none")} == {"replay"}
+    rows = {(r.scenario, r.arm): r.summary for r in budget_rows(records.values())}
+    exact = rows["exact", "none"]["bias_pct"]
+    assert rows["road+8", "none"]["bias_pct"] - exact == pytest.approx(
+        100 * 8 / 60, abs=1.5
+    )  # 68 m read at 60 m
+    assert rows["road+8", "site"]["bias_pct"] == pytest.approx(exact, abs=0.05)  # the site value takes it off
+    assert abs(rows["road+8", "base"]["bias_pct"] - exact) < 1.5
+    assert abs(records["road+8", "base"]["arm_record"]["base"]["height_z"]) < 3.0  # within its sigma
+    assert rows["road+8", "base"]["base_height_error_pct"] < 3.0  # 640x360: a pixel is 0.2 m here
+    assert rows["road+8", "none"]["flights_within_1sigma"][1] == 1
+    assert main(["table", str(out), "--markdown"]) == 0
+    text = capsys.readouterr().out
+    assert "| road+8 | base |" in text and "road+8: road +8 m above take-off" in text
+    assert render(tmp_path / "empty").startswith("no run records")
