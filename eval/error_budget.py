@@ -18,7 +18,7 @@ the road above the take-off point, the drone reads higher); the barometer's bias
 ``alt-2`` (m) and drift ``drift+2`` (m/min); the gimbal's pitch bias ``pitch+1`` .. ``pitch-2``
 (deg); a late, slow feed ``late`` (0.5 s, 0.5 Hz); ``typical``: all of them at about one sigma
 of the engine's priors; ``prior``: each flight's errors drawn (seeded) from :class:`ErrorPrior`, the
-engine's own priors (road level 5 m, barometer 0.7 m, pitch 1 deg): pooled over flights, whether the
+engine's own priors (road level 5 m, barometer 1.0 m, pitch 1 deg): pooled over flights, whether the
 reported sigmas hold.
 
     python -m eval.error_budget run /work/bench/ticket_all/sims/alt60_pitch90_hover_steady_s00 ... \\
@@ -76,7 +76,7 @@ def _scenarios() -> dict[str, Scenario]:
     out += [Scenario("late", TelemetryErrors(delay_s=0.5, rate_hz=0.5))]
     typical = TelemetryErrors(
         road_level_m=5.0,
-        altitude_bias_m=0.7,
+        altitude_bias_m=1.0,
         altitude_drift_m_per_min=0.5,
         pitch_bias_deg=1.0,
         delay_s=0.2,

@@ -43,6 +43,7 @@ import yaml
 
 from eval.simulate.camera import CameraPath
 from eval.simulate.spec import FlightSpec, SimulationError
+from pipelines.height import ScalePriors
 from pipelines.telemetry import interpolate_telemetry, write_srt
 from pipelines.telemetry.validate import MAX_PITCH_DEG, MIN_ALTITUDE_M, MIN_PITCH_DEG
 from pipelines.types import Telemetry
@@ -135,15 +136,18 @@ class TelemetryErrors:
         return ", ".join(parts) or "exact"
 
 
+_ENGINE = ScalePriors()  # the engine's defaults (pipelines.config.CameraConfig): one source
+
+
 @dataclass(frozen=True, slots=True)
 class ErrorPrior:
     """Standard deviations (zero-mean normal) from which :meth:`draw` takes a flight's errors. The
     defaults are the engine's own priors (``camera.unknown_ground_sigma_m``, ``baro_sigma_m``,
     ``pitch_sigma_deg``): flights drawn from them check that the sigmas the engine reports hold."""
 
-    road_level_sigma_m: float = 5.0
-    altitude_bias_sigma_m: float = 0.7
-    pitch_bias_sigma_deg: float = 1.0
+    road_level_sigma_m: float = _ENGINE.unknown_ground_sigma_m
+    altitude_bias_sigma_m: float = _ENGINE.baro_sigma_m
+    pitch_bias_sigma_deg: float = _ENGINE.pitch_sigma_deg
     altitude_drift_sigma_m_per_min: float = 0.0
 
     def draw(self, rng: np.random.Generator) -> TelemetryErrors:

@@ -25,6 +25,7 @@ from eval.simulate import (
 from eval.simulate.telemetry_errors import erroneous_telemetry, read_error_table
 from eval.variants import Variant
 from pipelines.config import PipelineConfig
+from pipelines.height import ScalePriors
 from pipelines.telemetry import load_telemetry
 
 ERRORS = [
@@ -158,7 +159,13 @@ def test_the_prior_draws_seeded_errors_of_its_stated_sigmas():
     prior = ErrorPrior()
     draws = [prior.draw(np.random.default_rng([3, i])) for i in range(3000)]
     assert draws[:5] == [prior.draw(np.random.default_rng([3, i])) for i in range(5)]
-    for name, sigma in (("road_level_m", 5.0), ("altitude_bias_m", 0.7), ("pitch_bias_deg", 1.0)):
+    engine = ScalePriors()  # the engine's own priors are the default
+    stated = (
+        ("road_level_m", engine.unknown_ground_sigma_m),
+        ("altitude_bias_m", engine.baro_sigma_m),
+        ("pitch_bias_deg", engine.pitch_sigma_deg),
+    )
+    for name, sigma in stated:
         v = np.array([getattr(d, name) for d in draws])
         assert abs(v.mean()) < 4 * sigma / math.sqrt(len(v))
         assert v.std() == pytest.approx(sigma, rel=0.05)

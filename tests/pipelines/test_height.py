@@ -221,3 +221,11 @@ def test_a_site_may_trust_the_flight_source() -> None:
     cfg = RulesConfig(speed_limit_kmh=50.0, enforceable_scale_sources=("flight", "site", "measured_base"))
     (v,) = _drive(ViolationDetector(cfg), lambda i: HIGH_FLIGHT)
     assert v.status == "enforceable" and v.scale.source == "flight"
+
+
+def test_the_priors_default_to_the_configuration() -> None:
+    """One set of defaults: the engine's ScalePriors() are the camera configuration's (the error
+    budget draws its flights from them)."""
+    from pipelines.ground import scale_priors
+
+    assert scale_priors(CameraConfig()) == ScalePriors()
