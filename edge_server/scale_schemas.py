@@ -43,6 +43,10 @@ class HeightReferenceOut(BaseModel):
     sigma_m: float = Field(description="its one sigma (m)")
     pitch_bias_deg: float = Field(0.0, description="added to every reported gimbal pitch")
     pitch_sigma_deg: float | None = Field(None, description="null: the configuration's gimbal prior")
+    height_pitch_corr: float = Field(
+        0.0,
+        description="the correlation of the height's and the pitch bias's errors (a measured base solves both)",
+    )
     at_time_s: float | None = Field(
         None, description="stream time it was measured at (the barometer drifts from then on); null: take-off"
     )
@@ -139,6 +143,7 @@ class BaseSolutionOut(BaseModel):
     pitch_bias_deg: float
     pitch_sigma_deg: float
     pitch_solved: bool = Field(description="the lines ran in directions that determine the pitch bias")
+    height_pitch_corr: float = Field(0.0, description="the correlation of the two solved values' errors")
     takeoff_above_road_m: float
     altitude_reading_m: float = Field(
         description="the drone's altitude reading on that frame (above take-off)"

@@ -88,6 +88,7 @@ class BaseSolution:
     altitude_reading_m: float
     pitch_reading_deg: float
     lines: tuple[BaseLine, ...]
+    height_pitch_corr: float = 0.0  # the correlation of the two solved values' errors
 
     @property
     def takeoff_above_road_m(self) -> float:
@@ -116,6 +117,7 @@ class BaseSolution:
             set_by=set_by,
             set_at=set_at,
             detail=self.describe(),
+            height_pitch_corr=self.height_pitch_corr,
         )
 
     def to_dict(self) -> dict:
@@ -125,6 +127,7 @@ class BaseSolution:
             "pitch_bias_deg": round(self.pitch_bias_deg, 3),
             "pitch_sigma_deg": round(self.pitch_sigma_deg, 3),
             "pitch_solved": self.pitch_solved,
+            "height_pitch_corr": round(self.height_pitch_corr, 4),
             "takeoff_above_road_m": round(self.takeoff_above_road_m, 3),
             "altitude_reading_m": self.altitude_reading_m,
             "pitch_reading_deg": self.pitch_reading_deg,
@@ -239,6 +242,7 @@ def solve_base(
     if dof > 0 and chi2 / dof > 1.0:
         cov = cov * (chi2 / dof)
     h_sigma, bias_sigma = (math.sqrt(max(float(cov[i, i]), 0.0)) for i in (0, 1))
+    corr = float(cov[0, 1]) / (h_sigma * bias_sigma) if h_sigma > 0 and bias_sigma > 0 else 0.0
     _check_solution(h, bias, altitude_reading_m)
     return BaseSolution(
         height_m=h,
@@ -250,6 +254,7 @@ def solve_base(
         altitude_reading_m=float(altitude_reading_m),
         pitch_reading_deg=float(pitch_deg),
         lines=lines,
+        height_pitch_corr=max(-1.0, min(1.0, corr)),
     )
 
 

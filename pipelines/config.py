@@ -345,6 +345,7 @@ class HeightReferenceConfig(_Section):
     sigma_m: float = Field(gt=0, le=100)
     pitch_bias_deg: float = Field(0.0, ge=-15, le=15)
     pitch_sigma_deg: float | None = Field(None, ge=0, le=15)
+    height_pitch_corr: float = Field(0.0, ge=-1, le=1)
     at_time_s: float | None = None
     set_by: str = ""
     set_at: str = ""

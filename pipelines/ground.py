@@ -145,6 +145,7 @@ class GroundModel:
             )
             return None
         pitch_sigma = ref.pitch_sigma_deg if ref is not None and ref.pitch_sigma_deg is not None else None
+        cov = 0.0 if pitch_sigma is None else ref.height_pitch_corr * ref.sigma_m * pitch_sigma
         self.scale = ScaleInfo(
             source,
             altitude,
@@ -152,6 +153,7 @@ class GroundModel:
             pitch,
             self.priors.pitch_sigma_deg if pitch_sigma is None else pitch_sigma,
             reference=ref,
+            height_pitch_cov=cov,
         )
         return altitude
 

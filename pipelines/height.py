@@ -84,47 +84,57 @@ def height_above_road(
 class ScaleModel:
     """The relative speed error one degree of pitch error gives a vehicle at a ground point moving
     in a direction, for one frame's geometry: the ground -> ground map that a pitch off by
-    ``step_deg`` makes of the true one (through the image), differentiated along the motion."""
+    ``step_deg`` makes of the true one (through the image), differentiated along the motion. Signed:
+    the relative change of the measured displacement per degree added to the pitch used."""
 
     def __init__(self, intrinsics: Intrinsics, height_m: float, pitch_deg: float, step_deg: float = 0.5):
-        self.step_deg = step_deg
         other = max(-90.0, min(pitch_deg + (step_deg if pitch_deg - step_deg < -90.0 else -step_deg), -1e-3))
-        self.step_deg = abs(other - pitch_deg)
+        self.step_deg = other - pitch_deg  # signed: the pitch used minus the true one
         to_image = ground_to_image_homography(intrinsics, height_m, pitch_deg)
         self._warp = image_to_ground_homography(intrinsics, height_m, other) @ to_image
 
+    def _change(self, g: np.ndarray, base: np.ndarray, unit: np.ndarray) -> np.ndarray:
+        eps = 0.5  # metres
+        step = apply_homography(self._warp, g + eps * unit)
+        return (np.linalg.norm(step - base, axis=1) / eps - 1.0) / self.step_deg
+
     def pitch_frac_per_deg(self, ground_xy: np.ndarray, direction_xy: np.ndarray | None = None) -> np.ndarray:
-        """(N,) relative change of a ground displacement per degree of pitch error at ``ground_xy``
-        (N, 2) along ``direction_xy`` (N, 2; None or a zero row: the worse of the two axes)."""
+        """(N,) signed relative change of a ground displacement per degree of pitch at ``ground_xy``
+        (N, 2) along ``direction_xy`` (N, 2; None or a zero row: the larger of the two axes'); NaN
+        where the point is not on the ground."""
         g = np.asarray(ground_xy, dtype=np.float64).reshape(-1, 2)
         n = len(g)
-        if direction_xy is None:
-            direction_xy = np.zeros((n, 2))
-        d = np.asarray(direction_xy, dtype=np.float64).reshape(-1, 2)
+        d = (
+            np.zeros((n, 2))
+            if direction_xy is None
+            else np.asarray(direction_xy, dtype=np.float64).reshape(-1, 2)
+        )
         norm = np.hypot(d[:, 0], d[:, 1])
-        out = np.full(n, np.nan)
-        eps = 0.5  # metres
         base = apply_homography(self._warp, g)
-        for axis in ((1.0, 0.0), (0.0, 1.0)):
-            step = apply_homography(self._warp, g + eps * np.asarray(axis))
-            change = np.abs(np.linalg.norm(step - base, axis=1) / eps - 1.0) / self.step_deg
-            out = np.where(np.isnan(out), change, np.maximum(out, change))
+        across = self._change(g, base, np.array([1.0, 0.0]))
+        along = self._change(g, base, np.array([0.0, 1.0]))
+        out = np.where(np.abs(along) >= np.abs(across), along, across)
         moving = norm > 1e-9
         if moving.any():
-            unit = d[moving] / norm[moving, None]
-            step = apply_homography(self._warp, g[moving] + eps * unit)
-            along = np.abs(np.linalg.norm(step - base[moving], axis=1) / eps - 1.0) / self.step_deg
-            out[moving] = along
+            out[moving] = self._change(g[moving], base[moving], d[moving] / norm[moving, None])
         return np.where(np.isfinite(out), out, np.nan)
 
 
 def scale_sigma_frac(
-    height_m: float, height_sigma_m: float, pitch_sigma_deg: float, pitch_frac_per_deg: np.ndarray | float
+    height_m: float,
+    height_sigma_m: float,
+    pitch_sigma_deg: float,
+    pitch_frac_per_deg: np.ndarray | float,
+    height_pitch_cov: float = 0.0,
 ) -> np.ndarray:
     """Relative sigma of a speed from the scale: the height's (a speed scales with the height over
-    flat ground) and the pitch's (``pitch_frac_per_deg`` from :class:`ScaleModel`) in quadrature."""
+    flat ground) and the pitch's (``pitch_frac_per_deg``, signed, from :class:`ScaleModel`), with
+    their covariance (m deg: a measured base solves both from the same lines, so along the lines'
+    direction their errors cancel) - var = (sh/h)^2 + (s sp)^2 + 2 s cov / h."""
     per_deg = np.nan_to_num(np.asarray(pitch_frac_per_deg, dtype=np.float64), nan=0.0)
-    return np.hypot(height_sigma_m / max(height_m, 1e-6), pitch_sigma_deg * per_deg)
+    h = max(height_m, 1e-6)
+    var = (height_sigma_m / h) ** 2 + (pitch_sigma_deg * per_deg) ** 2 + 2.0 * per_deg * height_pitch_cov / h
+    return np.sqrt(np.maximum(var, 0.0))
 
 
 def run_scale(scales: Sequence[ScaleInfo | None], frac: float) -> ScaleInfo | None:

@@ -297,7 +297,9 @@ class Pipeline:
             elif np.all(np.isfinite(disp[i])) and float(np.hypot(*disp[i])) > 0.05:
                 directions[i] = disp[i]
         per_deg = model.pitch_frac_per_deg(proj.to_ground(pixels), directions)
-        return scale_sigma_frac(scale.height_m, scale.height_sigma_m, scale.pitch_sigma_deg, per_deg)
+        return scale_sigma_frac(
+            scale.height_m, scale.height_sigma_m, scale.pitch_sigma_deg, per_deg, scale.height_pitch_cov
+        )
 
     def set_height_reference(self, reference: HeightReference | None) -> None:
         """Measure with ``reference`` (a measured base, a session's take-off height above the road)

@@ -176,6 +176,9 @@ class HeightReference:
     set_by: str = ""
     set_at: str = ""
     detail: str = ""
+    # the correlation of the height's and the pitch bias's errors (a measured base solves both
+    # from the same lines: along them their errors cancel, pipelines.height.scale_sigma_frac)
+    height_pitch_corr: float = 0.0
 
     def __post_init__(self) -> None:
         if self.source not in REFERENCE_SOURCES:
@@ -190,6 +193,8 @@ class HeightReference:
             raise ValueError(f"the height's sigma must be in (0, 100] m, got {self.sigma_m}")
         if not (math.isfinite(self.pitch_bias_deg) and abs(self.pitch_bias_deg) <= 15):
             raise ValueError(f"pitch bias must be within +-15 deg, got {self.pitch_bias_deg}")
+        if not (math.isfinite(self.height_pitch_corr) and abs(self.height_pitch_corr) <= 1):
+            raise ValueError(f"height-pitch correlation must be in [-1, 1], got {self.height_pitch_corr}")
         if self.pitch_sigma_deg is not None and not (0 <= self.pitch_sigma_deg <= 15):
             raise ValueError(f"pitch sigma must be in [0, 15] deg, got {self.pitch_sigma_deg}")
 
@@ -200,6 +205,7 @@ class HeightReference:
             "sigma_m": round(self.sigma_m, 3),
             "pitch_bias_deg": round(self.pitch_bias_deg, 3),
             "pitch_sigma_deg": None if self.pitch_sigma_deg is None else round(self.pitch_sigma_deg, 3),
+            "height_pitch_corr": round(self.height_pitch_corr, 4),
             "at_time_s": self.at_time_s,
             "set_by": self.set_by,
             "set_at": self.set_at,
@@ -220,6 +226,8 @@ class ScaleInfo:
     pitch_sigma_deg: float
     sigma_frac: float = math.nan
     reference: HeightReference | None = None
+    # the covariance of the height's and the pitch's errors (m deg: a measured base's, else 0)
+    height_pitch_cov: float = 0.0
 
     def to_dict(self) -> dict:
         return {

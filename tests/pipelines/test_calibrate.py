@@ -192,3 +192,44 @@ def test_a_height_reference_file_without_one_is_refused(tmp_path):
     path.write_text("camera:\n  name: mavic 3\n")
     with pytest.raises(ConfigError, match="no camera.height_reference"):
         _height_reference(path)
+
+
+@pytest.mark.parametrize(
+    ("segments", "direction"),
+    [
+        ([ALONG], (0.0, 1.0)),  # one line along the road; vehicles along it: the pitch's error cancels
+        ([ALONG], (1.0, 0.0)),  # ... vehicles across it do not get that
+        ([LONG_ALONG, CROSS_ROAD], (0.0, 1.0)),
+    ],
+)
+def test_a_base_s_scale_sigma_holds_what_it_gives_a_vehicle(segments, direction):
+    """Monte Carlo over the gimbal's bias (its 1 deg prior), clicks and lengths: a vehicle's speed
+    measured with the solved height and pitch is off by about the sigma pipelines.height predicts
+    from the solve's covariance (not by the sum that ignores it)."""
+    from pipelines.height import ScaleModel, scale_sigma_frac
+
+    rng = np.random.default_rng(11)
+    vehicle = np.array([[-3.0, 55.0], [-3.0 + 5.0 * direction[0], 55.0 + 5.0 * direction[1]]])
+    errors, predicted, independent = [], [], []
+    for seed in range(150):
+        bias = float(rng.normal(0.0, 1.0))  # the gimbal reports -45; it is at -45 + bias
+        truth = ground_to_image_homography(INTR, 60.0, -45.0 + bias)
+        lines = drawn(segments, 60.0, -45.0 + bias, click_px=1.5, seed=seed)
+        lines = [BaseLine(ln.p1, ln.p2, ln.length_m * (1 + rng.normal(0.0, 0.005))) for ln in lines]
+        s = solve_base(lines, INTR, 68.0, -45.0)
+        used = ground_to_image_homography(INTR, s.height_m, -45.0 + s.pitch_bias_deg)
+        seen = apply_homography(np.linalg.inv(used), apply_homography(truth, vehicle))
+        errors.append(np.linalg.norm(seen[1] - seen[0]) / 5.0 - 1.0)
+        at = apply_homography(np.linalg.inv(used), apply_homography(truth, vehicle[:1]))
+        per_deg = ScaleModel(INTR, s.height_m, -45.0 + s.pitch_bias_deg).pitch_frac_per_deg(
+            at, np.array([direction])
+        )
+        cov = s.height_pitch_corr * s.height_sigma_m * s.pitch_sigma_deg
+        predicted.append(
+            float(scale_sigma_frac(s.height_m, s.height_sigma_m, s.pitch_sigma_deg, per_deg, cov)[0])
+        )
+        independent.append(
+            float(scale_sigma_frac(s.height_m, s.height_sigma_m, s.pitch_sigma_deg, per_deg)[0])
+        )
+    rms, sigma = float(np.sqrt(np.mean(np.square(errors)))), float(np.mean(predicted))
+    assert 0.75 * sigma <= rms <= 1.3 * sigma, (rms, sigma, float(np.mean(independent)))
