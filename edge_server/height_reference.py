@@ -4,8 +4,9 @@ take-off point, into its height above the road, on which every speed's scale res
 An operator sets it for a session while it streams (``PUT /api/v1/sessions/{id}/height-reference``):
 either the take-off point's height above the road (:func:`site_reference`), or a measured base,
 lines drawn on the stream's latest frame between road marks of known distance
-(:func:`measure_base`: each line on the road mask, then ``pipelines.calibrate.solve_base`` with the
-frame's intrinsics, its raw altitude reading and its reported gimbal pitch). Bad input raises
+(:func:`measure_base`: ``pipelines.calibrate.solve_base_on_frame``, the same solve as ``airpatrol
+calibrate``, against the frame's raw altitude reading and reported gimbal pitch; then each line on
+the road mask). Bad input raises
 :class:`HeightReferenceError` with the HTTP status, a code and one line saying what to change;
 nothing is changed then.
 
@@ -30,10 +31,16 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.calibrate import BaseError, BaseLine, BaseSolution, share_on_mask, solve_base
+from pipelines.calibrate import (
+    BaseError,
+    BaseLine,
+    BaseSolution,
+    FrameScaleError,
+    share_on_mask,
+    solve_base_on_frame,
+)
 from pipelines.config import CameraConfig
-from pipelines.geometry import GroundProjector
-from pipelines.ground import GroundModel, reference_from_config
+from pipelines.ground import reference_from_config
 from pipelines.height import HeightReference, ScaleInfo
 from pipelines.types import Frame
 
@@ -96,26 +103,6 @@ def site_reference(
         raise HeightReferenceError(400, "invalid_reference", str(exc)) from exc
 
 
-def reading_geometry(latest: LatestFrame, camera: CameraConfig) -> GroundProjector:
-    """The latest frame's geometry as the drone reports it: its intrinsics, its altitude reading
-    (above take-off, before any reference) and its gimbal pitch (before any measured bias), resolved
-    as the engine resolves them (``pipelines.ground.GroundModel``: overrides, telemetry)."""
-    tel = latest.frame.telemetry
-    if camera.altitude_m is None and (tel is None or tel.altitude_m is None):
-        raise HeightReferenceError(
-            409,
-            "no_altitude",
-            "the latest frame has no altitude reading: a measured base needs the drone's altitude",
-        )
-    model = GroundModel(camera.model_copy(update={"height_reference": None, "takeoff_above_road_m": None}))
-    projector = model.projector(latest.frame)
-    if projector is None:
-        raise HeightReferenceError(
-            409, "no_scale", f"the latest frame cannot be measured on: {model.status.reason}"
-        )
-    return projector
-
-
 def road_shares(latest: LatestFrame, lines: Sequence[BaseLine]) -> list[float] | None:
     """Each line's share on the latest road mask (None: no mask); a line inside the frame with less
     than :data:`ROAD_SHARE_MIN` on it is refused (one outside the frame is the solve's to refuse)."""
@@ -150,19 +137,13 @@ def measure_base(
         raise HeightReferenceError(
             409, "no_frame", "no frame of this stream processed yet; try again in a moment"
         )
-    projector = reading_geometry(latest, camera)
-    shares = road_shares(latest, lines)
     try:
-        solution = solve_base(
-            lines,
-            projector.intrinsics,
-            projector.altitude_m,
-            projector.pitch_deg,
-            pitch_sigma_deg=camera.pitch_sigma_deg,
-        )
-        reference = solution.reference(latest.frame.timestamp_s, set_by=set_by, set_at=set_at)
+        solution, reference = solve_base_on_frame(latest.frame, lines, camera, set_by, set_at)
+    except FrameScaleError as exc:
+        raise HeightReferenceError(409, exc.code, str(exc)) from exc
     except (BaseError, ValueError) as exc:
         raise HeightReferenceError(400, "invalid_base", str(exc)) from exc
+    shares = road_shares(latest, lines)
     shown = {**solution.to_dict(), "frame_time_s": round(latest.frame.timestamp_s, 4), "road_share": shares}
     return solution, reference, shown
 
@@ -255,7 +236,6 @@ __all__ = [
     "LatestFrame",
     "SessionHeight",
     "measure_base",
-    "reading_geometry",
     "road_shares",
     "site_reference",
     "utc_now_iso",

@@ -22,7 +22,13 @@ Bad input gets :class:`BaseError` with one line saying what to change: no line, 
 length or off the image, a length out of range, a point above the horizon, a solution the drone's
 reading contradicts. :func:`share_on_mask` says how much of a line lies on the road mask.
 
-Pure: numpy and the engine's geometry only.
+:func:`solve_base_on_frame` is the one way a base is measured on a frame, for ``airpatrol calibrate``
+and the live server alike: the frame's geometry as the drone reports it (:func:`reading_projector`:
+its intrinsics, raw altitude reading and gimbal pitch, resolved by the ground model with no height
+reference applied, since that is what is measured), then :func:`solve_base`. A frame that cannot be
+measured on raises :class:`FrameScaleError` (a :class:`BaseError` with a code).
+
+Numpy, the engine's geometry and its ground model (for the frame's reading).
 """
 
 from __future__ import annotations
@@ -33,10 +39,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipelines.config import CameraConfig
 from pipelines.errors import AirPatrolError
 from pipelines.geometry import GroundProjector
+from pipelines.ground import GroundModel
 from pipelines.height import HeightReference
-from pipelines.types import Intrinsics
+from pipelines.types import Frame, Intrinsics
 
 MIN_LINE_PX = 10.0  # a shorter line is a slip of the mouse
 LENGTH_RANGE_M = (0.5, 1000.0)
@@ -282,4 +290,53 @@ def share_on_mask(
     return float(m[v, u].mean())
 
 
-__all__ = ["BaseError", "BaseLine", "BaseSolution", "share_on_mask", "solve_base"]
+class FrameScaleError(BaseError):
+    """A frame a base cannot be measured on: ``code`` is ``no_altitude`` (no altitude reading) or
+    ``no_scale`` (no ground scale: the ground model's reason)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def reading_projector(frame: Frame, camera: CameraConfig) -> GroundProjector:
+    """``frame``'s geometry as the drone reports it: its intrinsics, its altitude reading (above
+    take-off, before any height reference) and its gimbal pitch (before any measured bias), resolved
+    as the engine resolves them (overrides, then telemetry)."""
+    tel = frame.telemetry
+    if camera.altitude_m is None and (tel is None or tel.altitude_m is None):
+        raise FrameScaleError(
+            "no_altitude",
+            f"frame {frame.number} has no altitude reading: a measured base needs the drone's altitude",
+        )
+    model = GroundModel(camera.model_copy(update={"height_reference": None, "takeoff_above_road_m": None}))
+    projector = model.projector(frame)
+    if projector is None:
+        raise FrameScaleError(
+            "no_scale", f"frame {frame.number} cannot be measured on: {model.status.reason}"
+        )
+    return projector
+
+
+def solve_base_on_frame(
+    frame: Frame, lines: Sequence[BaseLine], camera: CameraConfig, set_by: str = "", set_at: str = ""
+) -> tuple[BaseSolution, HeightReference]:
+    """The measured base of ``lines`` on ``frame``: (the solution, the reference it makes from that
+    frame's time on), against the frame's own reading (:func:`reading_projector`)."""
+    proj = reading_projector(frame, camera)
+    solution = solve_base(
+        lines, proj.intrinsics, proj.altitude_m, proj.pitch_deg, pitch_sigma_deg=camera.pitch_sigma_deg
+    )
+    return solution, solution.reference(frame.timestamp_s, set_by=set_by, set_at=set_at)
+
+
+__all__ = [
+    "BaseError",
+    "BaseLine",
+    "BaseSolution",
+    "FrameScaleError",
+    "reading_projector",
+    "share_on_mask",
+    "solve_base",
+    "solve_base_on_frame",
+]

@@ -22,10 +22,9 @@ from pathlib import Path
 import cv2
 import yaml
 
-from pipelines.calibrate import BaseError, BaseLine, solve_base
+from pipelines.calibrate import BaseLine, solve_base_on_frame
 from pipelines.cli import FPS_HELP, add_pipeline_options, config_from_args, float_in, positive_int
 from pipelines.config import ConfigError, PipelineConfig
-from pipelines.ground import GroundModel
 from pipelines.types import Frame
 
 log = logging.getLogger(__name__)
@@ -69,22 +68,6 @@ def _frame(args: argparse.Namespace, config: PipelineConfig) -> Frame:
     raise ConfigError(f"{args.video} has {have} frames: no frame {args.frame}")
 
 
-def solve_on_frame(frame: Frame, lines: list[BaseLine], config: PipelineConfig, set_by: str = ""):
-    """The measured base of ``lines`` on ``frame``: (solution, reference). The reading and pitch are
-    the frame's own (the configuration's height reference is not applied: it is what is measured)."""
-    camera = config.camera.model_copy(update={"takeoff_above_road_m": None, "height_reference": None})
-    ground = GroundModel(camera)
-    proj = ground.projector(frame)
-    if proj is None:
-        raise BaseError(f"frame {frame.number} has no ground scale: {ground.status.reason}")
-    reading = proj.altitude_m  # no reference: the height is the altitude reading
-    solution = solve_base(
-        lines, proj.intrinsics, reading, proj.pitch_deg, pitch_sigma_deg=camera.pitch_sigma_deg
-    )
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
-    return solution, solution.reference(frame.timestamp_s, set_by=set_by, set_at=now)
-
-
 def _draw(frame: Frame, lines: list[BaseLine], path: Path) -> None:
     image = frame.image.copy()
     for i, ln in enumerate(lines, start=1):
@@ -102,7 +85,8 @@ def _draw(frame: Frame, lines: list[BaseLine], path: Path) -> None:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     frame = _frame(args, config)
-    solution, reference = solve_on_frame(frame, args.line, config, args.set_by or "")
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
+    solution, reference = solve_base_on_frame(frame, args.line, config.camera, args.set_by or "", now)
     print(f"frame {frame.number} ({frame.timestamp_s:.3f} s): {solution.describe()}")  # noqa: T201
     for i, r in enumerate(solution.residuals_m, start=1):
         print(f"  line {i}: solved minus typed length {r:+.3f} m")  # noqa: T201

@@ -76,7 +76,7 @@ class GroundModel:
         None: back to the configuration's."""
         self.reference = reference if reference is not None else reference_from_config(self.cfg)
         self._cache_key = None
-        log.info(
+        log.debug(  # the caller logs it with its context (the server: the session, who set it)
             "height reference: %s",
             self.reference.detail or self.reference.to_dict() if self.reference else "none",
         )

@@ -291,9 +291,9 @@ class Pipeline:
             return None
         directions = np.zeros((len(ids), 2))
         for i, tid in enumerate(ids):
-            seen = self.speed.last_seen(int(tid))
-            if seen is not None and seen[1] is not None:
-                directions[i] = seen[1]
+            velocity = self.speed.velocity(int(tid))
+            if velocity is not None:
+                directions[i] = velocity
             elif np.all(np.isfinite(disp[i])) and float(np.hypot(*disp[i])) > 0.05:
                 directions[i] = disp[i]
         per_deg = model.pitch_frac_per_deg(proj.to_ground(pixels), directions)

@@ -36,7 +36,7 @@ from edge_server.app import create_app, uvicorn_config
 from edge_server.child_process import free_port  # noqa: F401 - the tests' ports, re-exported
 from edge_server.media import FrameRing, write_clip
 from edge_server.settings import ServerSettings
-from edge_server.store import make_engine
+from edge_server.store import MIGRATIONS_DIR, make_engine
 from pipelines.types import MeasuringBase, Violation
 
 TOKEN = "test-token-123"
@@ -323,6 +323,18 @@ def speeding_in_view(server: RunningServer, session_id: str | None = None) -> bo
         r["peak_speed_kmh"] and r["peak_speed_kmh"] > 55 and r["last_time_s"] - r["first_time_s"] > 1.6
         for r in rows
     )
+
+
+def alembic_to(engine, action: str, revision: str) -> None:
+    """Alembic's ``upgrade`` or ``downgrade`` to ``revision`` on ``engine``, as ``migrate`` runs it."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        getattr(command, action)(cfg, revision)
 
 
 def seed_old_violation(engine, row: dict, started_at: str) -> list:

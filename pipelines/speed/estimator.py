@@ -191,6 +191,12 @@ class SpeedEstimator:
         st.segment = next(self._segments)  # a carried position: no base spans it
         return True
 
+    def velocity(self, track_id: int) -> np.ndarray | None:
+        """The track's last fitted ground velocity (m/s, a view: do not modify); None before its
+        first fit or for a track not held."""
+        st = self._tracks.get(int(track_id))
+        return None if st is None else st.velocity
+
     def last_seen(self, track_id: int) -> tuple[float, np.ndarray | None, float] | None:
         """When the track was last updated, its last fitted ground velocity (m/s; None before its
         first fit) and its box's recent ground size (m: the median of its last few; NaN when

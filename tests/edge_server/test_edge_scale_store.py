@@ -12,11 +12,11 @@ import math
 from collections.abc import Iterator
 
 import pytest
-from edge_helpers import seed_old_violation
+from edge_helpers import alembic_to, seed_old_violation
 from sqlalchemy import inspect, text
 
 from edge_server.schemas import ViolationOut
-from edge_server.store import MIGRATIONS_DIR, Store, make_engine, migrate
+from edge_server.store import Store, make_engine, migrate
 from edge_server.violation_csv import CSV_COLUMNS, csv_line, csv_values
 from pipelines.height import HeightReference, ScaleInfo
 from pipelines.types import Telemetry, Violation
@@ -112,17 +112,6 @@ def test_a_session_info_takes_new_keys(store: Store) -> None:
     assert store.merge_session_info("nope", {"x": 1}) is False
 
 
-def _alembic(engine, action: str, revision: str) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        getattr(command, action)(cfg, revision)
-
-
 OLD_ROW = {  # a violation as a 0004 server stored it: the telemetry's source, a ticket
     "id": 41, "session_id": "old", "occurred_at": dt.datetime(2026, 6, 1, 12, 0), "track_id": 3,
     "class_name": "car", "zone": "global", "speed_limit_kmh": 50.0, "peak_speed_kmh": 73.5,
@@ -135,7 +124,7 @@ OLD_ROW = {  # a violation as a 0004 server stored it: the telemetry's source, a
 
 def test_upgrade_from_0004_and_back(database_url: str) -> None:
     engine = make_engine(database_url)
-    _alembic(engine, "upgrade", "0004")
+    alembic_to(engine, "upgrade", "0004")
     before = seed_old_violation(engine, OLD_ROW, "2026-06-01 11:59:00")
     old_columns = ", ".join(OLD_ROW)
     migrate(engine)
@@ -153,7 +142,7 @@ def test_upgrade_from_0004_and_back(database_url: str) -> None:
     )
     assert (out.ticket_speed_kmh, out.status) == (71.0, "not_enforceable")
 
-    _alembic(engine, "downgrade", "0004")
+    alembic_to(engine, "downgrade", "0004")
     names = {c["name"] for c in inspect(engine).get_columns("violations")}
     assert not names & set(SCALE_COLUMNS) and "ticket_speed_kmh" in names
     with engine.connect() as conn:

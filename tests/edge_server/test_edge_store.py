@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from edge_helpers import seed_old_violation
+from edge_helpers import alembic_to, seed_old_violation
 from sqlalchemy import text
 
 from edge_server.schemas import ViolationOut
-from edge_server.store import MIGRATIONS_DIR, Base, CursorError, Store, ViolationFilter, make_engine, migrate
+from edge_server.store import Base, CursorError, Store, ViolationFilter, make_engine, migrate
 from edge_server.store.models import violation_status
 from pipelines.types import MeasuringBase, Telemetry, Violation
 
@@ -419,18 +419,6 @@ def test_concurrent_writers(store: Store) -> None:
     assert all(store.get_session(f"w{k}").violations_count == 15 for k in range(4))
 
 
-def _alembic(engine, action: str, revision: str) -> None:
-    """Alembic's upgrade or downgrade to ``revision`` on ``engine``, as :func:`migrate` runs it."""
-    from alembic import command
-    from alembic.config import Config
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        getattr(command, action)(cfg, revision)
-
-
 OLD_ROW = {  # a violation as a 0003 server stored it: its peak was the reported speed
     "id": 41, "session_id": "old", "occurred_at": dt.datetime(2025, 6, 1, 12, 0), "track_id": 3,
     "class_name": "car", "zone": "global", "speed_limit_kmh": 50.0, "peak_speed_kmh": 73.5,
@@ -447,7 +435,7 @@ def test_upgrade_from_0003_keeps_old_rows_as_legacy(database_url: str) -> None:
     """A database made at 0003 with a violation: 0004 adds the ticket columns, NULL on the old row,
     which keeps its data and reads as ``legacy`` (peak only); down to 0003 and up again keeps it too."""
     engine = make_engine(database_url)
-    _alembic(engine, "upgrade", "0003")
+    alembic_to(engine, "upgrade", "0003")
     before = seed_old_violation(engine, OLD_ROW, "2025-06-01 11:59:00")
     old_columns = ", ".join(OLD_ROW)
     migrate(engine)
@@ -469,7 +457,7 @@ def test_upgrade_from_0003_keeps_old_rows_as_legacy(database_url: str) -> None:
     assert ViolationOut.from_row(store.get_violation(41)).status == "dismissed"
     store.update_violation(41, false_positive=False)
 
-    _alembic(engine, "downgrade", "0003")
+    alembic_to(engine, "downgrade", "0003")
     with engine.connect() as conn:
         assert conn.execute(text(f"SELECT {old_columns} FROM violations")).all() == before
     migrate(engine)

@@ -477,3 +477,20 @@ def test_estimates_carry_the_measured_position_and_its_segment() -> None:
     restarted = est.update(33 / 30.0, np.array([4]), np.array([[np.nan, np.nan]])).get(4)
     assert restarted is None or restarted.segment != after.segment
     assert est.bridge(4, 40 / 30.0, size=math.nan) is False  # not bridged: forgotten, next update restarts
+
+
+@pytest.mark.parametrize(("speed_kmh", "heading"), [(40.0, 0.0), (90.0, 135.0)])
+def test_velocity_is_the_last_fit(speed_kmh: float, heading: float) -> None:
+    """``velocity`` is the track's last fitted ground velocity (what ``last_seen`` reports), None
+    before its first fit and for a track not held."""
+    est = SpeedEstimator(SpeedConfig())
+    assert est.velocity(1) is None
+    times = np.arange(0.0, 2.0, 1 / 30)
+    run_track(est, times[:1], straight(speed_kmh, heading, times[:1]))
+    assert est.velocity(1) is None  # held, not fitted yet
+    run_track(est, times, straight(speed_kmh, heading, times))
+    v = est.velocity(1)
+    assert v is not None and np.array_equal(v, est.last_seen(1)[1])
+    h = math.radians(heading)
+    assert v == pytest.approx([m_per_s(speed_kmh) * math.cos(h), m_per_s(speed_kmh) * math.sin(h)], abs=1e-6)
+    assert est.velocity(2) is None
