@@ -308,9 +308,10 @@ class RulesConfig(_Section):
     # the scale sources a ticket may rest on (pipelines.height): the drone's altitude over ground
     # of unknown level (flight, operator) is not one - its error has no honest bound (a road 15 m
     # above the take-off point is +20 % on every speed: the error budget's wrong tickets)
-    enforceable_scale_sources: tuple[Literal["flight", "operator", "site", "measured_base"], ...] = (
+    enforceable_scale_sources: tuple[Literal["flight", "operator", "site", "measured_base", "lrf"], ...] = (
         "site",
         "measured_base",
+        "lrf",
     )
     # Only trusted speeds count towards a violation (an untrusted one neither opens, extends nor
     # ends an episode: SpeedEstimate.trusted, set by the speed stage when a box jumped or changed
@@ -352,6 +353,25 @@ class HeightReferenceConfig(_Section):
     detail: str = ""
 
 
+class RangefinderConfig(_Section):
+    """The laser rangefinder of DJI enterprise payloads (H20/H30/M30 series; pipelines.rangefinder):
+    the slant range to the image's centre gives the camera's height above the road there. The
+    defaults are DJI's stated accuracy for the H20 and H30, +-(0.2 m + 0.15 % of the range)."""
+
+    enabled: bool = True
+    sigma_m: float = Field(0.2, gt=0, le=10)
+    sigma_frac: float = Field(0.0015, ge=0, le=0.1)
+    # readings pooled into one reference (newest first), at least min_readings; the reference is
+    # dropped (the other sources again) when no reading has come for max_age_s
+    window_s: float = Field(60.0, gt=0, le=3600)
+    min_readings: int = Field(3, ge=1, le=1000)
+    max_age_s: float = Field(20.0, gt=0, le=3600)
+    # the laser's point: a disc of this share of the frame's width around the centre, which must lie
+    # on the road mask (road_share of it) and under no vehicle's box
+    spot_frac: float = Field(0.01, gt=0, le=0.2)
+    road_share: float = Field(0.9, gt=0, le=1)
+
+
 class CameraConfig(_Section):
     name: str | None = None  # camera profile name (see pipelines.camera); telemetry may give it
     altitude_m: float | None = Field(None, gt=0.5, le=1500)  # overrides telemetry (metres above ground)
@@ -374,6 +394,7 @@ class CameraConfig(_Section):
     baro_drift_m_per_min: float = Field(0.06, ge=0, le=10)
     # the gimbal's reported pitch (one sigma, degrees); a base with lines in two directions measures it
     pitch_sigma_deg: float = Field(1.0, ge=0, le=15)
+    rangefinder: RangefinderConfig = RangefinderConfig()
 
     @field_validator("name")
     @classmethod

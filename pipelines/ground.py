@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from pipelines.camera import UnknownCameraError, get_profile, intrinsics_for, real_focal_from_35mm
 from pipelines.config import CameraConfig, ConfigError
 from pipelines.geometry import GroundProjector
-from pipelines.height import HeightReference, ScaleInfo, ScaleModel, ScalePriors, height_above_road
+from pipelines.height import (
+    HeightReference,
+    ScaleInfo,
+    ScaleModel,
+    ScalePriors,
+    centre_sigma_frac,
+    height_above_road,
+)
+from pipelines.rangefinder import Rangefinder
 from pipelines.types import CameraProfile, Frame, Telemetry
 
 log = logging.getLogger(__name__)
@@ -40,6 +48,10 @@ class GroundModel:
         self.cfg = cfg
         self.priors = scale_priors(cfg)
         self.reference: HeightReference | None = reference_from_config(cfg)
+        self.rangefinder = (
+            Rangefinder(cfg.rangefinder, cfg.pitch_sigma_deg) if cfg.rangefinder.enabled else None
+        )
+        self._using_lrf = False  # whether the last frame's scale was the laser's
         self.scale: ScaleInfo | None = None  # the scale of the last frame with a projector
         self._scale_model: ScaleModel | None = None
         self._profile: CameraProfile | None = None
@@ -129,24 +141,29 @@ class GroundModel:
         pitch = max(pitch, -90.0)
         return pitch, assumption
 
-    def _height_above_road(self, reading: float, pitch: float, frame: Frame) -> float | None:
-        """The camera's height above the road from the altitude ``reading`` and the height
-        reference (:mod:`pipelines.height`), setting :attr:`scale`; None (``status`` says why) when
-        it puts the camera under the road."""
-        tel, ref = frame.telemetry, self.reference
+    def observe_rangefinder(self, frame: Frame, mask, boxes_xyxy) -> None:
+        """Take ``frame``'s laser range, if it has one, where its point is the road's (``mask``: the
+        frame's road mask, None: none; ``boxes_xyxy``: the vehicles' boxes): from the next frame on."""
+        if self.rangefinder is None:
+            return
+        tel, cfg = frame.telemetry, self.cfg
+        altitude = cfg.altitude_m if cfg.altitude_m is not None else (tel.altitude_m if tel else None)
+        pitch = cfg.pitch_deg if cfg.pitch_deg is not None else (tel.gimbal_pitch_deg if tel else None)
+        if pitch is not None and self.reference is not None:
+            pitch += self.reference.pitch_bias_deg  # the pitch the frame is measured with
+        self.rangefinder.observe(frame, altitude, pitch, mask, boxes_xyxy)
+
+    def _scale_with(
+        self, ref: HeightReference | None, reading: float, pitch: float, frame: Frame
+    ) -> ScaleInfo:
+        tel = frame.telemetry
         typed = self.cfg.altitude_m is not None or (tel is not None and tel.source == "operator")
         altitude, height_sigma, source = height_above_road(
             reading, frame.timestamp_s, ref, self.priors, source="operator" if typed else "flight"
         )
-        if altitude <= 1.0:
-            self.status = GroundStatus(
-                False,
-                f"height above the road {altitude:.1f} m: the height reference does not fit this flight",
-            )
-            return None
         pitch_sigma = ref.pitch_sigma_deg if ref is not None and ref.pitch_sigma_deg is not None else None
         cov = 0.0 if pitch_sigma is None else ref.height_pitch_corr * ref.sigma_m * pitch_sigma
-        self.scale = ScaleInfo(
+        return ScaleInfo(
             source,
             altitude,
             height_sigma,
@@ -155,7 +172,41 @@ class GroundModel:
             reference=ref,
             height_pitch_cov=cov,
         )
-        return altitude
+
+    def _choose_scale(self, reading: float, pitch: float, frame: Frame) -> ScaleInfo:
+        """The frame's scale: the laser's or the other reference's, whichever leaves the speed at
+        the image's centre less uncertain; the one in use is kept unless the other is better by a
+        fifth (a change of reference makes a ticket's base unenforceable)."""
+        own = self._scale_with(self.reference, reading, pitch, frame)
+        lrf_ref = None if self.rangefinder is None else self.rangefinder.reference(frame.timestamp_s)
+        if lrf_ref is None:
+            self._using_lrf = False
+            return own
+        lrf = self._scale_with(lrf_ref, reading, pitch, frame)
+        a, b = centre_sigma_frac(lrf), centre_sigma_frac(own)
+        use = a < (1.25 * b if self._using_lrf else 0.8 * b)
+        if use != self._using_lrf:
+            log.info(
+                "scale from %s: %.2f %% at the centre against %.2f %%",
+                "the laser rangefinder" if use else (own.reference.detail if own.reference else own.source),
+                100 * (a if use else b), 100 * (b if use else a),
+            )  # fmt: skip
+        self._using_lrf = use
+        return lrf if use else own
+
+    def _height_above_road(self, reading: float, pitch: float, frame: Frame) -> float | None:
+        """The camera's height above the road from the altitude ``reading`` and the height
+        reference (:mod:`pipelines.height`; the laser rangefinder's where it is better), setting
+        :attr:`scale`; None (``status`` says why) when it puts the camera under the road."""
+        scale = self._choose_scale(reading, pitch, frame)
+        if scale.height_m <= 1.0:
+            self.status = GroundStatus(
+                False,
+                f"height above the road {scale.height_m:.1f} m: the height reference does not fit this flight",
+            )
+            return None
+        self.scale = scale
+        return scale.height_m
 
     def projector(self, frame: Frame) -> GroundProjector | None:
         """The frame's image->ground mapping, or None (with :attr:`status` saying why)."""

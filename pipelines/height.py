@@ -17,6 +17,12 @@ rule (:mod:`pipelines.ticket`) stays honest whatever the source:
 * ``measured_base``: solved from lines of known length on the road (:mod:`pipelines.calibrate`): the
   height (and with lines in two directions the gimbal's pitch bias) at one moment, to the solve's
   sigma; the barometer then drifts ``camera.baro_drift_m_per_min`` from that moment on.
+* ``lrf``: the laser rangefinder of an enterprise payload, its slant range to the image's centre
+  where that is the road's (:mod:`pipelines.rangefinder`), pooled over the last minute's readings.
+
+Where the laser and another reference both give one, each frame uses the one that leaves the speed
+at the image's centre less uncertain (:func:`centre_sigma_frac`), keeping the one in use unless the
+other is clearly better: a ticket's base measured across a change of reference is not enforceable.
 
 The gimbal's pitch is uncertain by ``camera.pitch_sigma_deg`` (a measured base with lines in two
 directions measures it); how much that moves a speed depends on where the vehicle is and which way
@@ -137,6 +143,28 @@ def scale_sigma_frac(
     return np.sqrt(np.maximum(var, 0.0))
 
 
+def centre_sigma_frac(scale: ScaleInfo) -> float:
+    """The relative speed sigma ``scale`` gives a vehicle at the image's centre, the worse of its
+    moving along the line of sight and across it: how two sources are weighed against each other
+    (a pitch error stretches the ground at the centre by 2 cot(depression) per radian along the
+    line of sight and cot(depression) across it)."""
+    depression = math.radians(max(1.0, min(90.0, -scale.pitch_deg)))
+    per_deg = np.array([2.0, 1.0]) * (math.cos(depression) / math.sin(depression)) * math.pi / 180.0
+    return float(
+        np.max(
+            scale_sigma_frac(
+                scale.height_m, scale.height_sigma_m, scale.pitch_sigma_deg, per_deg, scale.height_pitch_cov
+            )
+        )
+    )
+
+
+def reference_key(reference: HeightReference | None) -> object:
+    """What a change of height reference is: an operator's or the configuration's reference is one
+    reference; the laser rangefinder's, refined by each reading, is one source."""
+    return "lrf" if reference is not None and reference.source == "lrf" else reference
+
+
 def run_scale(scales: Sequence[ScaleInfo | None], frac: float) -> ScaleInfo | None:
     """The scale a run of positions was measured with (its last known), carrying the run's mean
     relative sigma ``frac``."""
@@ -162,7 +190,8 @@ def scale_status(
         return status, reason
     if status == ENFORCEABLE and scale.source not in enforceable_sources:
         return NOT_ENFORCEABLE, (
-            f"the {scale.describe()}: a ticket needs the take-off height above the road or a measured base"
+            f"the {scale.describe()}: a ticket needs the take-off height above the road, a measured base or "
+            "the laser rangefinder"
         )
     if reason.startswith("uncertainty too large") and scale.sigma_frac * m.speed_kmh > m.fit_sigma_kmh:
         reason += f"; mostly the {scale.describe()}"
@@ -178,7 +207,9 @@ __all__ = [
     "ScaleInfo",
     "ScaleModel",
     "ScalePriors",
+    "centre_sigma_frac",
     "height_above_road",
+    "reference_key",
     "run_scale",
     "scale_status",
     "scale_sigma_frac",

@@ -22,7 +22,7 @@ import supervision as sv
 
 from pipelines import ticket
 from pipelines.config import RulesConfig, ZoneConfig
-from pipelines.height import run_scale, scale_status
+from pipelines.height import reference_key, run_scale, scale_status
 from pipelines.types import (
     PROPAGATED_KEY,
     Frame,
@@ -290,7 +290,7 @@ class ViolationDetector:
         d = ticket.decide(
             m, ep.limit_kmh, self.cfg.ticket_rule, ticket.Tolerance.of(self.cfg, self._zone(ep.zone))
         )
-        refs = len({s.scale.reference for s in run if s.scale is not None})
+        refs = len({reference_key(s.scale.reference) for s in run if s.scale is not None})
         status, reason = scale_status(d.status, d.reason, scale, refs, self.cfg.enforceable_scale_sources, m)
         return status, reason, d.tolerance_kmh
 

@@ -41,6 +41,12 @@ class Telemetry:
     abs_altitude_m: float | None = None
     gimbal_yaw_deg: float | None = None
     camera: str | None = None
+    # the laser rangefinder's slant range to the point at the image's centre (m; DJI enterprise
+    # payloads: Cloud API OSD measure_target_distance, only while its state is NORMAL), None: none
+    lrf_range_m: float | None = None
+    # the time of the sample that reading came with (a frame between samples carries the earlier
+    # one's: each reading counts once), None: timestamp_s
+    lrf_time_s: float | None = None
     # where the scale came from: "flight" (the drone's telemetry: SRT, data channel, DJI OSD) or
     # "operator" (altitude and gimbal pitch typed in for a stream that carries no telemetry)
     source: str = "flight"
@@ -152,8 +158,10 @@ class SpeedEstimate:
 
 # where a speed's scale came from (Violation.scale.source, SpeedEstimate.scale_source, the store's
 # scale_source column)
-SCALE_SOURCES = ("flight", "operator", "site", "measured_base")
-REFERENCE_SOURCES = ("site", "measured_base")  # the ones a HeightReference can carry
+SCALE_SOURCES = ("flight", "operator", "site", "measured_base", "lrf")
+# the ones a HeightReference can carry: an operator sets site or measured_base; the engine makes lrf
+# from the laser rangefinder's readings (pipelines.rangefinder)
+REFERENCE_SOURCES = ("site", "measured_base", "lrf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +255,7 @@ class ScaleInfo:
             "operator": "an operator's altitude over unknown ground",
             "site": "the site's take-off height above the road",
             "measured_base": "a measured base",
+            "lrf": "the laser rangefinder",
         }
         pct = f", {100.0 * self.sigma_frac:.1f} % of the speed" if math.isfinite(self.sigma_frac) else ""
         return (

@@ -17,7 +17,10 @@ Column meanings (first match wins):
 * gimbal: ``gb_pitch`` / ``gimbal_pitch`` / ``gimbal_pitch(degrees)``, ``gb_yaw`` / ``gimbal_yaw`` /
   ``gimbal_heading`` (AirData's plain ``pitch`` is the aircraft's, not the camera's: not used);
 * ``focal_len`` (35 mm-eq, same x10 rule as SRT), ``dzoom_ratio`` / ``digital_zoom``,
-  ``latitude`` / ``lat``, ``longitude`` / ``lon`` / ``lng``.
+  ``latitude`` / ``lat``, ``longitude`` / ``lon`` / ``lng``;
+* a laser rangefinder's slant range (H20/H30/M30 payloads) -> ``lrf_range_m``:
+  ``measure_target_distance`` (Cloud API OSD's name), ``lrf_range``, ``laser_range``; an empty cell
+  is no reading (export only the readings whose state was NORMAL).
 
 ``timestamp_s`` is relative to the first row kept; when the log has a frame column and ``fps``
 is given, the first row's ``frame / fps`` is added so the times line up with the video (without a
@@ -69,6 +72,7 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "digital_zoom": ("dzoom_ratio", "digital_zoom", "dzoom"),
     "latitude": ("latitude", "lat", "osd_latitude"),
     "longitude": ("longitude", "lon", "lng", "longtitude", "osd_longitude"),
+    "lrf_range_m": ("measure_target_distance", "lrf_range", "laser_range", "lrf_range_m"),
 }
 _LENGTH_UNITS = {"": 1.0, "m": 1.0, "meter": 1.0, "meters": 1.0, "metre": 1.0, "metres": 1.0}
 _LENGTH_UNITS |= {"ft": 0.3048, "feet": 0.3048, "foot": 0.3048}
@@ -79,6 +83,7 @@ _TIME_UNITS |= {"ms": 1e3, "millisecond": 1e3, "milliseconds": 1e3, "us": 1e6, "
 _UNITS_OF: dict[str, dict[str, float]] = {
     "altitude_m": _LENGTH_UNITS,
     "abs_altitude_m": _LENGTH_UNITS,
+    "lrf_range_m": _LENGTH_UNITS,
     "gimbal_pitch_deg": _ANGLE_UNITS,
     "gimbal_yaw_deg": _ANGLE_UNITS,
     "latitude": _ANGLE_UNITS,

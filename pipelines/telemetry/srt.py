@@ -30,7 +30,10 @@ Field rules:
   longitude). The order is decided per file: a value beyond +-90 is the longitude; when no sample
   tells, DJI's (longitude, latitude) is assumed (logged). The third value (satellite count on most
   firmware) is ignored;
-* latitude = longitude = 0 means "no GPS fix" and becomes None.
+* latitude = longitude = 0 means "no GPS fix" and becomes None;
+* ``[measure_target_distance: ..]`` (not DJI's: the name of the laser range in Cloud API OSD, as
+  airpatrol's simulator writes it, or a merge of an OSD log) -> ``lrf_range_m``, on the samples
+  that carry a reading only.
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ _KEYS: dict[str, str] = {
     "gimbal_pitch": "pitch",
     "gb_yaw": "yaw",
     "gimbal_yaw": "yaw",
+    # not in DJI's SRT: a laser range (Cloud API OSD's name), as airpatrol's simulator writes it
+    "measure_target_distance": "lrf",
 }
 _TELEMETRY_FIELDS = frozenset(_KEYS.values())
 
@@ -224,6 +229,7 @@ def _telemetry(
         abs_altitude_m=abs_alt if abs_alt is not None else num("baro"),
         gimbal_yaw_deg=num("yaw"),
         camera=camera,
+        lrf_range_m=num("lrf"),
     )
 
 
@@ -304,6 +310,8 @@ def _field_line(t: Telemetry) -> str:
     ]
     if gimbal:
         parts.append(f"[{' '.join(gimbal)} gb_roll: 0.0]")
+    if t.lrf_range_m is not None:
+        parts.append(f"[measure_target_distance: {_fmt(t.lrf_range_m)}]")
     return " ".join(parts)
 
 

@@ -51,19 +51,32 @@ def _lerp(a: float | None, b: float | None, f: float, circular: bool) -> float |
     return a + f * (b - a)
 
 
+def restamped(s: Telemetry, t: float) -> Telemetry:
+    """Sample ``s`` stamped ``t``; its laser reading (if any) keeps the sample's own time."""
+    if s.timestamp_s == t:
+        return s
+    if s.lrf_range_m is None:
+        return replace(s, timestamp_s=t)
+    return replace(s, timestamp_s=t, lrf_time_s=s.timestamp_s if s.lrf_time_s is None else s.lrf_time_s)
+
+
 def interpolate_telemetry(a: Telemetry, b: Telemetry, t: float) -> Telemetry:
     """The telemetry at time ``t`` between samples ``a`` and ``b`` (``a.timestamp_s <= t < b.timestamp_s``).
 
     Numeric fields linearly, longitude and gimbal yaw along the shorter arc; ``camera`` and a field
-    missing in one neighbour from the nearer sample. The live server's buffer and the offline
-    track both interpolate through this function.
+    missing in one neighbour from the nearer sample. A laser range is a measurement at its sample's
+    moment, not interpolated: ``a``'s, with ``a``'s time (``lrf_time_s``). The live server's buffer
+    and the offline track both interpolate through this function.
     """
     f = (t - a.timestamp_s) / (b.timestamp_s - a.timestamp_s)
     if f == 0.0:
-        return replace(a, timestamp_s=t)
+        return restamped(a, t)
     values = {name: _lerp(getattr(a, name), getattr(b, name), f, False) for name in _LINEAR_FIELDS}
     for name in _CIRCULAR_FIELDS:
         values[name] = _lerp(getattr(a, name), getattr(b, name), f, True)
+    if a.lrf_range_m is not None:
+        values["lrf_range_m"] = a.lrf_range_m
+        values["lrf_time_s"] = a.timestamp_s if a.lrf_time_s is None else a.lrf_time_s
     return Telemetry(timestamp_s=t, camera=a.camera if f < 0.5 else b.camera, **values)
 
 
@@ -78,7 +91,7 @@ def at_sample(samples: Sequence[Telemetry], k: int, t: float, ignore: Collection
     sides = [continuity_problem(samples[j], s, ignore) for j in (k - 1, k + 1) if 0 <= j < len(samples)]
     if sides and all(sides):
         raise TelemetryError(f"no telemetry at t={t:.3f} s: {sides[-1]}")
-    return s if s.timestamp_s == t else replace(s, timestamp_s=t)
+    return restamped(s, t)
 
 
 def between_samples(

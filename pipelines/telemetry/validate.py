@@ -31,6 +31,8 @@ MAX_PITCH_DEG = 30.0
 MAX_FOCAL_MM = 2000.0
 MIN_ZOOM = 1.0
 MAX_ZOOM = 200.0
+# A laser rangefinder's slant range (DJI H20/H30: 3-1200 m and 3-3000 m).
+LRF_RANGE_M = (3.0, 3000.0)
 
 # The fastest climb or sink of a camera drone (DJI Mavic 3: 8 m/s up, 6 m/s down; FPV racers
 # more), with margin, plus a tolerance for altimeter noise and rounding between two samples.
@@ -87,6 +89,8 @@ def telemetry_problems(t: Telemetry, ignore: Collection[str] = ()) -> list[str]:
         problems.append(f"latitude {t.latitude} outside [-90, 90]")
     if t.longitude is not None and not -180.0 <= t.longitude <= 180.0:
         problems.append(f"longitude {t.longitude} outside [-180, 180]")
+    if t.lrf_range_m is not None and not LRF_RANGE_M[0] <= t.lrf_range_m <= LRF_RANGE_M[1]:
+        problems.append(f"laser range {t.lrf_range_m} m outside [{LRF_RANGE_M[0]:g}, {LRF_RANGE_M[1]:g}] m")
     return problems
 
 

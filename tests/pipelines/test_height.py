@@ -195,7 +195,7 @@ BASE = ScaleInfo("measured_base", 60.0, 0.3, -90.0, 0.2, 0.005, HeightReference(
         (
             lambda i: HIGH_FLIGHT,
             "not_enforceable",
-            "a ticket needs the take-off height above the road or a measured base",
+            "a ticket needs the take-off height above the road, a measured base or the laser rangefinder",
         ),
         (
             lambda i: SITE if i < 30 else BASE,

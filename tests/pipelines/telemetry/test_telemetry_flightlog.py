@@ -157,3 +157,16 @@ def test_flightlog_errors_name_the_file(tmp_path: Path, text: str, fps, match: s
     with pytest.raises(TelemetryError, match=match) as info:
         parse_flightlog_csv(path, fps=fps)
     assert "flight_042.csv" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("header", "cells", "ranges"),
+    [
+        ("measure_target_distance", ("61.3", "", "62"), [61.3, None, 62.0]),
+        ("laser_range(feet)", ("200", "", ""), [pytest.approx(60.96), None, None]),
+    ],
+)
+def test_a_laser_range_column(tmp_path: Path, header: str, cells: tuple, ranges: list) -> None:
+    rows = "".join(f"{t},60,-90,{c}\n" for t, c in zip((0, 1, 2), cells, strict=True))
+    samples = parse_flightlog_csv(write_csv(tmp_path, f"time_s,rel_alt,gimbal_pitch,{header}\n{rows}"))
+    assert [s.lrf_range_m for s in samples] == ranges

@@ -420,3 +420,16 @@ def test_all_nan_altitudes_say_so(tmp_path: Path) -> None:
     with pytest.raises(TelemetryError, match="altitude_m=nan is not a finite number"):
         load_telemetry(path)
     assert len(load_telemetry(path, ignore=("altitude_m",))) == 3  # --altitude rescues the flight
+
+
+def test_a_laser_range_round_trips_through_an_srt(tmp_path: Path) -> None:
+    """airpatrol's simulator writes a laser range as Cloud API OSD names it; only the samples that
+    carry one get one back."""
+    samples = [
+        Telemetry(0.0, altitude_m=60.0, gimbal_pitch_deg=-90.0, lrf_range_m=61.3),
+        Telemetry(1 / 30, altitude_m=60.0, gimbal_pitch_deg=-90.0),
+    ]
+    path = tmp_path / "lrf.SRT"
+    write_srt(samples, path)
+    assert "[measure_target_distance: 61.3]" in path.read_text()
+    assert [t.lrf_range_m for t in parse_srt(path.read_text())] == [61.3, None]

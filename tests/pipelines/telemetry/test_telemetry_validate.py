@@ -58,6 +58,9 @@ GOOD = Telemetry(
         ("abs_altitude_m", math.inf, "abs_altitude_m"),
         ("gimbal_yaw_deg", math.nan, "gimbal_yaw_deg"),
         ("altitude_m", True, "altitude_m"),
+        ("lrf_range_m", 2.9, "laser range"),
+        ("lrf_range_m", 3000.5, "laser range"),
+        ("lrf_range_m", math.nan, "lrf_range_m"),
     ],
 )
 def test_absurd_values_raise(field: str, value: object, match: str) -> None:
@@ -87,6 +90,8 @@ def test_absurd_values_raise(field: str, value: object, match: str) -> None:
         ("gimbal_yaw_deg", 540.0),  # yaw only needs to be finite
         ("timestamp_s", -2.0),
         ("camera", None),
+        ("lrf_range_m", 3.0),
+        ("lrf_range_m", 3000.0),
     ],
 )
 def test_plausible_values_pass_unchanged(field: str, value: object) -> None:
