@@ -69,6 +69,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--osd-hz", type=float, default=None, help="OSD messages per second (default 0.5, DJI's rate)"
     )
+    p.add_argument(
+        "--lrf",
+        action="store_true",
+        help="with --mqtt: a laser rangefinder's range in every OSD message (an H20/H30 payload's "
+        "measure_target_distance): the slant range to the image centre over flat ground, "
+        "height / sin(-pitch), from the flight's true height above the road",
+    )
+    p.add_argument(
+        "--takeoff-below-road",
+        type=float,
+        default=0.0,
+        metavar="M",
+        help="with --mqtt: the pilot took off M m below the road (negative: above it): the OSD's "
+        "elevation reads M m more than the height above the road; the --lrf range does not (default 0)",
+    )
     p.set_defaults(func=_publish)
 
     p = subparsers.add_parser(
@@ -83,12 +98,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _publish(args: argparse.Namespace) -> int:
+    from edge_client.tracks import PublishError
+
+    if (args.lrf or args.takeoff_below_road) and not (args.rtmp and args.mqtt):
+        raise PublishError("--lrf and --takeoff-below-road go with --rtmp and --mqtt (DJI Cloud API OSD)")
     if args.rtmp:
         return _publish_rtmp(args)
     import asyncio
 
     from edge_client.publish import publish, telemetry_source
-    from edge_client.tracks import PublishError
     from edge_server.ice import restrict_ice_host_addresses
 
     token = args.token or os.environ.get("AIRPATROL_API_TOKEN")
@@ -155,7 +173,14 @@ def _publish_rtmp(args: argparse.Namespace) -> int:
             raise PublishError(
                 "no telemetry to send: give --srt (or a .SRT beside the video), or --altitude/--pitch"
             )
-        osd = OsdPublisher(args.mqtt, args.device_sn, tel, hz=args.osd_hz or DJI_OSD_HZ)
+        osd = OsdPublisher(
+            args.mqtt,
+            args.device_sn,
+            tel,
+            hz=args.osd_hz or DJI_OSD_HZ,
+            lrf=args.lrf,
+            takeoff_below_road_m=args.takeoff_below_road,
+        )
     try:
         with _stop_on_sigterm() as stop:
             result = publish_rtmp(

@@ -4,12 +4,20 @@ messages over MQTT (``thing/product/{device_sn}/osd``), at DJI's documented 0.5 
 Each message is stamped (``timestamp``, ms) with the wall clock at the moment the video frame of
 the same instant is sent, as the RC stamps its OSD with its own clock; the server aligns the two
 streams by their arrival times (docs/dji-apps.md).
+
+Two options model an enterprise flight: ``lrf`` adds a laser rangefinder's reading to every message
+(:func:`lrf_range`: the slant range to the image centre over flat ground), and
+``takeoff_below_road_m`` a take-off point that far below the road: the reported ``elevation``
+(height above take-off) is that much higher than the flight's true height above the road, which
+the rangefinder still measures.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -20,6 +28,29 @@ from pipelines.types import Telemetry
 log = logging.getLogger(__name__)
 
 DJI_OSD_HZ = 0.5  # DJI's Cloud API reference: "stable frequency data ... 0.5 Hz"
+LRF_MIN_M, LRF_MAX_M = 3.0, 1200.0  # DJI Zenmuse H20/H30's laser rangefinder range
+
+
+def lrf_range(height_m: float | None, pitch_deg: float | None) -> float | None:
+    """The laser's slant range to the image centre over flat ground ``height_m`` below the camera:
+    ``h / sin(depression)``, depression = -pitch (nadir -90: ``h``); None where the rangefinder gets
+    no echo (no height or pitch, the camera level or up, a range outside 3-1200 m)."""
+    if height_m is None or pitch_deg is None or pitch_deg >= 0:
+        return None
+    r = height_m / math.sin(math.radians(-pitch_deg))
+    return r if LRF_MIN_M <= r <= LRF_MAX_M else None
+
+
+def as_reported(t: Telemetry, *, lrf: bool = False, takeoff_below_road_m: float = 0.0) -> Telemetry:
+    """Flight sample ``t`` (its ``altitude_m`` the true height above the road) as the aircraft
+    reports it: with ``lrf`` its rangefinder's range, and ``elevation`` measured from a take-off
+    point ``takeoff_below_road_m`` below the road."""
+    changes: dict[str, float | None] = {}
+    if lrf:
+        changes["lrf_range_m"] = lrf_range(t.altitude_m, t.gimbal_pitch_deg)
+    if takeoff_below_road_m and t.altitude_m is not None:
+        changes["altitude_m"] = t.altitude_m + takeoff_below_road_m
+    return dataclasses.replace(t, **changes) if changes else t
 
 
 class OsdPublisher:
@@ -31,6 +62,8 @@ class OsdPublisher:
         *,
         hz: float = DJI_OSD_HZ,
         gateway_sn: str | None = None,
+        lrf: bool = False,
+        takeoff_below_road_m: float = 0.0,
     ) -> None:
         import paho.mqtt.client as mqtt
 
@@ -40,6 +73,10 @@ class OsdPublisher:
             raise PublishError(str(exc)) from exc
         if hz <= 0:
             raise PublishError(f"--osd-hz must be positive, got {hz}")
+        if not math.isfinite(takeoff_below_road_m) or abs(takeoff_below_road_m) > 500:
+            raise PublishError(f"--takeoff-below-road must be within +-500 m, got {takeoff_below_road_m}")
+        self.lrf = lrf
+        self.takeoff_below_road_m = takeoff_below_road_m
         self.topic = f"thing/product/{device_sn}/osd"
         self.gateway = gateway_sn or f"{device_sn}-RC"
         self.interval_s = 1.0 / hz
@@ -63,6 +100,7 @@ class OsdPublisher:
         if sample is None:
             return
         self._last = wall
+        sample = as_reported(sample, lrf=self.lrf, takeoff_below_road_m=self.takeoff_below_road_m)
         message = osd_message(sample, round(wall * 1000), self.gateway, self.sent)
         self._client.publish(self.topic, json.dumps(message), qos=0)
         self.sent += 1
@@ -73,4 +111,4 @@ class OsdPublisher:
         self._client.loop_stop()
 
 
-__all__ = ["DJI_OSD_HZ", "OsdPublisher"]
+__all__ = ["DJI_OSD_HZ", "OsdPublisher", "as_reported", "lrf_range"]

@@ -103,6 +103,19 @@ class BrightBlobDetector(ImageDetector):
         )
 
 
+class SceneRoadSegmenter:
+    """The scene's road mask (a ``pipelines.road_network.RoadSegmenter``): the whole frame, since the
+    textured background is the road the lanes run on - the ground truth a road model would give
+    here, for tests that need the road under the laser's point (``pipelines.rangefinder``) without
+    running the U-Net on synthetic texture."""
+
+    def __call__(self, image: np.ndarray) -> np.ndarray:
+        return np.ones(image.shape[:2], np.float32)
+
+    def segment(self, frame) -> np.ndarray:  # noqa: ANN001 - a pipelines.types.Frame
+        return self(frame.image)
+
+
 def write_video(path: str | Path, seconds: float, fps: int = 30, width: int = 640, height: int = 360) -> Path:
     """Write the scene as H.264 MP4 (the publisher's input in demos and tests)."""
     path = Path(path)

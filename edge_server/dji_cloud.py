@@ -8,14 +8,20 @@ one JSON object per message::
      "data": {"latitude": 22.9, "longitude": 113.9, "height": 120.3, "elevation": 60.2,
               "attitude_head": 91.0, "horizontal_speed": 0.1, ...,
               "66-0-0": {"payload_index": "66-0-0", "gimbal_pitch": -90.0, "gimbal_yaw": 91.0,
-                         "zoom_factor": 1.0, ...}}}
+                         "zoom_factor": 1.0, "measure_target_distance": 85.1,
+                         "measure_target_error_state": 0, ...}}}
 
 What the engine uses: ``elevation`` (height above the take-off point) as the camera's height above
 the road, like the SRT's ``rel_alt``; the main gimbal's ``gimbal_pitch``/``gimbal_yaw`` (payload
-keys are ``{type-subtype-gimbalindex}``; the lowest gimbal index, not e.g. an FPV camera's); ``zoom_factor``; ``latitude``/``longitude``; ``height``
-(ellipsoid height) as the absolute altitude; ``timestamp`` (ms, the RC's clock). The camera model is
-not in the OSD: it comes from the stream key's operator values. Each message then goes through the
-same checks as a data-channel message (:func:`edge_server.telemetry.telemetry_from_fields`).
+keys are ``{type-subtype-gimbalindex}``; the lowest gimbal index, not e.g. an FPV camera's);
+``zoom_factor``; ``latitude``/``longitude``; ``height`` (ellipsoid height) as the absolute altitude;
+``timestamp`` (ms, the RC's clock). On enterprise payloads with a laser rangefinder (Zenmuse
+H20/H20T/H30, M30 series) the main gimbal's ``measure_target_distance`` (the slant range to the
+point at the image's centre) becomes ``lrf_range_m``, only while ``measure_target_error_state`` is
+0 (NORMAL; 1 too close, 2 too far, 3 no signal: no reading, though a distance is still sent). The
+camera model is not in the OSD: it comes from the stream key's operator values. Each message then
+goes through the same checks as a data-channel message
+(:func:`edge_server.telemetry.telemetry_from_fields`).
 
 The server is an MQTT client (paho-mqtt) of the broker the pilots' apps connect to: by default a
 Mosquitto it starts itself (:class:`edge_server.mosquitto.MosquittoBroker`), or ``mqtt_url``.
@@ -41,6 +47,8 @@ OSD_TOPIC = "thing/product/+/osd"
 _TOPIC = re.compile(r"^thing/product/([A-Za-z0-9_-]{1,64})/osd$")
 _PAYLOAD_KEY = re.compile(r"^\d+-\d+-(\d+)$")
 MAX_OSD_BYTES = 65536  # a full aircraft OSD is ~3-6 kB
+# measure_target_error_state: 0 NORMAL, 1 TOO_CLOSE, 2 TOO_FAR, 3 NO_SIGNAL; only NORMAL is a range
+LRF_STATE_NORMAL, LRF_STATE_NO_SIGNAL = 0, 3
 
 
 def device_of(topic: str) -> str | None:
@@ -73,6 +81,10 @@ def osd_fields(message: dict[str, Any]) -> dict[str, Any]:
         zoom = gimbal.get("zoom_factor")
         if isinstance(zoom, int | float) and not isinstance(zoom, bool) and zoom >= 1:
             fields["digital_zoom"] = float(zoom)
+        state = gimbal.get("measure_target_error_state")
+        if type(state) is int and state == LRF_STATE_NORMAL and "measure_target_distance" in gimbal:
+            # as sent: the strict checks refuse a non-number or a range no rangefinder measures
+            fields["lrf_range_m"] = gimbal["measure_target_distance"]
     if "altitude_m" not in fields and "gimbal_pitch_deg" not in fields:
         raise TelemetryError("DJI OSD message without 'elevation' or a gimbal: not an aircraft's OSD")
     return fields
@@ -107,12 +119,17 @@ def osd_message(t: Telemetry, timestamp_ms: int, gateway: str, seq: int) -> dict
         "longitude": t.longitude or 0.0,
         "attitude_head": t.gimbal_yaw_deg or 0.0,
         "mode_code": 3,
-        "66-0-0": {  # Mavic 3 Enterprise's camera on gimbal 0
+        "66-0-0": {  # the camera on gimbal 0 (66: Mavic 3 Enterprise; one with an LRF: e.g. 52, M30)
             "payload_index": "66-0-0",
             "gimbal_pitch": t.gimbal_pitch_deg,
             "gimbal_roll": 0.0,
             "gimbal_yaw": t.gimbal_yaw_deg or 0.0,
             "zoom_factor": t.digital_zoom or 1.0,
+            # no reading: DJI's payloads send state NO_SIGNAL with distance 0
+            "measure_target_distance": t.lrf_range_m if t.lrf_range_m is not None else 0.0,
+            "measure_target_error_state": LRF_STATE_NORMAL
+            if t.lrf_range_m is not None
+            else LRF_STATE_NO_SIGNAL,
         },
     }
     return {
@@ -201,6 +218,8 @@ class OsdSubscriber:
 
 
 __all__ = [
+    "LRF_STATE_NORMAL",
+    "LRF_STATE_NO_SIGNAL",
     "OSD_TOPIC",
     "MqttTarget",
     "OsdSubscriber",

@@ -23,9 +23,12 @@ log = logging.getLogger(__name__)
 
 # where a speed's scale came from: the drone's altitude over unknown ground (flight), an operator's
 # typed altitude (operator), the take-off point's height above the road for the site or session
-# (site), lines of known length on the road (measured_base)
+# (site), lines of known length on the road (measured_base), the laser rangefinder's readings (lrf)
 ScaleSource = Literal[SCALE_SOURCES]  # type: ignore[valid-type]
+# the height reference in effect: an operator's (site, measured_base) or the engine's (lrf)
 ReferenceSource = Literal[REFERENCE_SOURCES]  # type: ignore[valid-type]
+# the ones an operator may set (PUT height-reference): the engine makes lrf references itself
+SettableReferenceSource = Literal["site", "measured_base"]
 
 # who set a reference: a name or badge number, printable, at least one visible character
 SET_BY_PATTERN = r"^[^\x00-\x1f\x7f]*[^\x00-\x20\x7f][^\x00-\x1f\x7f]*$"
@@ -36,7 +39,10 @@ class HeightReferenceOut(BaseModel):
     """What turns the drone's altitude reading (above take-off) into its height above the road
     (``pipelines.height.HeightReference.to_dict()``)."""
 
-    source: ReferenceSource = Field(description="site (a take-off height above the road) | measured_base")
+    source: ReferenceSource = Field(
+        description="site (a take-off height above the road) | measured_base | lrf (the laser "
+        "rangefinder's readings, made by the engine)"
+    )
     takeoff_above_road_m: float = Field(
         description="the take-off point's height above the road, added to every altitude reading"
     )
@@ -58,7 +64,7 @@ class HeightReferenceOut(BaseModel):
 class ScaleOut(BaseModel):
     """The scale a speed (a violation's ticket, a frame) rests on (``ScaleInfo.to_dict()``)."""
 
-    source: ScaleSource = Field(description="flight | operator | site | measured_base")
+    source: ScaleSource = Field(description="flight | operator | site | measured_base | lrf")
     height_above_road_m: float = Field(description="the camera's height above the road (m)")
     height_sigma_m: float = Field(description="its one sigma (m)")
     pitch_deg: float = Field(description="the gimbal pitch used (the reported one plus any measured bias)")
@@ -99,7 +105,9 @@ class BaseLineIn(BaseModel):
 class HeightReferenceIn(BaseModel):
     """A session's height reference: either the take-off point's height above the road
     (``takeoff_above_road_m``, ``sigma_m``), or a measured base (``lines`` drawn on the session's
-    latest frame, solved by the server). ``set_by``: who sets it (recorded on every violation)."""
+    latest frame, solved by the server). ``set_by``: who sets it (recorded on every violation).
+    The kind follows from the fields given (:attr:`source`): an operator cannot send a source, so
+    never the engine's own ``lrf``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     takeoff_above_road_m: float | None = Field(
@@ -125,6 +133,10 @@ class HeightReferenceIn(BaseModel):
         if self.lines is not None and self.sigma_m is not None:
             raise ValueError("sigma_m goes with takeoff_above_road_m; a measured base's sigma is solved")
         return self
+
+    @property
+    def source(self) -> SettableReferenceSource:
+        return "measured_base" if self.lines is not None else "site"
 
 
 class BaseLineOut(BaseModel):
@@ -193,6 +205,8 @@ __all__ = [
     "HeightReferenceIn",
     "HeightReferenceOut",
     "HeightStateOut",
+    "ReferenceSource",
     "ScaleOut",
     "ScaleSource",
+    "SettableReferenceSource",
 ]

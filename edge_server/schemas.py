@@ -146,7 +146,7 @@ class ViolationOut(BaseModel):
     drone_longitude: float | None = None
     altitude_m: float | None = None
     scale_source: ScaleSource | None = Field(
-        None, description="where the scale came from: flight, operator, site, measured_base (see `scale`)"
+        None, description="the scale's source: flight, operator, site, measured_base, lrf (see `scale`)"
     )
     false_positive: bool
     snapshot_url: str | None = None

@@ -57,6 +57,13 @@ class TelemetryMessage(BaseModel):
     longitude: float | None = Field(None, ge=-180, le=180)
     abs_altitude_m: float | None = Field(None, ge=-1000, le=20000)
     camera: str | None = Field(None, max_length=64, description="camera / drone model, e.g. 'DJI Mini 4 Pro'")
+    lrf_range_m: float | None = Field(
+        None,
+        ge=3,
+        le=3000,
+        description="laser rangefinder's slant range (m) to the point at the image's centre, only while it "
+        "measures (DJI H20/H30: 3-1200 m, H30 up to 3000 m); null or absent: no reading",
+    )
 
     def to_telemetry(self) -> Telemetry:
         return Telemetry(
@@ -71,6 +78,7 @@ class TelemetryMessage(BaseModel):
             abs_altitude_m=self.abs_altitude_m,
             gimbal_yaw_deg=self.gimbal_yaw_deg,
             camera=self.camera,
+            lrf_range_m=self.lrf_range_m,
         )
 
     @classmethod
@@ -88,6 +96,7 @@ class TelemetryMessage(BaseModel):
             "longitude": t.longitude,
             "abs_altitude_m": t.abs_altitude_m,
             "camera": t.camera,
+            "lrf_range_m": t.lrf_range_m,
         }
         return cls.model_validate(fields, strict=False)  # numpy scalars from parsed flight logs too
 

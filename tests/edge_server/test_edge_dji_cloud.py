@@ -16,6 +16,7 @@ import pytest
 from edge_helpers import RunningServer, free_port, wait_until
 from test_edge_rtmp import NGINX, make_key, rejected, summary
 
+from edge_client.osd_publish import as_reported, lrf_range
 from edge_server.child_process import alive
 from edge_server.dji_cloud import device_of, osd_fields, osd_message, parse_mqtt_url, parse_osd
 from edge_server.mosquitto import MOSQUITTO_CANDIDATES, find_program
@@ -115,6 +116,50 @@ def test_bad_osd_is_refused_with_a_reason(payload: bytes, error: str, implausibl
     assert isinstance(info.value, ImplausibleTelemetry) == implausible
 
 
+def _lrf(**gimbal) -> dict:
+    """PILOT2_OSD from an LRF payload: its main gimbal with these measure_target_* fields."""
+    return _osd(**{"66-0-0": {**PILOT2_OSD["data"]["66-0-0"], **gimbal}})
+
+
+@pytest.mark.parametrize(
+    ("gimbal", "lrf_range_m"),
+    [
+        ({"measure_target_distance": 85.1, "measure_target_error_state": 0}, 85.1),
+        ({"measure_target_distance": 1200, "measure_target_error_state": 0}, 1200.0),  # a JSON int
+        ({"measure_target_distance": 591.7, "measure_target_error_state": 1}, None),  # TOO_CLOSE
+        ({"measure_target_distance": 591.7, "measure_target_error_state": 2}, None),  # TOO_FAR
+        ({"measure_target_distance": 0, "measure_target_error_state": 3}, None),  # NO_SIGNAL
+        ({"measure_target_distance": 85.1, "measure_target_error_state": False}, None),  # a bool
+        ({"measure_target_distance": 85.1, "measure_target_error_state": 0.0}, None),  # not an int
+        ({"measure_target_distance": 85.1, "measure_target_error_state": "0"}, None),
+        ({"measure_target_distance": 85.1}, None),  # no state
+        ({"measure_target_error_state": 0}, None),  # no distance
+        ({"measure_target_distance": None, "measure_target_error_state": 0}, None),
+    ],
+)
+def test_the_laser_range_counts_only_while_it_measures(gimbal: dict, lrf_range_m: float | None) -> None:
+    t = parse_osd(json.dumps(_lrf(**gimbal)).encode())
+    assert t.lrf_range_m == lrf_range_m
+    assert (t.altitude_m, t.gimbal_pitch_deg) == (60.2, -89.9)  # the rest of the message as ever
+
+
+def test_only_the_main_gimbal_ranges() -> None:
+    fpv = {"payload_index": "165-0-7", "measure_target_distance": 85.1, "measure_target_error_state": 0}
+    assert parse_osd(json.dumps(_osd(**{"165-0-7": fpv})).encode()).lrf_range_m is None
+
+
+@pytest.mark.parametrize(
+    "distance",
+    ["85.1", True, [85.1], 5000.0, 3000.5, 1.0, 2.99, -5.0, float("nan"), float("inf")],
+)
+def test_an_absurd_laser_range_is_refused(distance) -> None:
+    payload = json.dumps(_lrf(measure_target_distance=distance, measure_target_error_state=0)).encode()
+    with pytest.raises(TelemetryError, match="lrf_range_m") as info:
+        parse_osd(payload)
+    assert not isinstance(info.value, ImplausibleTelemetry)  # refused: no hole in the buffer either
+    assert "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("topic", "sn"),
     [
@@ -144,6 +189,55 @@ def test_the_simulator_writes_what_the_server_reads() -> None:
         "gimbal_yaw_deg": 30.0,
         "digital_zoom": 1.0,
     }
+
+
+@pytest.mark.parametrize("lrf_range_m", [None, 85.1, 3.0, 3000.0])
+def test_the_simulator_writes_the_laser_range_the_server_reads(lrf_range_m: float | None) -> None:
+    t = Telemetry(10.0, altitude_m=55.0, gimbal_pitch_deg=-40.0, lrf_range_m=lrf_range_m)
+    message = osd_message(t, 1764075600000, "RC1", 3)
+    gimbal = message["data"]["66-0-0"]
+    if lrf_range_m is None:  # no reading: NO_SIGNAL, distance 0, as DJI's payloads send it
+        assert (gimbal["measure_target_error_state"], gimbal["measure_target_distance"]) == (3, 0.0)
+        assert "lrf_range_m" not in osd_fields(message)
+    else:
+        assert (gimbal["measure_target_error_state"], gimbal["measure_target_distance"]) == (0, lrf_range_m)
+    assert parse_osd(json.dumps(message).encode()).lrf_range_m == lrf_range_m
+
+
+@pytest.mark.parametrize(
+    ("height_m", "pitch_deg", "expected"),
+    [
+        (50.0, -90.0, 50.0),  # nadir: the height itself
+        (50.0, -30.0, 100.0),  # h / sin(30 deg)
+        (50.0, -45.0, 50.0 * 2**0.5),
+        (50.0, 0.0, None),  # level: the laser hits no ground
+        (50.0, 10.0, None),
+        (50.0, -1.0, None),  # 2865 m: beyond the H20/H30's 1200 m
+        (2.0, -90.0, None),  # closer than 3 m
+        (None, -90.0, None),
+        (50.0, None, None),
+    ],
+)
+def test_the_simulated_laser_ranges_over_flat_ground(height_m, pitch_deg, expected) -> None:
+    r = lrf_range(height_m, pitch_deg)
+    assert r == (None if expected is None else pytest.approx(expected))
+
+
+@pytest.mark.parametrize(
+    ("lrf", "below_m", "altitude_m", "lrf_range_m"),
+    [
+        (False, 0.0, 50.0, None),
+        (True, 0.0, 50.0, 100.0),
+        (True, 12.0, 62.0, 100.0),  # took off 12 m below the road: elevation 62, the laser still 100
+        (False, -5.0, 45.0, None),  # took off above the road
+    ],
+)
+def test_the_simulator_reports_a_flight_as_the_aircraft_does(lrf, below_m, altitude_m, lrf_range_m) -> None:
+    true = Telemetry(10.0, altitude_m=50.0, gimbal_pitch_deg=-30.0, abs_altitude_m=600.0)
+    reported = as_reported(true, lrf=lrf, takeoff_below_road_m=below_m)
+    t = parse_osd(json.dumps(osd_message(reported, 1764075600000, "RC1", 3)).encode())
+    assert t.altitude_m == altitude_m and t.abs_altitude_m == 600.0
+    assert t.lrf_range_m == (None if lrf_range_m is None else pytest.approx(lrf_range_m))
 
 
 @pytest.mark.parametrize(

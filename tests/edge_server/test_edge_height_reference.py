@@ -181,6 +181,8 @@ def _line(**changes) -> dict:
         ({"lines": [_line(p1=[1.0, 2.0, 3.0])], "set_by": OFFICER}, 422, "p1"),
         ({"lines": [_line(length_m="12")], "set_by": OFFICER}, 422, "length_m"),  # a JSON number
         ({"lines": [_line(width=3)], "set_by": OFFICER}, 422, "width"),
+        # an operator sets a site value or a measured base, never the engine's laser rangefinder one
+        ({"takeoff_above_road_m": 1.0, "source": "lrf", "set_by": OFFICER}, 422, "source"),
     ],
 )
 def test_bad_input_changes_nothing(live: Live, body: dict, status: int, needle: str) -> None:

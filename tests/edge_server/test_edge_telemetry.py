@@ -84,6 +84,12 @@ def test_parse_good_message() -> None:
         ('{"timestamp": 1, "digital_zoom": 0.5}', "digital_zoom"),
         ('{"timestamp": 1, "altitude_m": NaN}', "altitude"),
         ('{"timestamp": 1, "camera": "' + "x" * 100 + '"}', "camera"),
+        ('{"timestamp": 1, "lrf_range_m": "85"}', "lrf_range_m"),
+        ('{"timestamp": 1, "lrf_range_m": true}', "lrf_range_m"),
+        ('{"timestamp": 1, "lrf_range_m": 2.5}', "lrf_range_m"),  # closer than any rangefinder measures
+        ('{"timestamp": 1, "lrf_range_m": 5000}', "lrf_range_m"),  # beyond any (H30: 3000 m)
+        ('{"timestamp": 1, "lrf_range_m": Infinity}', "lrf_range_m"),
+        ('{"timestamp": 1, "lrf_range_m": NaN}', "lrf_range_m"),
         ('{"timestamp": 1, "pad": "' + "x" * 20000 + '"}', "too large"),
         ("[" * 10_000, "nested too deeply"),  # json.loads would raise RecursionError
         ('{"timestamp": 1, "pad": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply"),
@@ -93,6 +99,15 @@ def test_bad_messages_are_rejected_with_a_reason(payload: str | bytes, reason: s
     with pytest.raises(TelemetryError) as exc:
         parse_message(payload)
     assert reason in str(exc.value)
+
+
+@pytest.mark.parametrize("lrf_range_m", [3, 85.1, 1200.0, 3000, None])
+def test_a_laser_range_rides_along(lrf_range_m: float | None) -> None:
+    """The laser rangefinder's slant range to the image centre (DJI enterprise payloads), or none."""
+    t = parse_message(json.dumps({**GOOD, "lrf_range_m": lrf_range_m}))
+    assert t.lrf_range_m == lrf_range_m and t.altitude_m == 120.5
+    assert TelemetryMessage.from_telemetry(t, timestamp=t.timestamp_s).to_telemetry() == t
+    assert parse_message(json.dumps(GOOD)).lrf_range_m is None  # absent: no reading
 
 
 NOW = 1_748_779_200.0  # the server's clock at arrival in the cases below

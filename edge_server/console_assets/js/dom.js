@@ -65,6 +65,7 @@ export const SCALE_LABELS = {
   operator: "operator's altitude over unknown ground",
   site: "take-off height above the road",
   measured_base: "measured base",
+  lrf: "laser rangefinder",
 };
 
 // A scale as one line: "measured base, 59.4 ± 0.4 m above the road, pitch ± 0.3°, ±0.8 % of the
