@@ -269,10 +269,11 @@ def _client(port: int, password: str = PASSWORD) -> tuple[mqtt.Client, list]:
     return client, results
 
 
-@pytest.fixture
-def dji_server(server_factory) -> tuple[RunningServer, int]:
+def start_dji_server(server_factory, app_kwargs: dict | None = None) -> tuple[RunningServer, int]:
+    """A server with its nginx-rtmp and Mosquitto (on a free port, returned), its spare pipeline built."""
     port = free_port()
     srv = server_factory(
+        app_kwargs,
         rtmp_port=free_port(),
         rtmp_host="127.0.0.1",
         mqtt_port=port,
@@ -284,6 +285,11 @@ def dji_server(server_factory) -> tuple[RunningServer, int]:
     )
     wait_until(lambda: srv.manager.spare.ready, 60, "spare pipeline built")
     return srv, port
+
+
+@pytest.fixture
+def dji_server(server_factory) -> tuple[RunningServer, int]:
+    return start_dji_server(server_factory)
 
 
 @needs_brokers

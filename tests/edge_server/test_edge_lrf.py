@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from edge_helpers import free_port, wait_until
-from test_edge_dji_cloud import MOSQUITTO, PASSWORD, SN, needs_brokers
-from test_edge_rtmp import NGINX, make_key, summary
+from edge_helpers import wait_until
+from test_edge_dji_cloud import PASSWORD, SN, needs_brokers, start_dji_server
+from test_edge_rtmp import make_key, summary
 
 from edge_client.synthetic import BrightBlobDetector, SceneRoadSegmenter
 
@@ -22,19 +22,9 @@ BELOW_ROAD_M = 8.0  # the pilot took off 8 m below the road; the synthetic fligh
 
 @needs_brokers
 def test_the_laser_measures_above_the_road_when_the_take_off_was_below_it(server_factory) -> None:
-    port = free_port()
-    srv = server_factory(
-        {"detector_factory": BrightBlobDetector, "segmenter_factory": SceneRoadSegmenter},
-        rtmp_port=free_port(),
-        rtmp_host="127.0.0.1",
-        mqtt_port=port,
-        mqtt_host="127.0.0.1",
-        mqtt_password=PASSWORD,
-        mosquitto_path=MOSQUITTO,
-        nginx_path=NGINX,
-        warm_pipeline=True,
+    srv, port = start_dji_server(
+        server_factory, {"detector_factory": BrightBlobDetector, "segmenter_factory": SceneRoadSegmenter}
     )
-    wait_until(lambda: srv.manager.spare.ready, 60, "spare pipeline built")
     key = make_key(srv, device_sn=SN, operator={"camera": "DJI Mini 4 Pro"})
     cmd = [
         *(sys.executable, "-m", "airpatrol.cli", "publish", "synthetic", "--rtmp", key["url"]),
