@@ -18,6 +18,10 @@ overrides (its ``config.yaml``):
   *erroneous* altitude reading and reported pitch, and the solution's reference
   (:meth:`~pipelines.calibrate.BaseSolution.reference`, measured at that frame's time) becomes
   ``camera.height_reference``.
+* ``lrf``: an enterprise payload's laser rangefinder (:mod:`pipelines.rangefinder`): nothing in the
+  configuration; the flight's SRT carries the laser's readings (:data:`LASER`: the true slant range
+  to the image's centre with the issue's noise, at the OSD's 0.5 Hz), which the engine takes where
+  their point is the road's.
 
 :func:`arm_config` returns an arm's overrides and a record of what it knew (for the base: the
 lines, the solution and its error against the truth). Everything random is drawn from the seed.
@@ -32,12 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from eval.simulate import CameraPath, FlightSpec, Road, TelemetryErrors, scene_roads
+from eval.simulate import CameraPath, FlightSpec, LaserSim, Road, TelemetryErrors, scene_roads
 from eval.simulate.telemetry_errors import erroneous_telemetry
 from pipelines.calibrate import BaseLine, BaseSolution, solve_base
 from pipelines.geometry import apply_homography
 
-ARMS = ("none", "site", "base")
+ARMS = ("none", "site", "base", "lrf")
+LASER = LaserSim()  # 0.5 Hz, 0.2 m + 0.1 % (the noise)
 SITE_SIGMA_M = 0.3  # a take-off height the pilot measured
 CLICK_SIGMA_PX = 1.5
 LENGTH_SIGMA_FRAC = 0.005
@@ -218,6 +223,8 @@ def arm_config(
         takeoff = -errors.road_level_m
         camera = {"takeoff_above_road_m": takeoff, "takeoff_above_road_sigma_m": SITE_SIGMA_M}
         return {"camera": camera}, {"arm": arm, "takeoff_above_road_m": takeoff, "sigma_m": SITE_SIGMA_M}
+    if arm == "lrf":
+        return None, {"arm": arm, "laser": LASER.to_dict()}
     if arm == "base":
         base = measured_base(spec, errors, np.random.default_rng([seed, 39]), frame=base_frame)
         ref = base.solution.reference(at_time_s=base.time_s, set_by="eval.correction")
@@ -233,6 +240,7 @@ def relative_height_error(record: dict[str, Any]) -> float:
 
 __all__ = [
     "ARMS",
+    "LASER",
     "MeasuredBase",
     "TrueLine",
     "arm_config",

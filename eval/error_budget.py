@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.correction import ARMS, arm_config
+from eval.correction import ARMS, LASER, arm_config
 from eval.error_budget_table import budget_rows, format_rows
 from eval.simulate import ErrorPrior, FlightSpec, TelemetryErrors, derive_flight, read_errors
 from pipelines.errors import AirPatrolError
@@ -160,7 +160,11 @@ def build_grid(
                     try:
                         config, record = arm_config(arm, spec, errors, arm_seed)
                         extra = {"scenario": sc_name, "arm": arm, "flight": name, "arm_record": record}
-                        derive_flight(src, dest, errors, config=config, label=f"{sc_name}/{arm}", extra=extra)
+                        laser = LASER if arm == "lrf" else None
+                        derive_flight(
+                            src, dest, errors, config=config, label=f"{sc_name}/{arm}", extra=extra,
+                            laser=laser, seed=arm_seed,
+                        )  # fmt: skip
                     except (AirPatrolError, ValueError) as exc:  # no base in view, a reading below 0.5 m
                         log.warning("%s / %s / %s: %s", name, sc_name, arm, exc)
                         _failed(result, asdict(job) | {"errors": errors.to_dict()}, f"setup: {exc}")

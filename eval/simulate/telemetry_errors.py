@@ -16,6 +16,9 @@ gimbal pitch the true one. A real drone's is not (issue 39):
   state of ``t - delay_s``) and is updated ``rate_hz`` times a second (a 0.5 Hz OSD), its values
   held in between; None: every frame.
 
+A flight may also carry an enterprise payload's laser rangefinder (:class:`LaserSim`): its readings
+of the true slant range, with noise, at the OSD's rate, in the SRT as ``measure_target_distance``.
+
 :func:`derive_flight` writes a new flight folder from a simulated one: the video, the ground truth,
 the road masks, ``seqinfo.ini`` and ``flight.yaml`` are symbolic links to the source's (nothing big
 is copied, the truth stays exact), ``video.SRT`` is written again from the exact camera path
@@ -172,6 +175,30 @@ class ErrorPrior:
         return text
 
 
+@dataclass(frozen=True, slots=True)
+class LaserSim:
+    """An enterprise payload's laser rangefinder in the flight's OSD: a reading ``hz`` times a
+    second (DJI's OSD: 0.5 Hz), the true slant range to the point at the image's centre over the
+    flat road (the state the sample carries: delayed as the rest) plus N(0, ``sigma_m`` +
+    ``sigma_frac`` x range) - the issue's 0.2 m + 0.1 %."""
+
+    hz: float = 0.5
+    sigma_m: float = 0.2
+    sigma_frac: float = 0.001
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def _laser(state: Telemetry, sim: LaserSim, rng: np.random.Generator) -> float | None:
+    """A reading of the true state ``state`` (None where the laser gets no echo: level or up)."""
+    if state.altitude_m is None or state.gimbal_pitch_deg is None or state.gimbal_pitch_deg >= -1.0:
+        return None
+    true_range = state.altitude_m / math.sin(math.radians(-state.gimbal_pitch_deg))
+    reading = true_range + float(rng.normal(0.0, sim.sigma_m + sim.sigma_frac * true_range))
+    return round(reading, 2) if 3.0 <= reading <= 3000.0 else None
+
+
 def _truth_at(truth: Sequence[Telemetry], times: np.ndarray, tau: float) -> Telemetry:
     """The exact telemetry at ``tau`` (linear between the per-frame samples; the camera path is
     linear in time between frames)."""
@@ -183,16 +210,26 @@ def _truth_at(truth: Sequence[Telemetry], times: np.ndarray, tau: float) -> Tele
     return interpolate_telemetry(truth[i - 1], truth[i], tau)
 
 
-def erroneous_telemetry(truth: Sequence[Telemetry], errors: TelemetryErrors) -> list[Telemetry]:
+def erroneous_telemetry(
+    truth: Sequence[Telemetry], errors: TelemetryErrors, laser: LaserSim | None = None, seed: int = 0
+) -> list[Telemetry]:
     """``truth`` (one exact sample per frame) as a drone with ``errors`` would have logged it: the
-    same timestamps, each carrying the (delayed, held) state with the altitude and pitch errors."""
+    same timestamps, each carrying the (delayed, held) state with the altitude and pitch errors;
+    with ``laser``, a laser range on the first sample of each of its periods (seeded noise)."""
     if not truth:
         raise SimulationError("no telemetry samples to apply errors to")
     times = np.array([s.timestamp_s for s in truth])
+    rng = np.random.default_rng(seed)
     out = []
+    last_period = None
     for s in truth:
         tau = errors.state_time(s.timestamp_s, float(times[0]))
         state = _truth_at(truth, times, tau)
+        lrf = None
+        if laser is not None:
+            period = math.floor((s.timestamp_s - float(times[0])) * laser.hz + 1e-9)
+            if period != last_period:
+                last_period, lrf = period, _laser(state, laser, rng)
         altitude = state.altitude_m
         if altitude is not None:
             altitude = altitude + errors.altitude_error_m(tau)
@@ -214,6 +251,8 @@ def erroneous_telemetry(truth: Sequence[Telemetry], errors: TelemetryErrors) -> 
                 altitude_m=altitude,
                 abs_altitude_m=abs_alt,
                 gimbal_pitch_deg=pitch,
+                lrf_range_m=lrf,
+                lrf_time_s=None,
             )
         )
     return out
@@ -272,10 +311,13 @@ def derive_flight(
     config: Mapping[str, Mapping[str, Any]] | None = None,
     label: str = "",
     extra: Mapping[str, Any] | None = None,
+    laser: LaserSim | None = None,
+    seed: int = 0,
 ) -> Path:
     """Write the flight of ``source`` (a simulated flight folder) with ``errors`` into ``out`` (see
     the module docstring); ``config``: the flight's own pipeline overrides (:data:`FLIGHT_CONFIG`),
-    ``label`` and ``extra`` go into the record. Returns ``out``."""
+    ``label`` and ``extra`` go into the record; ``laser``: its SRT carries a rangefinder's readings
+    (``seed``: their noise). Returns ``out``."""
     source, out = Path(source), Path(out)
     spec_path = source / "flight.yaml"
     if not (spec_path.is_file() and (source / "video.mp4").is_file()):
@@ -288,7 +330,7 @@ def derive_flight(
         if (source / name).exists():
             _link(source / name, out / name)
     truth = CameraPath(spec).telemetry()
-    reported = erroneous_telemetry(truth, errors)
+    reported = erroneous_telemetry(truth, errors, laser, seed)
     write_srt(reported, out / "video.SRT", start_time=spec.start_datetime)
     rows = error_rows(truth, reported, errors)
     with (out / ERRORS_TABLE).open("w", newline="") as fh:
@@ -302,6 +344,7 @@ def derive_flight(
         "description": errors.describe(),
         "injected": _summary(rows),
         "config": dict(config) if config else None,
+        "laser": None if laser is None else laser.to_dict(),
         **dict(extra or {}),
     }
     (out / ERRORS_FILE).write_text(json.dumps(record, indent=2))
@@ -331,6 +374,7 @@ __all__ = [
     "ERRORS_TABLE",
     "FLIGHT_CONFIG",
     "ErrorPrior",
+    "LaserSim",
     "TelemetryErrors",
     "derive_flight",
     "erroneous_telemetry",

@@ -192,3 +192,38 @@ def test_a_flight_s_own_config_reaches_its_evaluation(small_flight_dir, tmp_path
     (out / FLIGHT_CONFIG).write_text("cameras: {name: x}\n")
     with pytest.raises(Exception, match="config section"):
         sequence_config(PipelineConfig(), sim_sequence(out), Variant("base"), 30.0)
+
+
+@pytest.mark.parametrize(
+    ("pitch", "sigma_m", "spread"),
+    [(-90.0, 0.0, 0.0), (-45.0, 0.0, 0.0), (-45.0, 0.2, 0.2 + 0.001 * 50 * math.sqrt(2))],
+)
+def test_a_laser_reads_the_true_slant_range_at_its_own_rate(pitch, sigma_m, spread):
+    """The laser's readings (eval.simulate.LaserSim) come with the OSD at 0.5 Hz, of the true slant
+    range to the image's centre (the road 8 m above the take-off point changes the altitude reading,
+    not the range), with the stated noise; seeded."""
+    from eval.simulate import LaserSim
+
+    spec = FlightSpec(duration_s=8.0, fps=30.0, width=320, height=180, altitude_m=50.0, pitch_deg=pitch)
+    truth = CameraPath(spec).telemetry()
+    laser = LaserSim(hz=0.5, sigma_m=sigma_m, sigma_frac=0.001 if sigma_m else 0.0)
+    out = erroneous_telemetry(truth, TelemetryErrors(road_level_m=8.0), laser, seed=3)
+    frames = [k for k, s in enumerate(out) if s.lrf_range_m is not None]
+    assert frames == [0, 60, 120, 180]
+    true_range = 50.0 / math.sin(math.radians(-pitch))
+    ranges = np.array([out[k].lrf_range_m for k in frames])
+    assert np.all(np.abs(ranges - true_range) <= 4 * spread + 0.005)
+    assert all(out[k].altitude_m == pytest.approx(58.0) for k in frames)
+    again = erroneous_telemetry(truth, TelemetryErrors(road_level_m=8.0), laser, seed=3)
+    assert [s.lrf_range_m for s in again] == [s.lrf_range_m for s in out]
+
+
+def test_the_laser_readings_reach_the_flight_s_srt(small_flight_dir, tmp_path):
+    from eval.simulate import LaserSim
+
+    out = derive_flight(
+        small_flight_dir, tmp_path / "d", TelemetryErrors(road_level_m=-4.0), laser=LaserSim(hz=1.0)
+    )
+    samples = load_telemetry(out / "video.SRT").samples
+    assert sum(s.lrf_range_m is not None for s in samples) == math.floor(samples[-1].timestamp_s) + 1
+    assert read_errors(out)["laser"] == {"hz": 1.0, "sigma_m": 0.2, "sigma_frac": 0.001}
