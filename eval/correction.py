@@ -20,8 +20,8 @@ overrides (its ``config.yaml``):
   ``camera.height_reference``.
 * ``lrf``: an enterprise payload's laser rangefinder (:mod:`pipelines.rangefinder`): nothing in the
   configuration; the flight's SRT carries the laser's readings (:data:`LASER`: the true slant range
-  to the image's centre with the issue's noise, at the OSD's 0.5 Hz), which the engine takes where
-  their point is the road's.
+  to the image's centre with the issue's noise, at the OSD's 0.5 Hz, two of them from before the
+  clip), which the engine takes where their point is the road's.
 
 :func:`arm_config` returns an arm's overrides and a record of what it knew (for the base: the
 lines, the solution and its error against the truth). Everything random is drawn from the seed.
@@ -42,7 +42,10 @@ from pipelines.calibrate import BaseLine, BaseSolution, solve_base
 from pipelines.geometry import apply_homography
 
 ARMS = ("none", "site", "base", "lrf")
-LASER = LaserSim()  # 0.5 Hz, 0.2 m + 0.1 % (the noise)
+# 0.5 Hz, 0.2 m + 0.1 % (the noise), on before the clip: two readings of the hover before it
+# come with its first frames (the simulated flights are 8 s long; a live session's laser has been
+# ranging since take-off: without them the first 4 s would wait for three readings)
+LASER = LaserSim(preroll=2)
 SITE_SIGMA_M = 0.3  # a take-off height the pilot measured
 CLICK_SIGMA_PX = 1.5
 LENGTH_SIGMA_FRAC = 0.005

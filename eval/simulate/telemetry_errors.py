@@ -180,11 +180,14 @@ class LaserSim:
     """An enterprise payload's laser rangefinder in the flight's OSD: a reading ``hz`` times a
     second (DJI's OSD: 0.5 Hz), the true slant range to the point at the image's centre over the
     flat road (the state the sample carries: delayed as the rest) plus N(0, ``sigma_m`` +
-    ``sigma_frac`` x range) - the issue's 0.2 m + 0.1 %."""
+    ``sigma_frac`` x range) - the issue's 0.2 m + 0.1 %. ``preroll``: readings the OSD gave before
+    the clip began (a pilot hovering with the laser on, as a live session runs before a car comes),
+    delivered with the clip's first frames after its first reading (of the same state)."""
 
     hz: float = 0.5
     sigma_m: float = 0.2
     sigma_frac: float = 0.001
+    preroll: int = 0
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -228,7 +231,7 @@ def erroneous_telemetry(
         lrf = None
         if laser is not None:
             period = math.floor((s.timestamp_s - float(times[0])) * laser.hz + 1e-9)
-            if period != last_period:
+            if period != last_period or len(out) <= laser.preroll:
                 last_period, lrf = period, _laser(state, laser, rng)
         altitude = state.altitude_m
         if altitude is not None:

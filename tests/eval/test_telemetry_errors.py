@@ -226,4 +226,14 @@ def test_the_laser_readings_reach_the_flight_s_srt(small_flight_dir, tmp_path):
     )
     samples = load_telemetry(out / "video.SRT").samples
     assert sum(s.lrf_range_m is not None for s in samples) == math.floor(samples[-1].timestamp_s) + 1
-    assert read_errors(out)["laser"] == {"hz": 1.0, "sigma_m": 0.2, "sigma_frac": 0.001}
+    assert read_errors(out)["laser"] == {"hz": 1.0, "sigma_m": 0.2, "sigma_frac": 0.001, "preroll": 0}
+
+
+def test_readings_from_before_the_clip_come_with_its_first_frames():
+    from eval.simulate import LaserSim
+
+    spec = FlightSpec(duration_s=5.0, fps=30.0, width=320, height=180, altitude_m=50.0)
+    out = erroneous_telemetry(
+        CameraPath(spec).telemetry(), TelemetryErrors(), LaserSim(sigma_m=0.0, sigma_frac=0.0, preroll=2)
+    )
+    assert [k for k, s in enumerate(out) if s.lrf_range_m is not None] == [0, 1, 2, 60, 120]
