@@ -149,6 +149,8 @@ def run_sequence(
     summary = run_pipeline(pipeline, frames, on_result=on_result, progress_total=total, progress=progress)
     n_frames = int(summary["frames"])
     metadata = dict(pipeline.metadata)
+    if (lrf := summary["scale"]["rangefinder"]) is not None:
+        metadata["rangefinder"] = lrf  # the laser's readings: used, refused and why
     if cached is not None:  # a recording is written now; the report says which it was
         cached.finish(n_frames, cfg)
         metadata["detection_cache"] = cached.metadata()

@@ -158,6 +158,7 @@ class Rangefinder:
         self.pitch_sigma_deg = pitch_sigma_deg
         self.readings: deque[LrfReading] = deque()
         self.refused: dict[str, int] = {}  # why readings were not used, and how often
+        self.taken = 0  # readings used
         self.status = "no laser range in the telemetry"
         self._last_key: tuple | None = None
         self._cached: tuple[int, HeightReference | None] | None = None
@@ -201,6 +202,7 @@ class Rangefinder:
             self.status = why
             return
         self.readings.append(reading)
+        self.taken += 1
         self._version += 1
 
     def reference(self, now_s: float) -> HeightReference | None:
