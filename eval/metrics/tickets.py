@@ -95,6 +95,7 @@ class TicketRecord:
     true_change_kmh: float  # its true speed at the base's last frame minus the first
     true_max_kmh: float  # its highest true speed over every frame it was visible
     peak_true_kmh: float  # its highest true speed over the violation's frames
+    scale_source: str = ""  # the scale its ticket rests on (pipelines.height): flight, site, lrf ...
 
     @property
     def enforceable(self) -> bool:
@@ -144,7 +145,7 @@ class TicketRecord:
         values = {}
         for f in fields(TicketRecord):
             v = d.get(f.name)
-            if f.name in ("sequence", "status"):
+            if f.name in ("sequence", "status", "scale_source"):
                 values[f.name] = str(v or "")
             elif f.name in ("track_id", "gt_id"):
                 values[f.name] = None if v is None else int(v)
@@ -337,6 +338,7 @@ def _record(
         true_change_kmh=change,
         true_max_kmh=true_max,
         peak_true_kmh=peak_true,
+        scale_source="" if v.scale is None else v.scale.source,
     )
 
 
