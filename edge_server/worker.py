@@ -381,6 +381,9 @@ class StreamWorker:
         # frame timestamps speeds could not be timed by (pipelines.timestamps): problem -> frames
         info["clock_problems"] = dict(self.stats.clock_problems.most_common(5))
         info.update(self.height.info())  # the height reference in effect and every change
+        lrf = self.pipeline.ground.rangefinder
+        if lrf is not None and (readings := lrf.summary()) is not None:
+            info["rangefinder"] = readings  # the laser's readings: used, refused and why
         return info
 
     def _announce_end(self, status: str, reason: str) -> None:

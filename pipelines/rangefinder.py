@@ -205,6 +205,13 @@ class Rangefinder:
         self.taken += 1
         self._version += 1
 
+    def summary(self) -> dict | None:
+        """The readings so far: how many were used, why the others were not, the status now; None
+        when the stream has had none (no laser, or not switched on)."""
+        if not (self.taken or self.refused):
+            return None
+        return {"used": self.taken, "refused": dict(self.refused), "status": self.status}
+
     def reference(self, now_s: float) -> HeightReference | None:
         """The reference of the readings of the last ``window_s`` (None: too few, too old, or they
         disagree: :attr:`status` says which)."""

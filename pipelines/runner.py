@@ -189,20 +189,14 @@ def run_pipeline(
         "scale": {
             "sources": dict(scale_sources),
             "last": None if last_scale is None else last_scale.to_dict(),
-            "rangefinder": _rangefinder_summary(pipeline),
+            # the laser's readings (pipelines.rangefinder): used, refused and why; None: none
+            "rangefinder": None
+            if pipeline.ground.rangefinder is None
+            else pipeline.ground.rangefinder.summary(),
         },
         "timings": timer.summary(),
         "pipeline": pipeline.metadata,
     }
-
-
-def _rangefinder_summary(pipeline) -> dict | None:
-    """The laser's readings (pipelines.rangefinder): how many were used, why the others were not;
-    None when the flight had none."""
-    lrf = pipeline.ground.rangefinder
-    if lrf is None or not (lrf.taken or lrf.refused):
-        return None
-    return {"used": lrf.taken, "refused": dict(lrf.refused), "status": lrf.status}
 
 
 def machine_description() -> str:

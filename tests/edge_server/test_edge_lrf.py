@@ -39,7 +39,11 @@ def test_the_laser_measures_above_the_road_when_the_take_off_was_below_it(server
     with srv.client() as c:
         wait_until(lambda: c.get(f"/api/v1/sessions/{sid}").json()["status"] == "ended", 30, "session ended")
         violations = c.get("/api/v1/violations", params={"session_id": sid}).json()["items"]
+        readings = c.get(f"/api/v1/sessions/{sid}").json()["info"]["rangefinder"]
     assert result["osd_sent"] >= 18
+    # the session says what the laser gave: readings used, the others refused with the reason
+    assert readings["used"] >= 3 and readings["status"].startswith("laser rangefinder:"), readings
+    assert set(readings["refused"]) <= {"a vehicle is under the laser's point"}, readings
     lrf = [v for v in violations if v["scale_source"] == "lrf"]
     assert lrf, [(v["scale_source"], v["altitude_m"]) for v in violations]
     for v in lrf:
