@@ -179,13 +179,14 @@ def build_grid(
 def _speeds(result) -> dict:
     s = result.speed_samples
     if s is None or not len(s):
-        return {"gt_id": [], "gt_kmh": [], "pred_kmh": [], "sigma_kmh": []}
+        return {"gt_id": [], "gt_kmh": [], "pred_kmh": [], "sigma_kmh": [], "scale_source": []}
     ok = np.isfinite(s.pred_kmh)
     return {
         "gt_id": s.gt_ids[ok].tolist(),
         "gt_kmh": np.round(s.gt_kmh[ok], 4).tolist(),
         "pred_kmh": np.round(s.pred_kmh[ok], 4).tolist(),
         "sigma_kmh": [None if not np.isfinite(v) else round(float(v), 4) for v in s.sigma_kmh[ok]],
+        "scale_source": [str(v) for v in s.scale_source[ok]],
     }
 
 
@@ -292,11 +293,32 @@ def load_runs(out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((out / "runs").rglob("*.json"))]
 
 
-def render(out: Path, markdown: bool = False) -> str:
-    """The table of a budget folder, after the grid it was built with."""
+def on_source(run: dict, source: str) -> dict:
+    """``run`` with only the speeds and tickets measured on the scale ``source`` (e.g. ``lrf``: the
+    frames after the laser's third reading, where the image centre was the road's)."""
+    speed = run.get("speed") or {}
+    keep = [i for i, s in enumerate(speed.get("scale_source") or ()) if s == source]
+    out = dict(run)
+    if speed:
+        out["speed"] = {k: [v[i] for i in keep] for k, v in speed.items()}
+    tickets = run.get("tickets")
+    if tickets:
+        out["tickets"] = tickets | {
+            "violations": [v for v in tickets.get("violations") or () if v.get("scale_source") == source]
+        }
+        out["scale"] = [s for s in run.get("scale") or () if s and s.get("source") == source]
+    return out
+
+
+def render(out: Path, markdown: bool = False, source: str | None = None) -> str:
+    """The table of a budget folder, after the grid it was built with; ``source``: only the speeds
+    and tickets measured on that scale source."""
     grid_path = out / "grid.json"
     grid = json.loads(grid_path.read_text()) if grid_path.is_file() else {}
-    rows = budget_rows(load_runs(out), grid.get("scenarios", DEFAULT_SCENARIOS), grid.get("arms", ARMS))
+    runs = load_runs(out)
+    if source:
+        runs = [on_source(r, source) for r in runs]
+    rows = budget_rows(runs, grid.get("scenarios", DEFAULT_SCENARIOS), grid.get("arms", ARMS))
     if not rows:
         return f"no run records under {out / 'runs'}"
     lines = [format_rows(rows, markdown)]
@@ -327,13 +349,16 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("table", help="print the table of a budget folder")
     t.add_argument("out", type=Path)
     t.add_argument("--markdown", action="store_true")
+    t.add_argument(
+        "--source", help="only the speeds and tickets measured on this scale source (flight, site, lrf ...)"
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "table":
-        print(render(args.out, args.markdown))  # noqa: T201 - the table
+        print(render(args.out, args.markdown, args.source))  # noqa: T201 - the table
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pipelines").setLevel(logging.WARNING)  # not every violation of every run

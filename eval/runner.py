@@ -140,7 +140,7 @@ def run_sequence(
     egos: dict[int, tuple] = {}  # frame index -> (estimated prev -> current homography, valid)
 
     def on_result(r) -> None:
-        collector.add(r.frame.index, r.detections)
+        collector.add(r.frame.index, r.detections, "" if r.scale is None else r.scale.source)
         egos[r.frame.index] = (r.ego.homography, r.ego.valid)
         if on_frame is not None:
             on_frame()

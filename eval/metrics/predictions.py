@@ -23,6 +23,8 @@ class PredTracks:
     trusted: np.ndarray | None = None  # (N,) bool, the speed stage's trust flag; None: not collected
     # (N,) the scale's relative share of sigma_kmh (pipelines.height; NaN where unknown); None: not collected
     scale_frac: np.ndarray | None = None
+    # (N,) str, the scale source of the row's frame (pipelines.height; "" where none); None: not collected
+    scale_source: np.ndarray | None = None
 
     def trust(self) -> np.ndarray:
         """(N,) trust flags (True where not collected)."""
@@ -35,6 +37,12 @@ class PredTracks:
         if self.sigma_kmh is None or len(self.sigma_kmh) != len(self):
             return np.full(len(self), np.nan)
         return self.sigma_kmh
+
+    def scale_sources(self) -> np.ndarray:
+        """(N,) the scale source each row's speed was measured with ("" where unknown)."""
+        if self.scale_source is None or len(self.scale_source) != len(self):
+            return np.full(len(self), "", dtype=object)
+        return self.scale_source
 
     def scale_fracs(self) -> np.ndarray:
         """(N,) the scale's relative sigma in each reported sigma (NaN where unknown or not collected)."""
@@ -72,6 +80,7 @@ class PredTracks:
             self.sigmas()[keep],
             self.trust()[keep],
             self.scale_fracs()[keep],
+            self.scale_sources()[keep],
         )
 
     def to_mot_lines(self) -> list[str]:
@@ -93,8 +102,10 @@ class TrackCollector:
         self._trusted: list[np.ndarray] = []
         self._cls: list[np.ndarray] = []
         self._scale: list[np.ndarray] = []
+        self._source: list[np.ndarray] = []
 
-    def add(self, frame_index: int, detections) -> None:
+    def add(self, frame_index: int, detections, scale_source: str = "") -> None:
+        """One frame's tracked boxes; ``scale_source``: the frame's scale (``FrameResult.scale``)."""
         n = len(detections)
         if n == 0 or detections.tracker_id is None:
             return
@@ -107,6 +118,7 @@ class TrackCollector:
         self._sigma.append(np.asarray(sg, float) if sg is not None else np.full(n, np.nan))
         sf = detections.data.get("speed_scale_frac")
         self._scale.append(np.asarray(sf, float) if sf is not None else np.full(n, np.nan))
+        self._source.append(np.full(n, scale_source, dtype=object))
         tr = detections.data.get("speed_trusted")
         self._trusted.append(np.asarray(tr, bool) if tr is not None else np.ones(n, bool))
         cl = detections.data.get("class_name")
@@ -126,4 +138,5 @@ class TrackCollector:
             np.concatenate(self._sigma),
             np.concatenate(self._trusted),
             np.concatenate(self._scale),
+            np.concatenate(self._source),
         )

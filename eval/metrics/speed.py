@@ -36,6 +36,8 @@ class SpeedSamples:
     # sigma_kmh without its altitude term (speed.altitude_sigma_frac x speed, in quadrature): the
     # measurement's own uncertainty, the part a flight with exact altitude (a simulation) can check
     measurement_sigma_kmh: np.ndarray
+    # (N,) str: the scale source the speed was measured with (pipelines.height; "" where unknown)
+    scale_source: np.ndarray
 
     @staticmethod
     def concat(items: Sequence[SpeedSamples]) -> SpeedSamples:
@@ -53,6 +55,7 @@ class SpeedSamples:
                 z,
                 z.astype(bool),
                 z,
+                np.zeros(0, dtype=object),
             )
         return SpeedSamples(*(np.concatenate([getattr(s, f) for s in items]) for f in SpeedSamples.__slots__))
 
@@ -77,8 +80,8 @@ def speed_samples(
     reported with each speed (``speed_scale_frac``; else ``altitude_sigma_frac``, the
     configuration's fallback) is taken out of the reported sigma for ``measurement_sigma_kmh``."""
     lookup = gt_speeds.lookup()
-    sigmas, trust, fracs = pred.sigmas(), pred.trust(), pred.scale_fracs()
-    rows = []
+    sigmas, trust, fracs, sources = pred.sigmas(), pred.trust(), pred.scale_fracs(), pred.scale_sources()
+    rows, row_sources = [], []
     for f, gid, prow, _ in matched.pairs:
         true = lookup.get((f, gid))
         if true is None:
@@ -95,6 +98,7 @@ def speed_samples(
                 float(fracs[prow]),
             )
         )
+        row_sources.append(sources[prow])
     n = len(rows)
     a = np.array(rows, dtype=float).reshape(n, 8)
     frac = np.where(np.isfinite(a[:, 7]), a[:, 7], altitude_sigma_frac)  # the engine's own, where it said
@@ -112,6 +116,7 @@ def speed_samples(
         a[:, 5],
         a[:, 6].astype(bool),
         measurement,
+        np.array(row_sources, dtype=object).reshape(n),
     )
 
 

@@ -10,7 +10,16 @@ import math
 import numpy as np
 import pytest
 
-from eval.error_budget import SCENARIOS, build_grid, main, parse_names, render, run_grid, source_flights
+from eval.error_budget import (
+    SCENARIOS,
+    build_grid,
+    main,
+    on_source,
+    parse_names,
+    render,
+    run_grid,
+    source_flights,
+)
 from eval.error_budget_table import budget_rows, format_rows, summarize_runs
 from eval.metrics.tickets import TicketRecord, TicketSamples, VehicleCounts
 
@@ -127,3 +136,20 @@ def test_a_tiny_grid_end_to_end(small_flight_dir, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "| road+8 | base |" in text and "road+8: road +8 m above take-off" in text
     assert render(tmp_path / "empty").startswith("no run records")
+
+
+def test_a_run_on_one_scale_source_keeps_its_speeds_and_tickets_only() -> None:
+
+    run = {
+        "speed": {
+            "gt_kmh": [50.0, 60.0, 70.0],
+            "pred_kmh": [56.0, 60.1, 70.2],
+            "scale_source": ["flight", "lrf", "lrf"],
+        },
+        "tickets": {"vehicles": {}, "violations": [{"scale_source": "flight"}, {"scale_source": "lrf"}]},
+        "scale": [{"source": "flight"}, {"source": "lrf"}],
+    }
+    got = on_source(run, "lrf")
+    assert got["speed"] == {"gt_kmh": [60.0, 70.0], "pred_kmh": [60.1, 70.2], "scale_source": ["lrf", "lrf"]}
+    assert got["tickets"]["violations"] == [{"scale_source": "lrf"}] and got["scale"] == [{"source": "lrf"}]
+    assert on_source(run, "site")["speed"]["gt_kmh"] == [] and run["speed"]["gt_kmh"] == [50.0, 60.0, 70.0]

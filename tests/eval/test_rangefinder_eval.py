@@ -35,6 +35,8 @@ def test_the_laser_gives_the_speeds_their_true_scale(small_flight_dir, tmp_path)
     result = _run(derive_flight(small_flight_dir, tmp_path / "d", errors, laser=laser, seed=5))
     bias = _bias(result)
     assert abs(bias) < 0.01, bias
+    on_lrf = result.speed_samples.scale_source == "lrf"
+    assert on_lrf.mean() > 0.5  # the speeds say which scale they were measured with
     lrf = result.pipeline["rangefinder"]
     assert lrf["used"] >= 3 and lrf["status"].startswith("laser rangefinder:"), lrf
     assert set(lrf["refused"]) <= {"a vehicle is under the laser's point"}, lrf
