@@ -18,6 +18,9 @@ from pipelines.types import Telemetry
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_GAP_S = 1.0
+# A laser range is carried by the frames after its sample for this long (each is counted once, by
+# its sample's time: pipelines.rangefinder); the OSD sends one every 2 s.
+LASER_HOLD_S = 5.0
 
 # Interpolated linearly / on the circle (degrees, shortest arc).
 _LINEAR_FIELDS = (
@@ -60,6 +63,24 @@ def restamped(s: Telemetry, t: float) -> Telemetry:
     return replace(s, timestamp_s=t, lrf_time_s=s.timestamp_s if s.lrf_time_s is None else s.lrf_time_s)
 
 
+def with_last_laser(out: Telemetry, samples: Sequence[Telemetry], k: int) -> Telemetry:
+    """``out`` (the telemetry at a time whose latest sample is ``samples[k]``) carrying the latest
+    laser reading at or before that sample, with its own time, within :data:`LASER_HOLD_S`: a reading
+    reaches the frames after it even when the next sample comes before the next frame."""
+    if out.lrf_range_m is not None and out.lrf_time_s is not None:
+        return out
+    if out.lrf_range_m is not None:
+        return replace(out, lrf_time_s=out.timestamp_s)
+    for j in range(k, -1, -1):
+        s = samples[j]
+        if out.timestamp_s - s.timestamp_s > LASER_HOLD_S:
+            break
+        if s.lrf_range_m is not None:
+            when = s.timestamp_s if s.lrf_time_s is None else s.lrf_time_s
+            return replace(out, lrf_range_m=s.lrf_range_m, lrf_time_s=when)
+    return out
+
+
 def interpolate_telemetry(a: Telemetry, b: Telemetry, t: float) -> Telemetry:
     """The telemetry at time ``t`` between samples ``a`` and ``b`` (``a.timestamp_s <= t < b.timestamp_s``).
 
@@ -91,7 +112,7 @@ def at_sample(samples: Sequence[Telemetry], k: int, t: float, ignore: Collection
     sides = [continuity_problem(samples[j], s, ignore) for j in (k - 1, k + 1) if 0 <= j < len(samples)]
     if sides and all(sides):
         raise TelemetryError(f"no telemetry at t={t:.3f} s: {sides[-1]}")
-    return restamped(s, t)
+    return with_last_laser(restamped(s, t), samples, k)
 
 
 def between_samples(
@@ -118,7 +139,7 @@ def between_samples(
             problem = f"a rejected sample at t={holes[j]:.3f} s"
     if problem:
         raise TelemetryError(f"no telemetry at t={t:.3f} s: {problem}")
-    return interpolate_telemetry(a, b, t)
+    return with_last_laser(interpolate_telemetry(a, b, t), samples, i - 1)
 
 
 class TelemetryTrack:

@@ -302,20 +302,27 @@ def test_fixed_fields_are_not_checked(tmp_path: Path, ignore, loads) -> None:
 
 
 def test_a_laser_reading_is_carried_with_its_own_time_never_interpolated() -> None:
-    """Frames between two OSD samples carry the earlier one's laser range and its time (each reading
-    counts once); held beyond the end, the same; a sample without one gives none."""
+    """Every frame carries the latest laser range at or before it, with that sample's time (each
+    reading counts once, pipelines.rangefinder), for up to LASER_HOLD_S; never interpolated. A reading
+    whose next sample comes before the next frame still reaches that frame."""
     samples = [
         Telemetry(0.0, altitude_m=60.0, gimbal_pitch_deg=-90.0, lrf_range_m=61.0),
         Telemetry(2.0, altitude_m=62.0, gimbal_pitch_deg=-90.0, lrf_range_m=63.0),
+        Telemetry(2.01, altitude_m=62.0, gimbal_pitch_deg=-90.0),
         Telemetry(4.0, altitude_m=62.0, gimbal_pitch_deg=-90.0),
+        Telemetry(9.0, altitude_m=62.0, gimbal_pitch_deg=-90.0),
     ]
     track = TelemetryTrack(samples, max_gap_s=1.0)
-    got = [(t.lrf_range_m, t.lrf_time_s, t.altitude_m) for t in map(track.at, (0.0, 0.5, 1.9, 2.0, 3.0, 4.5))]
+    times = (0.0, 0.5, 1.9, 2.0, 2.01, 3.0, 6.9, 7.1)
+    got = [(t.lrf_range_m, t.lrf_time_s) for t in map(track.at, times)]
     assert got == [
-        (61.0, None, 60.0),
-        (61.0, 0.0, 60.5),
-        (61.0, 0.0, pytest.approx(61.9)),
-        (63.0, None, 62.0),
-        (63.0, 2.0, 62.0),
-        (None, None, 62.0),
+        (61.0, 0.0),
+        (61.0, 0.0),
+        (61.0, 0.0),
+        (63.0, 2.0),
+        (63.0, 2.0),
+        (63.0, 2.0),
+        (63.0, 2.0),
+        (None, None),
     ]
+    assert track.at(0.5).altitude_m == 60.5
