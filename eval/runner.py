@@ -148,9 +148,8 @@ def run_sequence(
     total = source.frame_count if max_frames is None else min(max_frames, source.frame_count or max_frames)
     summary = run_pipeline(pipeline, frames, on_result=on_result, progress_total=total, progress=progress)
     n_frames = int(summary["frames"])
-    metadata = dict(pipeline.metadata)
-    if (lrf := summary["scale"]["rangefinder"]) is not None:
-        metadata["rangefinder"] = lrf  # the laser's readings: used, refused and why
+    lrf = summary["scale"]["rangefinder"]  # the laser's readings: used, refused and why
+    metadata = dict(pipeline.metadata) | ({"rangefinder": lrf} if lrf is not None else {})
     if cached is not None:  # a recording is written now; the report says which it was
         cached.finish(n_frames, cfg)
         metadata["detection_cache"] = cached.metadata()

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 from pipelines.config import ConfigError, PipelineConfig
-from pipelines.runner import process_flight
 
 
 def positive_int(text: str) -> int:
@@ -150,6 +149,10 @@ def _height_reference(path: Path | None) -> dict | None:
 def cmd_process_one(args: argparse.Namespace) -> int:
     """``airpatrol process`` on one flight (``args.video``: its video or frame folder); the command,
     and its batches, are :mod:`batch.cli`'s."""
+    # imported here: every airpatrol command builds this module's parser, and the runner brings
+    # torch and the road U-Net's libraries (5 s of a `publish` or `serve-bench` process's start)
+    from pipelines.runner import process_flight
+
     config = config_from_args(args)
     out = Path(args.out or Path("runs") / Path(args.video).stem)
     summary = process_flight(

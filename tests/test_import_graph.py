@@ -86,3 +86,20 @@ def test_no_import_circle_in_the_project() -> None:
     modules = project_modules()
     assert "pipelines.pipeline" in modules and "eval.simulate" in modules
     assert cycles(import_graph(modules)) == []
+
+
+def test_the_command_line_starts_without_the_models_libraries() -> None:
+    """Every ``airpatrol`` command builds the one parser: building it must not import torch, the
+    detector's or the road model's libraries (5 s of every light command's start: ``publish``,
+    ``serve-bench``); the commands that need them import them when they run."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from airpatrol.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('torch', 'ultralytics', 'segmentation_models_pytorch', 'openvino') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

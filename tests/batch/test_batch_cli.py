@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from batch_helpers import touch
 
+from airpatrol.cli import main
 from batch.commit import PARTIAL_DIR, RECORD_NAME, running_attempts
 from eval.simulate import FlightSpec, simulate_flight
 
@@ -75,41 +76,29 @@ def local_batch(flights: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     return out
 
 
-def test_process_a_folder_of_flights_then_resume(local_batch: Path, flights: Path) -> None:
+def test_process_a_folder_of_flights_then_resume(local_batch: Path, flights: Path, capsys) -> None:
     report = json.loads((local_batch / "batch.json").read_text())
     assert report["totals"]["frames"] == 180 and report["totals"]["detector_loads"] == 1  # once for 3 flights
     for name in ("f1/video", "f2/video", "f3/video"):
         summary = json.loads((local_batch / name / "summary.json").read_text())
         assert summary["frames"] == 60 and summary["telemetry"].endswith("video.SRT")
         assert json.loads((local_batch / name / RECORD_NAME).read_text())["status"] == "done"
-    r = run_cli("process", str(flights), "--out", str(local_batch), "--no-video", "-q")
-    assert r.returncode == 0 and "0 processed, 3 already done" in r.stdout
+    # the re-run in this process (``main`` as the console script calls it): nothing to do
+    assert main(["process", str(flights), "--out", str(local_batch), "--no-video", "-q"]) == 0
+    assert "0 processed, 3 already done" in capsys.readouterr().out
 
 
-def test_a_corrupt_flight_fails_alone_with_a_clear_line(flights: Path, tmp_path) -> None:
+def test_a_corrupt_flight_fails_alone_with_a_clear_line(flights: Path, tmp_path, capsys, caplog) -> None:
+    """In this process (the real process's exit code and stderr: the wrong-address case below)."""
     listing = touch(
         tmp_path / "l.txt", f"{flights / 'f1' / 'video.mp4'}\n{touch(tmp_path / 'bad.mp4', 'not a video')}\n"
     )
-    r = run_cli(
-        "process", str(listing), "--out", str(tmp_path / "out"), "--no-video", "-q", "--max-frames", "10"
-    )
-    assert r.returncode == 1
-    assert "2 flights: 1 processed, 0 already done, 1 failed" in r.stdout
-    assert "bad: SourceError" in r.stderr and "Traceback" not in r.stderr
-
-
-def test_ray_batch_matches_the_local_one(flights: Path, local_batch: Path, tmp_path) -> None:
-    ray_or_skip()
-    out = tmp_path / "ray"
-    r = run_cli("process", str(flights), "--out", str(out), "--no-video", "-q", "--ray", "--workers", "2")
-    assert r.returncode == 0, r.stderr[-3000:]
-    report = json.loads((out / "batch.json").read_text())
-    assert report["executor"] == "local Ray, 1 CPU per task" and report["threads_per_task"] == 1
-    assert report["totals"]["done"] == 3 and report["totals"]["workers"] >= 1
-    assert "batch: 3/3 items (0 failed), 180/180 frames" in r.stderr  # progress from the tasks
-    # a worker loads the detector once however many flights it runs
-    assert report["totals"]["detector_loads"] == report["totals"]["workers"]
-    assert _tracks(out) == _tracks(local_batch)
+    args = ["process", str(listing), "--out", str(tmp_path / "out"), "--no-video", "-q", "--max-frames", "10"]
+    assert main(args) == 1
+    assert "2 flights: 1 processed, 0 already done, 1 failed" in capsys.readouterr().out
+    # what the process writes on stderr is its log: the failure's line, and no traceback
+    assert "bad: SourceError" in caplog.text
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
 
 
 def _kill_when_writing(out: Path, name: str, min_lines: int) -> dict:
@@ -125,11 +114,12 @@ def _kill_when_writing(out: Path, name: str, min_lines: int) -> dict:
     return {}
 
 
-def test_a_worker_killed_mid_flight_loses_and_duplicates_nothing(
+def test_a_ray_batch_matches_the_local_one_with_a_worker_killed_mid_flight(
     flights: Path, local_batch: Path, tmp_path
 ) -> None:
-    """SIGKILL the worker process running a flight, once it has started: Ray runs the flight again
-    on another worker; every flight ends with one complete output folder."""
+    """A batch on a local Ray gives the one-process result. SIGKILL the worker process running a
+    flight, once it has started: Ray runs the flight again on another worker; every flight ends
+    with one complete output folder, and the other two run as in a batch without a kill."""
     ray_or_skip()
     out = tmp_path / "ray"
     proc = subprocess.Popen(
@@ -164,7 +154,13 @@ def test_a_worker_killed_mid_flight_loses_and_duplicates_nothing(
     assert killed, "the flight never started writing"
     assert proc.returncode == 0, stderr[-3000:]
     assert "3 flights: 3 processed, 0 already done, 0 failed" in stdout
-    assert "batch: 3/3 items (0 failed), 180/180 frames" in stderr  # the killed attempt's not counted
+    # progress from the tasks; the killed attempt's frames not counted
+    assert "batch: 3/3 items (0 failed), 180/180 frames" in stderr
+    report = json.loads((out / "batch.json").read_text())
+    assert report["executor"] == "local Ray, 1 CPU per task" and report["threads_per_task"] == 1
+    assert report["totals"]["done"] == 3 and report["totals"]["workers"] >= 1
+    # a worker loads the detector once however many flights it runs (the killed one wrote no record)
+    assert report["totals"]["detector_loads"] == report["totals"]["workers"]
     record = json.loads((out / "f2" / "video" / RECORD_NAME).read_text())
     assert record["worker"]["attempt"] != killed["attempt"] and record["worker"]["pid"] != killed["pid"]
     assert _tracks(out) == _tracks(local_batch)  # complete, and exactly the one-process result

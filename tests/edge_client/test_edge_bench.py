@@ -14,8 +14,8 @@ pytestmark = pytest.mark.timeout(180)
 def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
     out = tmp_path / "bench.json"
     rc = main(["serve-bench", "--streams", "1", "--duration", "4", "--video", "synthetic:640x360",
-               "--churn", "3", "--churn-seconds", "1.5", "--api-load", "60", "--api-concurrency", "10",
-               "--api-warmup", "1", "--api-baseline", "3", "--json", str(out)])  # fmt: skip
+               "--churn", "3", "--churn-seconds", "1", "--api-load", "60", "--api-concurrency", "10",
+               "--api-warmup", "1", "--api-baseline", "2", "--json", str(out)])  # fmt: skip
     assert rc == 0
     report = json.loads(out.read_text())
     (run,) = report["runs"]
