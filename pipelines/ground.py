@@ -141,18 +141,6 @@ class GroundModel:
         pitch = max(pitch, -90.0)
         return pitch, assumption
 
-    def observe_rangefinder(self, frame: Frame, mask, boxes_xyxy) -> None:
-        """Take ``frame``'s laser range, if it has one, where its point is the road's (``mask``: the
-        frame's road mask, None: none; ``boxes_xyxy``: the vehicles' boxes): from the next frame on."""
-        if self.rangefinder is None:
-            return
-        tel, cfg = frame.telemetry, self.cfg
-        altitude = cfg.altitude_m if cfg.altitude_m is not None else (tel.altitude_m if tel else None)
-        pitch = cfg.pitch_deg if cfg.pitch_deg is not None else (tel.gimbal_pitch_deg if tel else None)
-        if pitch is not None and self.reference is not None:
-            pitch += self.reference.pitch_bias_deg  # the pitch the frame is measured with
-        self.rangefinder.observe(frame, altitude, pitch, mask, boxes_xyxy)
-
     def _scale_with(
         self, ref: HeightReference | None, reading: float, pitch: float, frame: Frame
     ) -> ScaleInfo:
@@ -208,8 +196,11 @@ class GroundModel:
         self.scale = scale
         return scale.height_m
 
-    def projector(self, frame: Frame) -> GroundProjector | None:
-        """The frame's image->ground mapping, or None (with :attr:`status` saying why)."""
+    def projector(self, frame: Frame, *, laser_spot: tuple | None = None) -> GroundProjector | None:
+        """The frame's image->ground mapping, or None (with :attr:`status` saying why).
+        ``laser_spot``: (the frame's road mask or None, the vehicles' boxes): the frame's laser range
+        (pipelines.rangefinder) is weighed against them, through the frame's altitude reading and
+        the pitch it is measured with, before its scale is chosen; None: not taken."""
         tel = frame.telemetry
         cfg = self.cfg
         self._note_telemetry(tel)
@@ -235,6 +226,8 @@ class GroundModel:
         pitch, assumption = self._pitch(tel)
         if pitch is None:
             return None
+        if laser_spot is not None and self.rangefinder is not None and not assumption:
+            self.rangefinder.observe(frame, altitude, pitch, *laser_spot)
 
         if cfg.focal_length_mm is not None:
             focal = cfg.focal_length_mm

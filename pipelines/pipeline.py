@@ -301,14 +301,6 @@ class Pipeline:
             scale.height_m, scale.height_sigma_m, scale.pitch_sigma_deg, per_deg, scale.height_pitch_cov
         )
 
-    def _project(
-        self, frame: Frame, mask: np.ndarray | None, boxes_xyxy: np.ndarray
-    ) -> GroundProjector | None:
-        """The frame's ground mapping, once its laser range (if any) has been weighed against its
-        road mask and the vehicles' boxes (pipelines.rangefinder)."""
-        self.ground.observe_rangefinder(frame, mask, boxes_xyxy)
-        return self.ground.projector(frame)
-
     def set_height_reference(self, reference: HeightReference | None) -> None:
         """Measure with ``reference`` (a measured base, a session's take-off height above the road)
         from the next frame on; None: the configuration's. Call it from the thread that processes."""
@@ -412,7 +404,7 @@ class Pipeline:
         t4 = clock()
         timings["track"] = (t4 - t3) * 1e3
 
-        proj = self._project(frame, mask, tracked.xyxy)
+        proj = self.ground.projector(frame, laser_spot=(mask, tracked.xyxy))
         ids = tracked.tracker_id.astype(int) if tracked.tracker_id is not None else np.zeros(0, int)
         if self.relinker is not None:
             ids = self._relink(frame, tracked, ids, proj)

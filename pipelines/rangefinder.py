@@ -161,8 +161,9 @@ class Rangefinder:
         self.taken = 0  # readings used
         self.status = "no laser range in the telemetry"
         self._last_key: tuple | None = None
-        self._cached: tuple[int, HeightReference | None] | None = None
-        self._version = 0  # bumped whenever the pool changes (the cache's key)
+        # the last pool's reference, by (readings taken, readings held): readings are added at the
+        # back and dropped at the front, so the two name the pool
+        self._cached: tuple[tuple[int, int], HeightReference | None] | None = None
 
     def observe(
         self,
@@ -203,7 +204,6 @@ class Rangefinder:
             return
         self.readings.append(reading)
         self.taken += 1
-        self._version += 1
 
     def summary(self) -> dict | None:
         """The readings so far: how many were used, why the others were not, the status now; None
@@ -218,7 +218,6 @@ class Rangefinder:
         cfg = self.cfg
         while self.readings and now_s - self.readings[0].time_s > cfg.window_s:
             self.readings.popleft()
-            self._version += 1  # the pool changed
         if not self.readings:
             return None
         if now_s - self.readings[-1].time_s > cfg.max_age_s:
@@ -227,9 +226,10 @@ class Rangefinder:
         if len(self.readings) < cfg.min_readings:
             self.status = f"{len(self.readings)} of {cfg.min_readings} laser readings needed"
             return None
-        if self._cached is None or self._cached[0] != self._version:
+        key = (self.taken, len(self.readings))
+        if self._cached is None or self._cached[0] != key:
             ref, why = pool(list(self.readings), self.pitch_sigma_deg)
-            self._cached = (self._version, ref)
+            self._cached = (key, ref)
             if ref is None:
                 self.status = why
         ref = self._cached[1]

@@ -54,29 +54,20 @@ def _lerp(a: float | None, b: float | None, f: float, circular: bool) -> float |
     return a + f * (b - a)
 
 
-def restamped(s: Telemetry, t: float) -> Telemetry:
-    """Sample ``s`` stamped ``t``; its laser reading (if any) keeps the sample's own time."""
-    if s.timestamp_s == t:
-        return s
-    if s.lrf_range_m is None:
-        return replace(s, timestamp_s=t)
-    return replace(s, timestamp_s=t, lrf_time_s=s.timestamp_s if s.lrf_time_s is None else s.lrf_time_s)
-
-
 def with_last_laser(out: Telemetry, samples: Sequence[Telemetry], k: int) -> Telemetry:
-    """``out`` (the telemetry at a time whose latest sample is ``samples[k]``) carrying the latest
-    laser reading at or before that sample, with its own time, within :data:`LASER_HOLD_S`: a reading
-    reaches the frames after it even when the next sample comes before the next frame."""
-    if out.lrf_range_m is not None and out.lrf_time_s is not None:
-        return out
-    if out.lrf_range_m is not None:
-        return replace(out, lrf_time_s=out.timestamp_s)
+    """``out``, the telemetry at a time whose latest sample is ``samples[k]``, carrying the latest
+    laser reading with its sample's own time (``lrf_time_s``: each reading counts once,
+    pipelines.rangefinder): ``samples[k]``'s, else an earlier one within :data:`LASER_HOLD_S`, so a
+    reading reaches the frames after it even when the next sample comes before the next frame. A
+    laser range is a measurement at its sample's moment: never interpolated."""
     for j in range(k, -1, -1):
         s = samples[j]
-        if out.timestamp_s - s.timestamp_s > LASER_HOLD_S:
+        if j < k and out.timestamp_s - s.timestamp_s > LASER_HOLD_S:
             break
         if s.lrf_range_m is not None:
             when = s.timestamp_s if s.lrf_time_s is None else s.lrf_time_s
+            if (out.lrf_range_m, out.lrf_time_s) == (s.lrf_range_m, when):
+                return out
             return replace(out, lrf_range_m=s.lrf_range_m, lrf_time_s=when)
     return out
 
@@ -85,19 +76,16 @@ def interpolate_telemetry(a: Telemetry, b: Telemetry, t: float) -> Telemetry:
     """The telemetry at time ``t`` between samples ``a`` and ``b`` (``a.timestamp_s <= t < b.timestamp_s``).
 
     Numeric fields linearly, longitude and gimbal yaw along the shorter arc; ``camera`` and a field
-    missing in one neighbour from the nearer sample. A laser range is a measurement at its sample's
-    moment, not interpolated: ``a``'s, with ``a``'s time (``lrf_time_s``). The live server's buffer
-    and the offline track both interpolate through this function.
+    missing in one neighbour from the nearer sample; a laser range is not interpolated
+    (:func:`with_last_laser` gives a frame its reading). The live server's buffer and the offline track both interpolate through
+    this function.
     """
     f = (t - a.timestamp_s) / (b.timestamp_s - a.timestamp_s)
     if f == 0.0:
-        return restamped(a, t)
+        return replace(a, timestamp_s=t)
     values = {name: _lerp(getattr(a, name), getattr(b, name), f, False) for name in _LINEAR_FIELDS}
     for name in _CIRCULAR_FIELDS:
         values[name] = _lerp(getattr(a, name), getattr(b, name), f, True)
-    if a.lrf_range_m is not None:
-        values["lrf_range_m"] = a.lrf_range_m
-        values["lrf_time_s"] = a.timestamp_s if a.lrf_time_s is None else a.lrf_time_s
     return Telemetry(timestamp_s=t, camera=a.camera if f < 0.5 else b.camera, **values)
 
 
@@ -112,7 +100,7 @@ def at_sample(samples: Sequence[Telemetry], k: int, t: float, ignore: Collection
     sides = [continuity_problem(samples[j], s, ignore) for j in (k - 1, k + 1) if 0 <= j < len(samples)]
     if sides and all(sides):
         raise TelemetryError(f"no telemetry at t={t:.3f} s: {sides[-1]}")
-    return with_last_laser(restamped(s, t), samples, k)
+    return with_last_laser(s if s.timestamp_s == t else replace(s, timestamp_s=t), samples, k)
 
 
 def between_samples(

@@ -134,8 +134,7 @@ def test_too_few_readings_and_refusals_are_said() -> None:
 def run_ground(camera: CameraConfig, frames: list[Frame], mask=ROAD) -> GroundModel:
     ground = GroundModel(camera)
     for f in frames:
-        ground.observe_rangefinder(f, mask, None)
-        ground.projector(f)
+        ground.projector(f, laser_spot=(mask, None))
     return ground
 
 
