@@ -27,8 +27,6 @@ log = logging.getLogger(__name__)
 ScaleSource = Literal[SCALE_SOURCES]  # type: ignore[valid-type]
 # the height reference in effect: an operator's (site, measured_base) or the engine's (lrf)
 ReferenceSource = Literal[REFERENCE_SOURCES]  # type: ignore[valid-type]
-# the ones an operator may set (PUT height-reference): the engine makes lrf references itself
-SettableReferenceSource = Literal["site", "measured_base"]
 
 # who set a reference: a name or badge number, printable, at least one visible character
 SET_BY_PATTERN = r"^[^\x00-\x1f\x7f]*[^\x00-\x20\x7f][^\x00-\x1f\x7f]*$"
@@ -106,8 +104,8 @@ class HeightReferenceIn(BaseModel):
     """A session's height reference: either the take-off point's height above the road
     (``takeoff_above_road_m``, ``sigma_m``), or a measured base (``lines`` drawn on the session's
     latest frame, solved by the server). ``set_by``: who sets it (recorded on every violation).
-    The kind follows from the fields given (:attr:`source`): an operator cannot send a source, so
-    never the engine's own ``lrf``."""
+    The kind follows from the fields given: an operator cannot send a source, so never the engine's
+    own ``lrf``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     takeoff_above_road_m: float | None = Field(
@@ -133,10 +131,6 @@ class HeightReferenceIn(BaseModel):
         if self.lines is not None and self.sigma_m is not None:
             raise ValueError("sigma_m goes with takeoff_above_road_m; a measured base's sigma is solved")
         return self
-
-    @property
-    def source(self) -> SettableReferenceSource:
-        return "measured_base" if self.lines is not None else "site"
 
 
 class BaseLineOut(BaseModel):
@@ -208,5 +202,4 @@ __all__ = [
     "ReferenceSource",
     "ScaleOut",
     "ScaleSource",
-    "SettableReferenceSource",
 ]
