@@ -44,6 +44,7 @@ from pipelines.errors import AirPatrolError
 from pipelines.geometry import GroundProjector
 from pipelines.ground import GroundModel
 from pipelines.height import HeightReference
+from pipelines.lens import LensModel
 from pipelines.types import Frame, Intrinsics
 
 MIN_LINE_PX = 10.0  # a shorter line is a slip of the mouse
@@ -173,11 +174,12 @@ def _check_lines(lines: Sequence[BaseLine], intrinsics: Intrinsics) -> None:
 
 
 def _lengths(
-    lines: Sequence[BaseLine], intrinsics: Intrinsics, height: float, pitch: float
+    lines: Sequence[BaseLine], intrinsics: Intrinsics, height: float, pitch: float, lens: LensModel | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each line's ground length at (height, pitch), and its change per pixel of each end moved
-    along the line (root-sum-square of the two ends): NaN where a point is above the horizon."""
-    proj = GroundProjector.create(intrinsics, height, max(min(pitch, -1e-3), -90.0))
+    """Each line's ground length at (height, pitch) through the lens, and its change per pixel of
+    each end moved along the line (root-sum-square of the two ends): NaN where a point is above the
+    horizon."""
+    proj = GroundProjector.create(intrinsics, height, max(min(pitch, -1e-3), -90.0), lens)
     p1 = np.array([ln.p1 for ln in lines], dtype=np.float64)
     p2 = np.array([ln.p2 for ln in lines], dtype=np.float64)
     unit = (p2 - p1) / np.linalg.norm(p2 - p1, axis=1, keepdims=True)
@@ -197,9 +199,11 @@ def solve_base(
     click_sigma_px: float = 1.5,
     length_sigma_frac: float = 0.005,
     pitch_sigma_deg: float = 1.0,
+    lens: LensModel | None = None,
 ) -> BaseSolution:
     """Solve the height above the road and the pitch bias from ``lines`` drawn on a frame whose
-    intrinsics, altitude reading (above take-off) and reported gimbal pitch are given."""
+    intrinsics, altitude reading (above take-off) and reported gimbal pitch are given; ``lens``: the
+    video's distortion, undone on the lines' ends (pipelines.lens)."""
     lines = tuple(lines)
     _check_lines(lines, intrinsics)
     if not (math.isfinite(altitude_reading_m) and altitude_reading_m > 0):
@@ -213,14 +217,14 @@ def solve_base(
             for ln in lines
         ]
     )
-    unit_len, _ = _lengths(lines, intrinsics, 1.0, pitch_deg)
+    unit_len, _ = _lengths(lines, intrinsics, 1.0, pitch_deg, lens)
     if not np.all(np.isfinite(unit_len)) or np.any(unit_len <= 0):
         bad = int(np.flatnonzero(~np.isfinite(unit_len) | (unit_len <= 0))[0]) + 1
         raise BaseError(f"line {bad}: a point is at or above the horizon; draw the line on the road")
     prior = max(pitch_sigma_deg, 1e-3)
 
     def residuals(h: float, bias: float) -> tuple[np.ndarray, np.ndarray]:
-        length, per_px = _lengths(lines, intrinsics, h, pitch_deg + bias)
+        length, per_px = _lengths(lines, intrinsics, h, pitch_deg + bias, lens)
         sigma = np.hypot(typed_sigma, click_sigma_px * per_px)
         return np.append((length - typed) / sigma, bias / prior), length
 
@@ -325,7 +329,12 @@ def solve_base_on_frame(
     frame's time on), against the frame's own reading (:func:`reading_projector`)."""
     proj = reading_projector(frame, camera)
     solution = solve_base(
-        lines, proj.intrinsics, proj.altitude_m, proj.pitch_deg, pitch_sigma_deg=camera.pitch_sigma_deg
+        lines,
+        proj.intrinsics,
+        proj.altitude_m,
+        proj.pitch_deg,
+        pitch_sigma_deg=camera.pitch_sigma_deg,
+        lens=proj.lens,
     )
     return solution, solution.reference(frame.timestamp_s, set_by=set_by, set_at=set_at)
 

@@ -83,8 +83,33 @@ PROFILES: tuple[CameraProfile, ...] = (
         focal_length_35mm=26.0,
     ),
     CameraProfile("dji_avata_2", 6.4, 4.8, 2.34, 4000, 3000, ("avata 2", "avata2"), focal_length_35mm=12.0),
-    CameraProfile("parrot_bebop_2", 6.17, 3.47, 3.68, 1920, 1080, ("bebop 2", "bebop2", "parrot bebop 2")),
+    CameraProfile(
+        "parrot_bebop_2",
+        6.17,
+        3.47,
+        3.68,
+        1920,
+        1080,
+        ("bebop 2", "bebop2", "parrot bebop 2"),
+        distortion=(0.0, 0.0, 0.0, 0.0, 0.0),
+        lens_note="the drone records a de-warped crop of its fisheye: the video is a pinhole image",
+    ),
 )
+
+# What no profile above has: DJI publishes neither its video's distortion nor its sensors' readout
+# times. A still's XMP carries the lens's calibration (drone-dji:DewarpData: camera.lens.dewarp_data)
+# for the full sensor; a video recorded with DJI's distortion correction on has none left. Readout:
+# measure it (docs/calibration.md) and give camera.readout_ms.
+UNKNOWN_LENS_NOTE = (
+    "not published: give camera.lens (a still's DewarpData, or a calibration) unless the video is "
+    "corrected in the camera, and camera.readout_ms"
+)
+
+
+def lens_note(profile: CameraProfile) -> str:
+    """Where a profile's lens and shutter figures come from, or why it has none."""
+    return profile.lens_note or UNKNOWN_LENS_NOTE
+
 
 _BY_KEY: dict[str, CameraProfile] = {}
 for _p in PROFILES:

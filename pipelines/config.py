@@ -372,6 +372,40 @@ class RangefinderConfig(_Section):
     road_share: float = Field(0.9, gt=0, le=1)
 
 
+class LensConfig(_Section):
+    """The video's lens distortion (pipelines.lens): OpenCV's coefficients in the frame's normalised
+    coordinates, or DJI's ``drone-dji:DewarpData`` of a still from the same camera (its
+    coefficients; a video that is a scaled crop of the full sensor width shares them)."""
+
+    k1: float = Field(0.0, ge=-5, le=5)
+    k2: float = Field(0.0, ge=-5, le=5)
+    p1: float = Field(0.0, ge=-5, le=5)
+    p2: float = Field(0.0, ge=-5, le=5)
+    k3: float = Field(0.0, ge=-5, le=5)
+    dewarp_data: str | None = None
+    source: str = ""  # where the figures come from (shown with every speed's scale)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LensConfig:
+        if self.dewarp_data is not None:
+            if any((self.k1, self.k2, self.p1, self.p2, self.k3)):
+                raise ValueError("give the coefficients (k1..k3, p1, p2) or dewarp_data, not both")
+            from pipelines.lens import LensError, lens_from_dewarp_data
+
+            try:
+                lens_from_dewarp_data(self.dewarp_data)
+            except LensError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+    def model(self):  # -> pipelines.lens.LensModel
+        from pipelines.lens import LensModel, lens_from_dewarp_data
+
+        if self.dewarp_data is not None:
+            return lens_from_dewarp_data(self.dewarp_data, self.source or "DJI DewarpData (configuration)")
+        return LensModel(self.k1, self.k2, self.p1, self.p2, self.k3, self.source or "configuration")
+
+
 class CameraConfig(_Section):
     name: str | None = None  # camera profile name (see pipelines.camera); telemetry may give it
     altitude_m: float | None = Field(None, gt=0.5, le=1500)  # overrides telemetry (metres above ground)
@@ -395,6 +429,10 @@ class CameraConfig(_Section):
     # the gimbal's reported pitch (one sigma, degrees); a base with lines in two directions measures it
     pitch_sigma_deg: float = Field(1.0, ge=0, le=15)
     rangefinder: RangefinderConfig = RangefinderConfig()
+    # the video's lens and the sensor's rolling-shutter readout (pipelines.lens); None: the camera
+    # profile's, where it has them (pipelines.camera), else not corrected
+    lens: LensConfig | None = None
+    readout_ms: float | None = Field(None, ge=0, le=100)
 
     @field_validator("name")
     @classmethod

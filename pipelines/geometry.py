@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipelines.lens import LensModel, row_time_offsets, undistort_points
 from pipelines.types import Intrinsics
 
 
@@ -91,28 +92,49 @@ def geolocate(
 
 @dataclass(frozen=True, slots=True, eq=False)
 class GroundProjector:
-    """Image -> ground mapping of one frame (flat-ground model)."""
+    """Image -> ground mapping of one frame (flat-ground model). ``lens``: the video's distortion
+    (:mod:`pipelines.lens`), undone on every point before it is projected; ``readout_s``: the
+    sensor's rolling-shutter readout, for :meth:`row_times`."""
 
     intrinsics: Intrinsics
     altitude_m: float
     pitch_deg: float
     image_to_ground: np.ndarray
+    lens: LensModel | None = None
+    readout_s: float = 0.0
 
     @classmethod
-    def create(cls, intrinsics: Intrinsics, altitude_m: float, pitch_deg: float) -> GroundProjector:
+    def create(
+        cls,
+        intrinsics: Intrinsics,
+        altitude_m: float,
+        pitch_deg: float,
+        lens: LensModel | None = None,
+        readout_s: float = 0.0,
+    ) -> GroundProjector:
+        h = image_to_ground_homography(intrinsics, altitude_m, pitch_deg)
         return cls(
-            intrinsics, altitude_m, pitch_deg, image_to_ground_homography(intrinsics, altitude_m, pitch_deg)
+            intrinsics, altitude_m, pitch_deg, h, None if lens is None or lens.identity else lens, readout_s
         )
 
     def to_ground(self, points: np.ndarray) -> np.ndarray:
-        """(N, 2) pixels -> (N, 2) ground metres; pixels at or above the horizon become NaN."""
-        pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
-        out = apply_homography(self.image_to_ground, pts)
-        out[~self.below_horizon(pts)] = np.nan
+        """(N, 2) image pixels -> (N, 2) ground metres; pixels at or above the horizon become NaN."""
+        ideal = undistort_points(points, self.intrinsics, self.lens)
+        out = apply_homography(self.image_to_ground, ideal)
+        out[~self._ideal_below_horizon(ideal)] = np.nan
         return out
+
+    def row_times(self, points: np.ndarray) -> np.ndarray:
+        """When each point's image row was read, relative to the frame's timestamp (s; zeros without
+        a readout time): the time its position belongs to (pipelines.lens)."""
+        pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        return row_time_offsets(pts[:, 1], self.intrinsics.height, self.readout_s)
 
     def below_horizon(self, points: np.ndarray) -> np.ndarray:
         """True where the pixel's viewing ray hits the ground in front of the camera."""
+        return self._ideal_below_horizon(undistort_points(points, self.intrinsics, self.lens))
+
+    def _ideal_below_horizon(self, points: np.ndarray) -> np.ndarray:
         pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
         k = self.intrinsics
         rays_c = np.column_stack([(pts[:, 0] - k.cx) / k.fx, (pts[:, 1] - k.cy) / k.fy, np.ones(len(pts))])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from pipelines.camera import UnknownCameraError, get_profile, intrinsics_for, real_focal_from_35mm
+from pipelines.camera import UnknownCameraError, get_profile, intrinsics_for, lens_note, real_focal_from_35mm
 from pipelines.config import CameraConfig, ConfigError
 from pipelines.geometry import GroundProjector
 from pipelines.height import (
@@ -25,6 +25,7 @@ from pipelines.height import (
     centre_sigma_frac,
     height_above_road,
 )
+from pipelines.lens import LensModel
 from pipelines.rangefinder import Rangefinder
 from pipelines.types import CameraProfile, Frame, Telemetry
 
@@ -257,7 +258,8 @@ class GroundModel:
             intr = intrinsics_for(
                 profile, frame.width, frame.height, focal_length_mm=focal, digital_zoom=zoom
             )
-            self._cache = GroundProjector.create(intr, altitude, pitch)
+            lens, readout_ms = self.optics(profile)
+            self._cache = GroundProjector.create(intr, altitude, pitch, lens, readout_ms / 1e3)
             self._cache_key = key
             self._scale_model = None
         self.status = GroundStatus(
@@ -266,6 +268,30 @@ class GroundModel:
             assumption,
         )
         return self._cache
+
+    def optics(self, profile: CameraProfile | None = None) -> tuple[LensModel | None, float]:
+        """The video's lens (None: a pinhole) and the sensor's readout (ms; 0: a global shutter) the
+        frames are measured with: the configuration's, else the camera profile's, else none."""
+        profile = profile or self._profile
+        lens = None
+        if self.cfg.lens is not None:
+            lens = self.cfg.lens.model()
+        elif profile is not None and profile.distortion is not None:
+            lens = LensModel(*profile.distortion, source=f"profile {profile.name}: {lens_note(profile)}")
+        readout = self.cfg.readout_ms
+        if readout is None:
+            readout = profile.readout_ms if profile is not None and profile.readout_ms is not None else 0.0
+        return (None if lens is None or lens.identity else lens), float(readout)
+
+    def optics_summary(self) -> dict[str, object]:
+        """What the frames' points were corrected for (summary.json, a live session's info)."""
+        lens, readout_ms = self.optics()
+        profile = self._profile
+        return {
+            "lens": None if lens is None else lens.describe(),
+            "readout_ms": readout_ms,
+            "profile_note": None if profile is None else lens_note(profile),
+        }
 
 
 def scale_priors(cfg: CameraConfig) -> ScalePriors:

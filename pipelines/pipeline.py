@@ -243,12 +243,13 @@ class Pipeline:
             positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, m_flow)
             if proj is not None:
                 sizes = _ground_sizes(m_xyxy, proj, frame)
+                seen = frame.timestamp_s + proj.row_times(positions)  # each row's time (lens.py)
                 # a relinked track (a box of the size it had) is carried over its gap at its speed
                 # and measured from its new box on: where on the vehicle that box sits is no motion
                 bridged = np.array(
                     [
-                        int(t) in relinked and self.speed.bridge(t, frame.timestamp_s, size)
-                        for t, size in zip(m_ids, sizes, strict=True)
+                        int(t) in relinked and self.speed.bridge(t, float(when), size)
+                        for t, size, when in zip(m_ids, sizes, seen, strict=True)
                     ],
                     dtype=bool,
                 )
@@ -261,6 +262,7 @@ class Pipeline:
                     sizes[keep],
                     scale_sigma_frac=self._scale_fracs(m_ids[keep], positions[keep], disp[keep], proj),
                     scale_source=scale.source if scale is not None else "",
+                    row_times_s=seen[keep] - frame.timestamp_s if proj.readout_s else None,
                 )
                 relinked -= {int(t) for t in m_ids}  # bridged, or restarted by bridge()
             self._prev_time = frame.timestamp_s

@@ -193,6 +193,8 @@ def run_pipeline(
             "rangefinder": None
             if pipeline.ground.rangefinder is None
             else pipeline.ground.rangefinder.summary(),
+            # the lens and shutter the points were corrected for (pipelines.lens)
+            "optics": pipeline.ground.optics_summary(),
         },
         "timings": timer.summary(),
         "pipeline": pipeline.metadata,

@@ -95,6 +95,13 @@ class CameraProfile:
     # its telemetry, and it differs from the diagonal crop factor by a few per cent on some
     # models (Mavic 3: 24 mm for 12.29 mm, diagonal ratio 2.0), so conversions use this ratio.
     focal_length_35mm: float | None = None
+    # The video's lens distortion (OpenCV's k1, k2, p1, p2, k3 in the frame's normalised
+    # coordinates: pipelines.lens) and the sensor's rolling-shutter readout time, where a source
+    # gives them, and that source or why there is none (pipelines.camera): None means not known, so
+    # not corrected unless the configuration gives them (camera.lens, camera.readout_ms).
+    distortion: tuple[float, float, float, float, float] | None = None
+    readout_ms: float | None = None
+    lens_note: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -309,15 +309,17 @@ class SpeedEstimator:
     def _of_age(self, st: _TrackState, now: float) -> bool:
         return now - st.start_t >= self.cfg.min_track_age_s - 1e-9
 
-    def _estimate(self, tid: int, st: _TrackState, now: float) -> SpeedEstimate | None:
-        return self._estimates([(tid, st)], now).get(tid)
+    def _estimate(self, tid: int, st: _TrackState) -> SpeedEstimate | None:
+        return self._estimates([(tid, st)]).get(tid)
 
-    def _estimates(self, tracks: list[tuple[int, _TrackState]], now: float) -> dict[int, SpeedEstimate]:
+    def _estimates(self, tracks: list[tuple[int, _TrackState]]) -> dict[int, SpeedEstimate]:
         """The estimates of the ready tracks, fitted together: one vectorised fit per kind (carried
         or not, and the thinned halves' length), windows of different lengths padded at the front
-        (:func:`velocity_now_many`'s figures for each track, to rounding)."""
+        (:func:`velocity_now_many`'s figures for each track, to rounding). Each track's "now" is the
+        time of its newest sample (its row's, with a rolling shutter)."""
         groups: dict[tuple[int, bool], list[tuple[int, _TrackState, int]]] = {}
         for tid, st in tracks:
+            now = st.last_t
             if self._ready(st, now):
                 n, k = len(st.t), self._in_window(st, now)
                 # a track younger than its window has no history beyond it: no carry (its lag
@@ -360,7 +362,7 @@ class SpeedEstimator:
                 speed, fit_sigma, velocity = _speed_and_sigma(v[g], float(sig[g, 0]), float(sig[g, 1]))
                 window_t = ts[g, ts.shape[1] - k :]
                 est = self._estimate_from(
-                    tid, st, now, speed, fit_sigma, velocity, float(changes[g]), window_t
+                    tid, st, st.last_t, speed, fit_sigma, velocity, float(changes[g]), window_t
                 )
                 if est is not None:
                     out[tid] = est
@@ -430,6 +432,7 @@ class SpeedEstimator:
         sizes: np.ndarray | None = None,
         scale_sigma_frac: np.ndarray | None = None,
         scale_source: str = "",
+        row_times_s: np.ndarray | None = None,
     ) -> dict[int, SpeedEstimate]:
         """Add one frame's displacements; return the estimates of the tracks updated now.
 
@@ -437,7 +440,9 @@ class SpeedEstimator:
         box area times the local GSD: metres, so that perspective does not count as a change).
         ``scale_sigma_frac``: each track's relative sigma of the scale now (pipelines.height; None:
         the configuration's ``altitude_sigma_frac``), and ``scale_source`` where the scale came from:
-        both go into the estimates.
+        both go into the estimates. ``row_times_s``: when each track's position was seen, relative
+        to ``timestamp_s`` (its image row's time with a rolling shutter: pipelines.lens); None: at
+        ``timestamp_s``.
         """
         ids = np.asarray(track_ids).reshape(-1)
         disp = np.asarray(displacements_m, dtype=np.float64).reshape(-1, 2)
@@ -454,22 +459,28 @@ class SpeedEstimator:
         if len(fracs) != len(ids):
             raise ValueError(f"{len(ids)} track ids but {len(fracs)} scale sigmas")
         self._scale_source = scale_source
-        now = float(timestamp_s)
+        offsets = (
+            np.zeros(len(ids)) if row_times_s is None else np.asarray(row_times_s, np.float64).reshape(-1)
+        )
+        if len(offsets) != len(ids):
+            raise ValueError(f"{len(ids)} track ids but {len(offsets)} row times")
+        nows = float(timestamp_s) + offsets
         tids = [int(i) for i in ids]
+        rows = zip(tids, disp, sizes, fracs, nows, strict=True)
         if len(set(tids)) < len(tids):  # a track twice in one update: each step sees the one before
             out: dict[int, SpeedEstimate] = {}
-            for tid, d, size, frac in zip(tids, disp, sizes, fracs, strict=True):
-                st = self._step(tid, now, d, float(size))
+            for tid, d, size, frac, now in rows:
+                st = self._step(tid, float(now), d, float(size))
                 st.scale_frac = float(frac)
-                self._trim(st, now)
-                if (est := self._estimate(tid, st, now)) is not None:
+                self._trim(st, float(now))
+                if (est := self._estimate(tid, st)) is not None:
                     out[tid] = est
             return out
         tracks = []
-        for tid, d, size, frac in zip(tids, disp, sizes, fracs, strict=True):
-            st = self._step(tid, now, d, float(size))
+        for tid, d, size, frac, now in rows:
+            st = self._step(tid, float(now), d, float(size))
             st.scale_frac = float(frac)
-            self._trim(st, now)
+            self._trim(st, float(now))
             tracks.append((tid, st))
-        estimates = self._estimates(tracks, now)
+        estimates = self._estimates(tracks)
         return {tid: estimates[tid] for tid in tids if tid in estimates}  # in the order given
