@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import os
 import sys
 import time
@@ -179,9 +180,10 @@ def build_grid(
 def _speeds(result) -> dict:
     s = result.speed_samples
     if s is None or not len(s):
-        return {"gt_id": [], "gt_kmh": [], "pred_kmh": [], "sigma_kmh": [], "scale_source": []}
+        return {"frame": [], "gt_id": [], "gt_kmh": [], "pred_kmh": [], "sigma_kmh": [], "scale_source": []}
     ok = np.isfinite(s.pred_kmh)
     return {
+        "frame": s.frames[ok].tolist(),  # 1-based, as gt.txt
         "gt_id": s.gt_ids[ok].tolist(),
         "gt_kmh": np.round(s.gt_kmh[ok], 4).tolist(),
         "pred_kmh": np.round(s.pred_kmh[ok], 4).tolist(),
@@ -281,7 +283,9 @@ def run_grid(
                 done += 1
                 log.info("[%d/%d] %s", done, len(todo), line)
             continue
-        with ProcessPoolExecutor(workers) as pool:
+        # spawned, not forked: a parent that has run OpenCV or torch threads (a simulation, say)
+        # forks children that can wait for ever on a lock one of those threads held
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = [pool.submit(run_job, j, *args) for j in phase]
             for f in futures:
                 done += 1

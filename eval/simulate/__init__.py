@@ -6,18 +6,27 @@ with known speeds and accelerations. A drone at a chosen altitude drifts, yaws a
 a gimbal at a chosen pitch with the intrinsics of a real camera profile. Each frame is rendered by
 warping the pre-rendered ground layer with :func:`pipelines.geometry.ground_to_image_homography`
 composed with the drone's world -> camera-ground transform, then projecting vehicle sprites
-(procedural, or real aerial crops cut from YOLO-labelled images) through the same homography.
+(procedural, or real aerial crops cut from YOLO-labelled images) through the same homography. A
+flight may see through a distorting lens (``lens_distortion``: OpenCV's k1, k2, p1, p2, k3 with the
+flight's intrinsics) and a rolling shutter (``readout_ms``: row ``v`` is read ``(v / height - 1/2) *
+readout`` after the frame's timestamp); then every pixel is remapped from the ground the pinhole ray
+of its undistorted position meets at its row's time, and each vehicle is drawn, distorted, where it
+is when its centre's row is read (``lens_render``). Without either (the default) a flight renders
+exactly as it always did.
 
 Outputs of :func:`simulate_flight` (one folder per flight)::
 
     video.mp4            H.264, constant frame rate (pts = frame index)
     video.SRT            DJI <font>-style telemetry (altitude, gimbal pitch/yaw, focal length, GPS)
-    gt/gt.txt            MOTChallenge: frame(1-based),id,x,y,w,h,1,class,visibility
-    gt/speeds.csv        frame,time_s,id,speed_kmh,ground_x_m,ground_y_m
+    gt/gt.txt            MOTChallenge: frame(1-based),id,x,y,w,h,1,class,visibility (boxes of the
+                         drawn vehicles: through the lens, at their rows' time)
+    gt/speeds.csv        frame,time_s,id,speed_kmh,ground_x_m,ground_y_m (exact at the frame's time)
     gt/violations.json   ground-truth speeding events for the spec's limit and minimum duration
     gt/vehicles.json     per-vehicle truth (class, size, lane, initial speed, acceleration)
     gt/camera.csv        frame(1-based),time_s,h11..h33: exact world (m) -> image (px) homography
-    road_mask/NNNNNN.png exact road masks (255 = road) every ``mask_every`` frames (0-based index)
+                         of the pinhole camera (before the lens) at the frame's (middle row's) time
+    road_mask/NNNNNN.png exact road masks (255 = road) every ``mask_every`` frames (0-based index),
+                         through the lens and shutter as the video
     seqinfo.ini          MOTChallenge sequence info (+ altitude, pitch, camera)
     flight.yaml          the spec; ``FlightSpec.from_yaml`` reads it back and reproduces the flight
 
@@ -26,8 +35,9 @@ MOT class ids of simulated vehicles: see :data:`SIM_CLASS_IDS`. Everything is de
 Modules, from the bottom up: ``spec`` (FlightSpec, class tables), ``geometry`` (polylines, roads,
 layouts), ``camera`` (the drone's path and homographies), ``ground`` (the painted ground layer),
 ``sprites`` (vehicle top views), ``traffic`` (vehicles and their motion, ground-truth violations),
-``render`` (one frame and its ground truth), ``scene`` (all of it for one spec), ``writers`` (the
-output files) and ``flight`` (:func:`simulate_flight`); ``telemetry_errors`` derives a flight whose
+``render`` (one frame and its ground truth), ``lens_render`` (the same through a lens and a rolling
+shutter), ``scene`` (all of it for one spec), ``writers`` (the output files) and ``flight``
+(:func:`simulate_flight`); ``telemetry_errors`` derives a flight whose
 telemetry has a real drone's errors (the road's level against the take-off point, the barometer's
 bias and drift, the gimbal's pitch bias, delay and rate) from a simulated one, without rendering it
 again (:func:`derive_flight`).

@@ -1,5 +1,11 @@
-"""The drone's camera over a flight: intrinsics, time, position, yaw and altitude of every frame,
-the world -> image homographies and the telemetry a DJI drone would record."""
+"""The drone's camera over a flight: intrinsics, lens, time, position, yaw and altitude of every
+frame (and at any instant between frames, for the rows of a rolling shutter), the world -> image
+homographies and the telemetry a DJI drone would record.
+
+The homographies are the ideal pinhole camera's (before the lens, :attr:`CameraPath.lens`) at the
+frame's timestamp, which is its middle row's time (:func:`pipelines.lens.row_time_offsets`); so are
+:meth:`CameraPath.image_to_world`, :meth:`CameraPath.gsd_at` and :meth:`CameraPath.visible_frames`.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from eval.simulate.geometry import world_to_camera_ground
 from eval.simulate.spec import FlightSpec, SimulationError
 from pipelines.camera import equivalent_35mm, get_profile, intrinsics_for
 from pipelines.geometry import apply_homography, ground_to_image_homography
+from pipelines.lens import LensModel, row_time_offsets, undistort_points
 from pipelines.types import Telemetry
 
 EARTH_RADIUS_M = 6_378_137.0
@@ -21,7 +28,7 @@ class CameraPath:
     """Where the camera is and what it sees in each frame ``k`` (0-based).
 
     Raises :class:`SimulationError` for a path that cannot be rendered (the drone below 1 m, or the
-    image top too close to the horizon).
+    image top, through the lens, too close to the horizon).
     """
 
     def __init__(self, spec: FlightSpec):
@@ -30,6 +37,8 @@ class CameraPath:
         self.profile = profile
         self.intrinsics = intrinsics_for(profile, spec.width, spec.height, spec.focal_length_mm)
         self.focal_mm = profile.focal_length_mm if spec.focal_length_mm is None else spec.focal_length_mm
+        coeffs = spec.lens_distortion
+        self._lens = None if coeffs is None else LensModel(*coeffs, source="flight spec")
         n = spec.n_frames
         self.times = np.array([float(Fraction(k) / spec.fps_fraction) for k in range(n)])
         drift = np.asarray(spec.drift_mps, dtype=np.float64)
@@ -39,14 +48,77 @@ class CameraPath:
         if self.altitude.min() <= 1.0:
             raise SimulationError("the drone would descend below 1 m; lower climb_rate_mps")
         tilt = 90.0 + spec.pitch_deg
-        top_ray = tilt + math.degrees(math.atan(self.intrinsics.cy / self.intrinsics.fy))
+        top_ray = tilt + math.degrees(math.atan((self.intrinsics.cy - self._top_row()) / self.intrinsics.fy))
         if top_ray > 80.0:
             raise SimulationError(
-                f"the image top is {top_ray:.0f} deg from nadir, too close to the horizon (limit 80): "
-                "steepen the pitch or lower the focal length"
+                f"the image top is {top_ray:.0f} deg from nadir{' through the lens' if self.distorts else ''}, "
+                "too close to the horizon (limit 80): steepen the pitch or lower the focal length"
+                + (" or the lens distortion" if self.distorts else "")
             )
         self._h0_cache: dict[float, np.ndarray] = {}
         self._h_all: np.ndarray | None = None
+
+    # ---- lens and shutter --------------------------------------------------------------------------
+
+    @property
+    def lens(self) -> LensModel | None:
+        """The lens the frames are seen through (``spec.lens_distortion``); None: an ideal pinhole."""
+        return self._lens
+
+    @property
+    def distorts(self) -> bool:
+        """Whether the lens moves any pixel (a lens of zeros is the pinhole)."""
+        return self._lens is not None and not self._lens.identity
+
+    @property
+    def readout_s(self) -> float:
+        """Rolling-shutter readout time (s): the top row is read ``readout_s / 2`` before the frame's
+        timestamp, the bottom row as much after it; 0 for a global shutter."""
+        return self.spec.readout_ms / 1000.0
+
+    def row_times(self, k: int, rows: np.ndarray) -> np.ndarray:
+        """When image rows ``rows`` (pixel ``v``, any shape) of frame ``k`` were read (s)."""
+        return self.times[k] + row_time_offsets(rows, self.spec.height, self.readout_s)
+
+    def sensor_border(self, per_side: int = 16) -> np.ndarray:
+        """Pinhole pixels (N, 2) the border of the sensor sees (through the lens, when there is one)."""
+        w, h = self.spec.width, self.spec.height
+        s = np.linspace(0.0, 1.0, per_side, endpoint=False)
+        zero, one = np.zeros_like(s), np.ones_like(s)
+        top, right = np.column_stack([s * w, zero]), np.column_stack([one * w, s * h])
+        bottom, left = np.column_stack([(1 - s) * w, one * h]), np.column_stack([zero, (1 - s) * h])
+        edge = np.vstack([top, right, bottom, left])
+        return undistort_points(edge, self.intrinsics, self._lens)
+
+    def _top_row(self) -> float:
+        """The pinhole row the top of the sensor sees (0 without a lens; above it for a barrel lens)."""
+        if not self.distorts:
+            return 0.0
+        top = np.column_stack([np.linspace(0.0, self.spec.width, 33), np.zeros(33)])
+        return float(undistort_points(top, self.intrinsics, self._lens)[:, 1].min())
+
+    # ---- the pose at any instant -------------------------------------------------------------------
+
+    def pose_at(self, t: np.ndarray | float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The drone at times ``t`` (s, any shape S): position (S + (2,)) in world metres, camera yaw
+        (S, compass degrees) and altitude (S, m); the formulas of the frames' (``times``) own."""
+        t = np.asarray(t, dtype=np.float64)
+        drift = np.asarray(self.spec.drift_mps, dtype=np.float64)
+        yaw = self.spec.yaw_deg + self.spec.yaw_rate_dps * t
+        altitude = self.spec.altitude_m + self.spec.climb_rate_mps * t
+        return t[..., None] * drift, yaw, altitude
+
+    def world_to_image_at(self, t: float) -> np.ndarray:
+        """3x3 homography: world metres -> pinhole image pixels of the camera at time ``t`` (s); at a
+        frame's time it is :meth:`world_to_image` of that frame."""
+        xy, yaw, altitude = self.pose_at(float(t))
+        if altitude <= 0.0:
+            raise SimulationError(f"the drone is below the ground at t={t:g} s")
+        key = round(float(altitude), 6)  # as _h0 rounds it; not cached: every instant has its own
+        h0 = self._h0_cache.get(key)
+        if h0 is None:
+            h0 = ground_to_image_homography(self.intrinsics, key, self.spec.pitch_deg)
+        return h0 @ world_to_camera_ground(xy, float(yaw))
 
     def _h0(self, altitude: float) -> np.ndarray:
         key = round(float(altitude), 6)

@@ -1,10 +1,18 @@
 """Rendering a frame: the ground layer warped into the image, vehicles (shadow and sprite) projected
-through the same homography, sensor noise; and the exact ground truth (boxes, visibility) of it."""
+through the same homography, sensor noise; and the exact ground truth (boxes, visibility) of it.
+
+:class:`FrameRenderer` is the ideal camera's: a pinhole with a global shutter, every pixel seen at the
+frame's time. A flight with a lens or a rolling shutter is rendered by its subclass
+:class:`eval.simulate.lens_render.SensorRenderer` (:func:`eval.simulate.lens_render.frame_renderer`
+picks the one a flight needs), which reuses the vehicle drawing here through two hooks: where the
+sensor sees a pinhole pixel (``_to_sensor``) and the homography a sprite is warped with
+(``_sprite_warp``)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -18,8 +26,27 @@ from pipelines.geometry import apply_homography
 
 SUN_OFFSET_M = np.array([0.45, -0.30])  # shadow offset on the ground (m), the same for all vehicles
 
-# A vehicle in view: the vehicle, its footprint corners in the image (4, 2) and their box x0, y0, x1, y1.
-Projected = tuple[Vehicle, np.ndarray, np.ndarray]
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Projected:
+    """A vehicle in view, as it is drawn: where (world), through which world -> pinhole homography
+    (the camera at the instant it is seen), its footprint corners in the image (4, 2: where the
+    sensor sees them) and their box (x0, y0, x1, y1)."""
+
+    vehicle: Vehicle
+    centre: np.ndarray
+    heading: np.ndarray
+    hw: np.ndarray
+    uv: np.ndarray
+    box: np.ndarray
+
+
+def footprint(centre: np.ndarray, heading: np.ndarray, half_length: float, half_width: float) -> np.ndarray:
+    """The corners (4, 2) of a rectangle on the ground: rear right, front right, front left, rear left."""
+    c, f = centre, heading
+    r = np.array([f[1], -f[0]])
+    hl, hw_ = half_length, half_width
+    return np.array([c - f * hl - r * hw_, c + f * hl - r * hw_, c + f * hl + r * hw_, c - f * hl + r * hw_])
 
 
 class FrameRenderer:
@@ -48,8 +75,8 @@ class FrameRenderer:
         hw = self.camera.world_to_image(k)
         img = self._ground_image(k, hw)
         boxes = self._project(k, hw)
-        for v, uv, _box in boxes:
-            self._draw_vehicle(img, v, k, hw, uv)
+        for p in boxes:
+            self._draw_vehicle(img, p)
         rows = _gt_rows(k, boxes, self.spec.width, self.spec.height)
         if self.spec.noise_sigma > 0:
             img = self._add_noise(img, rng or np.random.default_rng([self.spec.seed, 4, k]))
@@ -98,54 +125,54 @@ class FrameRenderer:
             return cv2.warpPerspective(
                 self.ground.texture, full, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT
             )
-        near_rows = np.nonzero(weight < 1.0)[0]
-        far_rows = np.nonzero(weight > 0.0)[0]
-        a0 = int(near_rows.min()) if len(near_rows) else h  # near layer: rows [a0, h)
-        b1 = int(far_rows.max()) + 1 if len(far_rows) else 0  # far layer: rows [0, b1)
-        img = np.empty((h, w, 3), np.uint8)
-        if a0 < h:
+
+        def near(a0: int) -> np.ndarray:
             shift = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, -a0], [0.0, 0.0, 1.0]])
-            img[a0:] = cv2.warpPerspective(
+            return cv2.warpPerspective(
                 self.ground.texture,
                 shift @ full,
                 (w, h - a0),
                 flags=cv2.INTER_LINEAR,
                 borderMode=cv2.BORDER_REFLECT,
             )
-        if b1 > 0:
+
+        def far(b1: int) -> np.ndarray:
             half = hw @ self.ground.tex_to_world @ np.diag([2.0, 2.0, 1.0])
-            far = cv2.warpPerspective(
+            return cv2.warpPerspective(
                 self.ground.texture_half, half, (w, b1), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT
             )
-            img[: min(a0, b1)] = far[: min(a0, b1)]
-            if a0 < b1:
-                wr = np.repeat(weight[a0:b1, None], w, axis=1)
-                img[a0:b1] = cv2.blendLinear(img[a0:b1], far[a0:b1], 1.0 - wr, wr)
-        return img
+
+        return blend_layers(weight, w, near, far)
 
     # ---- vehicles --------------------------------------------------------------------------------
 
     def _project(self, k: int, hw: np.ndarray) -> list[Projected]:
         """The vehicles whose footprint is in front of the camera and overlaps the image, in order."""
+        placed = (self._place(v, v.positions[k], v.headings[k], hw) for v in self.vehicles)
+        return [p for p in placed if p is not None]
+
+    def _place(self, v: Vehicle, c: np.ndarray, f: np.ndarray, hw: np.ndarray) -> Projected | None:
+        """Vehicle ``v`` at ``c`` heading ``f`` seen through ``hw``; None when its footprint is not in
+        front of the camera or misses the image."""
         w, h = self.spec.width, self.spec.height
-        boxes: list[Projected] = []
-        for v in self.vehicles:
-            c, f = v.positions[k], v.headings[k]
-            r = np.array([f[1], -f[0]])
-            hl, hw_ = v.length_m / 2, v.width_m / 2
-            corners = np.array(
-                [c - f * hl - r * hw_, c + f * hl - r * hw_, c + f * hl + r * hw_, c - f * hl + r * hw_]
-            )
-            homog = np.column_stack([corners, np.ones(4)]) @ hw.T
-            if (homog[:, 2] <= 1e-9).any():
-                continue
-            uv = homog[:, :2] / homog[:, 2:3]
-            bx0, by0 = uv.min(0)
-            bx1, by1 = uv.max(0)
-            if bx1 < 0 or by1 < 0 or bx0 >= w or by0 >= h:
-                continue
-            boxes.append((v, uv, np.array([bx0, by0, bx1, by1])))
-        return boxes
+        corners = footprint(c, f, v.length_m / 2, v.width_m / 2)
+        homog = np.column_stack([corners, np.ones(4)]) @ hw.T
+        if (homog[:, 2] <= 1e-9).any():
+            return None
+        uv = self._to_sensor(homog[:, :2] / homog[:, 2:3])
+        bx0, by0 = uv.min(0)
+        bx1, by1 = uv.max(0)
+        if bx1 < 0 or by1 < 0 or bx0 >= w or by0 >= h:
+            return None
+        return Projected(v, c, f, hw, uv, np.array([bx0, by0, bx1, by1]))
+
+    def _to_sensor(self, uv: np.ndarray) -> np.ndarray:
+        """Where the sensor sees pinhole pixels ``uv`` (N, 2): the pinhole camera's own."""
+        return uv
+
+    def _sprite_warp(self, p: Projected) -> np.ndarray:
+        """World metres -> image pixels for the sprite of ``p``: the pinhole homography."""
+        return p.hw
 
     def _sprite_image(self, v: Vehicle) -> np.ndarray:
         """Sprite resized once to about the ground-layer resolution (avoids aliasing)."""
@@ -158,20 +185,14 @@ class FrameRenderer:
             self._scaled_sprites[key] = cv2.resize(img, (tw, th), interpolation=interp)
         return self._scaled_sprites[key]
 
-    def _draw_vehicle(self, img: np.ndarray, v: Vehicle, k: int, hw: np.ndarray, uv: np.ndarray) -> None:
+    def _draw_vehicle(self, img: np.ndarray, p: Projected) -> None:
         """Darken the vehicle's shadow, then alpha-blend its sprite warped through the homography."""
         h, w = img.shape[:2]
-        c, f = v.positions[k], v.headings[k]
+        v, c, f = p.vehicle, p.centre, p.heading
         r = np.array([f[1], -f[0]])
-        hl, hwid = v.length_m / 2 * 1.02, v.width_m / 2 * 1.04
-        shadow_w = (
-            np.array(
-                [c - f * hl - r * hwid, c + f * hl - r * hwid, c + f * hl + r * hwid, c - f * hl + r * hwid]
-            )
-            + SUN_OFFSET_M
-        )
-        shadow_uv = apply_homography(hw, shadow_w)
-        allpts = np.vstack([uv, shadow_uv])
+        shadow_w = footprint(c, f, v.length_m / 2 * 1.02, v.width_m / 2 * 1.04) + SUN_OFFSET_M
+        shadow_uv = self._to_sensor(apply_homography(p.hw, shadow_w))
+        allpts = np.vstack([p.uv, shadow_uv])
         x0 = int(max(0, math.floor(allpts[:, 0].min()) - 1))
         y0 = int(max(0, math.floor(allpts[:, 1].min()) - 1))
         x1 = int(min(w, math.ceil(allpts[:, 0].max()) + 2))
@@ -197,7 +218,7 @@ class FrameRenderer:
         shift = np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0], [0.0, 0.0, 1.0]])
         warped = cv2.warpPerspective(
             sprite,
-            shift @ hw @ a_sprite,
+            shift @ self._sprite_warp(p) @ a_sprite,
             (x1 - x0, y1 - y0),
             flags=cv2.INTER_LINEAR,
             borderMode=cv2.BORDER_CONSTANT,
@@ -217,11 +238,35 @@ class FrameRenderer:
         return cv2.subtract(cv2.add(img, cv2.merge([pos, pos, pos])), cv2.merge([neg, neg, neg]))
 
 
+def blend_layers(
+    weight: np.ndarray, width: int, near: Callable[[int], np.ndarray], far: Callable[[int], np.ndarray]
+) -> np.ndarray:
+    """The ground image of an oblique view from its two layers, each rendered over its band of rows
+    only: ``near(a0)`` the full-resolution rows [a0, height), ``far(b1)`` the half-resolution rows
+    [0, b1); ``weight`` (one per row, float32) is the far layer's share."""
+    h, w = len(weight), width
+    near_rows = np.nonzero(weight < 1.0)[0]
+    far_rows = np.nonzero(weight > 0.0)[0]
+    a0 = int(near_rows.min()) if len(near_rows) else h  # near layer: rows [a0, h)
+    b1 = int(far_rows.max()) + 1 if len(far_rows) else 0  # far layer: rows [0, b1)
+    img = np.empty((h, w, 3), np.uint8)
+    if a0 < h:
+        img[a0:] = near(a0)
+    if b1 > 0:
+        far_img = far(b1)
+        img[: min(a0, b1)] = far_img[: min(a0, b1)]
+        if a0 < b1:
+            wr = np.repeat(weight[a0:b1, None], w, axis=1)
+            img[a0:b1] = cv2.blendLinear(img[a0:b1], far_img[a0:b1], 1.0 - wr, wr)
+    return img
+
+
 def _gt_rows(k: int, boxes: Sequence[Projected], w: int, h: int) -> list[dict[str, Any]]:
     """Ground truth of frame ``k``: boxes clipped to the image; visibility = the share inside the
     image times the share not covered by a vehicle drawn later (boxes in drawing order)."""
     rows: list[dict[str, Any]] = []
-    for i, (v, _uv, box) in enumerate(boxes):
+    for i, p in enumerate(boxes):
+        v, box = p.vehicle, p.box
         full = (box[2] - box[0]) * (box[3] - box[1])
         cb = np.array([max(box[0], 0.0), max(box[1], 0.0), min(box[2], w - 1.0), min(box[3], h - 1.0)])
         cw, ch = cb[2] - cb[0], cb[3] - cb[1]
@@ -229,7 +274,7 @@ def _gt_rows(k: int, boxes: Sequence[Projected], w: int, h: int) -> list[dict[st
             continue
         inside = cw * ch / full
         covered = 0.0
-        for _v2, _uv2, b2 in boxes[i + 1 :]:
+        for b2 in (q.box for q in boxes[i + 1 :]):
             ix = max(0.0, min(cb[2], b2[2]) - max(cb[0], b2[0]))
             iy = max(0.0, min(cb[3], b2[3]) - max(cb[1], b2[1]))
             covered = max(covered, ix * iy / (cw * ch))

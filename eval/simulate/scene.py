@@ -3,6 +3,7 @@ and the traffic (each from its own random stream of the seed) and renders any fr
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,14 +13,19 @@ import numpy as np
 from eval.simulate.camera import CameraPath
 from eval.simulate.geometry import Road, road_layout
 from eval.simulate.ground import GroundPainter
-from eval.simulate.render import FrameRenderer
+from eval.simulate.lens_render import frame_renderer
 from eval.simulate.spec import VEHICLE_DIMS_M, FlightSpec, SimulationError
 from eval.simulate.sprites import Sprite, procedural_sprite
 from eval.simulate.traffic import place_traffic, speeding_events
 from pipelines.types import Telemetry
 
+log = logging.getLogger(__name__)
+
 MAX_TEXTURE_PX = 4096
 GROUND_MARGIN_M = 25.0  # ground painted beyond what the camera ever sees
+# ground painted beyond what a distorting lens sees; within GROUND_MARGIN_M the world (ground and
+# traffic) of a flight with a lens is the one of the same flight without it
+LENS_MARGIN_M = 10.0
 MAX_GROUND_M = 3000.0
 
 
@@ -46,7 +52,7 @@ class Scene:
         self.vehicles = place_traffic(
             spec, self.roads, self.camera, rng_traffic, procedural_pool, list(sprites or [])
         )
-        self._renderer = FrameRenderer(spec, self.camera, self.ground, self.vehicles, self.res)
+        self._renderer = frame_renderer(spec, self.camera, self.ground, self.vehicles, self.res)
 
     @property
     def times(self) -> np.ndarray:
@@ -104,7 +110,9 @@ def scene_roads(spec: FlightSpec) -> tuple[CameraPath, list[Road]]:
 
 
 def _ground_bounds(camera: CameraPath) -> tuple[float, float, float, float]:
-    """World region (x0, y0, x1, y1) seen over the flight (25 sampled frames), plus a margin."""
+    """World region (x0, y0, x1, y1) seen over the flight (25 sampled frames), plus a margin. The
+    pinhole view's: a lens that sees within its margin (``LENS_MARGIN_M`` short of its edge) leaves
+    the world (ground and traffic) the flight without the lens has; one that sees further widens it."""
     spec = camera.spec
     n, w, h = spec.n_frames, spec.width, spec.height
     border = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1], [w / 2, 0], [w / 2, h - 1]], float)
@@ -112,6 +120,14 @@ def _ground_bounds(camera: CameraPath) -> tuple[float, float, float, float]:
     pts = np.vstack([camera.image_to_world(int(k), border) for k in frames])
     x0, y0 = pts.min(0) - GROUND_MARGIN_M
     x1, y1 = pts.max(0) + GROUND_MARGIN_M
+    if camera.distorts:  # a barrel lens sees beyond the pinhole border: paint wider only if it must
+        seen = np.vstack([camera.image_to_world(int(k), camera.sensor_border()) for k in frames])
+        lo, hi = seen.min(0) - LENS_MARGIN_M, seen.max(0) + LENS_MARGIN_M
+        if (lo < [x0, y0]).any() or (hi > [x1, y1]).any():
+            wider = max(float(np.max([x0, y0] - lo)), float(np.max(hi - [x1, y1])), 0.0)
+            log.info("the lens sees beyond the pinhole view: the ground is painted up to %.0f m wider", wider)
+            x0, y0 = np.minimum([x0, y0], lo)
+            x1, y1 = np.maximum([x1, y1], hi)
     if max(x1 - x0, y1 - y0) > MAX_GROUND_M:
         raise SimulationError("the flight covers more than 3 km of ground; shorten it or steepen the pitch")
     return float(x0), float(y0), float(x1), float(y1)

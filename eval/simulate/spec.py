@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pipelines.camera import get_profile
 from pipelines.config import read_yaml_mapping
 from pipelines.errors import AirPatrolError
+from pipelines.lens import LensError, LensModel
 
 # Canonical class names and the MOT class column used for simulated flights.
 SIM_CLASS_IDS: dict[str, int] = {"car": 1, "van": 2, "truck": 3, "bus": 4, "motorcycle": 5}
@@ -88,6 +89,11 @@ class FlightSpec(BaseModel):
     real_sprite_fraction: float = Field(0.6, ge=0, le=1)  # share drawn with real crops (sprites_dir)
     mask_every: int = Field(10, ge=0)  # write the road mask of every N-th frame (0: none)
     noise_sigma: float = 2.0  # sensor noise (grey levels)
+    # the lens: OpenCV's (k1, k2, p1, p2, k3) in the frame's normalised coordinates with the flight's
+    # intrinsics (pipelines.lens); None (the default) renders the ideal pinhole image as before
+    lens_distortion: tuple[float, float, float, float, float] | None = None
+    # rolling shutter: row v of frame k is read at t_k + (v / height - 1/2) * readout (0: global)
+    readout_ms: float = Field(0.0, ge=0, le=100)
     crf: int = 20
     preset: str = "veryfast"
     latitude: float = 37.3889
@@ -122,6 +128,18 @@ class FlightSpec(BaseModel):
         lo, hi = value
         if not 0 < lo <= hi:
             raise ValueError("must be (low, high) with 0 < low <= high")
+        return value
+
+    @field_validator("lens_distortion")
+    @classmethod
+    def _lens_model(
+        cls, value: tuple[float, float, float, float, float] | None
+    ) -> tuple[float, float, float, float, float] | None:
+        if value is not None:
+            try:
+                LensModel(*value)
+            except LensError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
     @field_validator("class_mix", mode="before")

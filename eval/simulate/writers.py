@@ -112,6 +112,11 @@ def write_camera(path: Path, camera: CameraPath) -> None:
     3x3 matrix row by row (scaled so that ``h33 = 1``), mapping ground metres (X east, Y north) to
     full-resolution pixels of that frame. The camera motion from frame ``k - 1`` to ``k`` in pixels is
     ``H(k) @ inv(H(k - 1))`` (:func:`eval.egomotion.true_interframe`).
+
+    It is the ideal pinhole camera's, before the lens (``FlightSpec.lens_distortion``: a point's
+    pixel in the video is :func:`pipelines.lens.distort_points` of it), at the frame's timestamp,
+    which is its middle row's time (``FlightSpec.readout_ms``: row ``v`` is read
+    :func:`pipelines.lens.row_time_offsets` later).
     """
     with path.open("w", newline="") as fh:
         wr = csv.writer(fh)
