@@ -384,6 +384,7 @@ class StreamWorker:
         lrf = self.pipeline.ground.rangefinder
         if lrf is not None and (readings := lrf.summary()) is not None:
             info["rangefinder"] = readings  # the laser's readings: used, refused and why
+        info["optics"] = self.pipeline.ground.optics_summary()  # the lens and shutter corrected for
         return info
 
     def _announce_end(self, status: str, reason: str) -> None:

@@ -49,6 +49,22 @@ def imgsz_arg(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected a number of pixels or 'auto', got {text!r}") from None
 
 
+def lens_arg(text: str) -> dict:
+    """``--lens``: OpenCV's ``k1[,k2,p1,p2,k3]``, or a DJI still's DewarpData (nine numbers, the date
+    before a ';' optional): the ``camera.lens`` mapping."""
+    if ";" in text or text.count(",") == 8:
+        return {"dewarp_data": text.strip(), "source": "DJI DewarpData (--lens)"}
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected k1[,k2,p1,p2,k3] or DJI DewarpData, got {text!r}"
+        ) from None
+    if not 1 <= len(values) <= 5:
+        raise argparse.ArgumentTypeError(f"expected 1 to 5 coefficients (k1,k2,p1,p2,k3), got {len(values)}")
+    return dict(zip(("k1", "k2", "p1", "p2", "k3"), values, strict=False)) | {"source": "--lens"}
+
+
 def add_pipeline_options(p: argparse.ArgumentParser) -> None:
     """Options shared by every command that builds a pipeline."""
     p.add_argument("--config", type=Path, help="site YAML (see configs/site.example.yaml)")
@@ -89,6 +105,19 @@ def add_pipeline_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--pitch", type=float, help="gimbal pitch in degrees, -90 = nadir (overrides telemetry)")
     p.add_argument("--camera", help="camera profile, e.g. dji_mavic_3 (see `airpatrol cameras`)")
+    p.add_argument(
+        "--lens",
+        type=lens_arg,
+        metavar="K1[,K2,P1,P2,K3]|DEWARPDATA",
+        help="the video's lens distortion (OpenCV's coefficients; --lens=-0.1,0.01 for negative ones), "
+        "or a DJI still's XMP DewarpData; omit for a video the camera already corrects",
+    )
+    p.add_argument(
+        "--readout-ms",
+        type=float_in(0.0, 100.0),
+        metavar="MS",
+        help="the sensor's rolling-shutter readout time (each position timed by its image row)",
+    )
     p.add_argument("--speed-limit", type=float, help="global speed limit in km/h")
     p.add_argument(
         "--detect-every",
@@ -125,6 +154,8 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             "takeoff_above_road_m": getattr(args, "takeoff_above_road", None),
             "takeoff_above_road_sigma_m": getattr(args, "takeoff_above_road_sigma", None),
             "height_reference": _height_reference(getattr(args, "height_reference", None)),
+            "lens": getattr(args, "lens", None),
+            "readout_ms": getattr(args, "readout_ms", None),
         },
         rules={"speed_limit_kmh": args.speed_limit},
     )
@@ -215,13 +246,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_cameras(args: argparse.Namespace) -> int:
-    from pipelines.camera import PROFILES, equivalent_35mm
+    from pipelines.camera import PROFILES, equivalent_35mm, lens_note
 
     for p in PROFILES:
         print(  # noqa: T201
             f"{p.name:<20} sensor {p.sensor_width_mm:>5.2f} x {p.sensor_height_mm:<5.2f} mm  "
             f"f {p.focal_length_mm:>5.2f} mm ({equivalent_35mm(p.focal_length_mm, p):.0f} mm eq.)  "
-            f"{p.native_width_px}x{p.native_height_px}  aliases: {', '.join(p.aliases)}"
+            f"{p.native_width_px}x{p.native_height_px}  aliases: {', '.join(p.aliases)}\n"
+            f"{'':<20} lens and shutter: {lens_note(p)}"
         )
     return 0
 

@@ -39,8 +39,12 @@ def test_the_laser_measures_above_the_road_when_the_take_off_was_below_it(server
     with srv.client() as c:
         wait_until(lambda: c.get(f"/api/v1/sessions/{sid}").json()["status"] == "ended", 30, "session ended")
         violations = c.get("/api/v1/violations", params={"session_id": sid}).json()["items"]
-        readings = c.get(f"/api/v1/sessions/{sid}").json()["info"]["rangefinder"]
+        info = c.get(f"/api/v1/sessions/{sid}").json()["info"]
+    readings = info["rangefinder"]
     assert result["osd_sent"] >= 18
+    # a Mini 4 Pro: no lens or readout published, none configured: nothing corrected, and it says why
+    assert info["optics"]["lens"] is None and info["optics"]["readout_ms"] == 0.0
+    assert "not published" in info["optics"]["profile_note"]
     # the session says what the laser gave: readings used, the others refused with the reason
     assert readings["used"] >= 3 and readings["status"].startswith("laser rangefinder:"), readings
     assert set(readings["refused"]) <= {"a vehicle is under the laser's point"}, readings

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import re
@@ -129,6 +130,10 @@ def _corrupt_video(tmp_path: Path) -> Path:
         (lambda t: ["process", "x.mp4", "--max-frames", "0"], "--max-frames"),
         (lambda t: ["bench", "x.mp4", "--fps", "0"], "--fps"),
         (lambda t: ["process", "x.mp4", "--detect-every", "0"], "--detect-every"),
+        (lambda t: ["process", "x.mp4", "--lens=-0.1,x"], "--lens"),
+        (lambda t: ["process", "x.mp4", "--lens", "9"], "camera.lens.k1"),
+        (lambda t: ["process", "x.mp4", "--lens", "d;1,2,3,4,5,6,7,8"], "expected 9"),
+        (lambda t: ["process", "x.mp4", "--readout-ms", "-1"], "--readout-ms"),
     ],
     ids=[
         "corrupt-video",
@@ -142,6 +147,10 @@ def _corrupt_video(tmp_path: Path) -> Path:
         "zero-frames",
         "zero-fps",
         "zero-detect-every",
+        "word-lens",
+        "absurd-lens",
+        "short-dewarp-data",
+        "negative-readout",
     ],
 )
 def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path, capsys, make_args, message):
@@ -194,3 +203,31 @@ def _tiny_video(path: Path) -> Path:
         for packet in stream.encode():
             out.mux(packet)
     return path
+
+
+@pytest.mark.parametrize(
+    ("argv", "lens", "readout_ms"),
+    [
+        ([], None, None),
+        (["--lens", "-0.1"], {"k1": -0.1, "k2": 0.0, "source": "--lens"}, None),
+        (["--lens=-0.1,0.01,0,0,0.002", "--readout-ms", "28"], {"k1": -0.1, "k3": 0.002}, 28.0),
+        (
+            ["--lens", "2022-06-08;3713.29,3713.29,7.02,-10.46,-0.112,0.0148,-0.00018,0.00017,-0.0166"],
+            {"k1": -0.112},
+            None,
+        ),
+    ],
+)
+def test_the_lens_and_readout_options_reach_the_camera_config(argv, lens, readout_ms):
+    from pipelines.cli import add_pipeline_options, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_pipeline_options(parser)
+    camera = config_from_args(parser.parse_args(argv)).camera
+    assert camera.readout_ms == readout_ms
+    if lens is None:
+        assert camera.lens is None
+    else:
+        model = camera.lens.model()
+        for key, value in lens.items():
+            assert getattr(model, key) == value
