@@ -134,11 +134,12 @@ def build(
     """Simulate each cell's flights (kept when already there) and derive each arm's; the runs to do."""
     sprites = _sprites(out, shared)
     jobs: list[Job] = []
-    for c, cell in enumerate(cells):
+    for cell in cells:
         for s in range(seeds):
             name = f"{cell}_s{s:02d}"
             src = out / "sims" / name
-            spec = cell_spec(cell, seed0 + 100 * c + s, sprites, **changes)
+            # the cell's place in CELLS, not in this run's list: a flight is the same in any run
+            spec = cell_spec(cell, seed0 + 100 * list(CELLS).index(cell) + s, sprites, **changes)
             if not (src / "gt" / "gt.txt").is_file():
                 log.info("simulating %s", name)
                 simulate_flight(spec, src, progress=False)

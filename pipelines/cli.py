@@ -50,8 +50,15 @@ def imgsz_arg(text: str) -> int | str:
 
 
 def lens_arg(text: str) -> dict:
-    """``--lens``: OpenCV's ``k1[,k2,p1,p2,k3]``, or a DJI still's DewarpData (nine numbers, the date
-    before a ';' optional): the ``camera.lens`` mapping."""
+    """``--lens``: OpenCV's ``k1[,k2,p1,p2,k3]``, a DJI still's DewarpData (nine numbers, the date
+    before a ';' optional), or a DJI still (a JPEG whose XMP carries it): the ``camera.lens`` mapping."""
+    if Path(text).suffix.lower() in (".jpg", ".jpeg", ".dng", ".tif", ".tiff"):
+        from pipelines.lens import LensError, dewarp_data_from_image
+
+        try:
+            return {"dewarp_data": dewarp_data_from_image(text), "source": f"DewarpData of {Path(text).name}"}
+        except LensError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     if ";" in text or text.count(",") == 8:
         return {"dewarp_data": text.strip(), "source": "DJI DewarpData (--lens)"}
     try:
@@ -108,9 +115,9 @@ def add_pipeline_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lens",
         type=lens_arg,
-        metavar="K1[,K2,P1,P2,K3]|DEWARPDATA",
+        metavar="K1[,K2,P1,P2,K3]|DEWARPDATA|STILL.JPG",
         help="the video's lens distortion (OpenCV's coefficients; --lens=-0.1,0.01 for negative ones), "
-        "or a DJI still's XMP DewarpData; omit for a video the camera already corrects",
+        "or a DJI still's XMP DewarpData, or the still itself; omit for a video the camera already corrects",
     )
     p.add_argument(
         "--readout-ms",

@@ -23,7 +23,9 @@ the frame in 2 s with a 30 ms readout. The speed fit takes each position at its 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -151,9 +153,31 @@ def lens_from_dewarp_data(text: str, source: str = "DJI DewarpData") -> LensMode
     return LensModel(k1, k2, p1, p2, k3, source=source)
 
 
+_DEWARP_XMP = re.compile(
+    rb'drone-dji:DewarpData\s*=\s*"([^"]*)"|<drone-dji:DewarpData>([^<]*)</drone-dji:DewarpData>'
+)
+XMP_SEARCH_BYTES = 1 << 20  # a JPEG's XMP packet sits in its first segments
+
+
+def dewarp_data_from_image(path: str | Path) -> str:
+    """The ``drone-dji:DewarpData`` string in a DJI still's XMP (attribute or element form)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(XMP_SEARCH_BYTES)
+    except OSError as exc:
+        raise LensError(f"cannot read {path}: {exc.strerror or exc}") from None
+    found = _DEWARP_XMP.search(head)
+    if found is None:
+        raise LensError(f"{path} has no drone-dji:DewarpData in its XMP (a DJI still carries one)")
+    text = (found.group(1) or found.group(2) or b"").decode("ascii", "replace").strip()
+    lens_from_dewarp_data(text)  # says what is wrong with it, if anything
+    return text
+
+
 __all__ = [
     "LensError",
     "LensModel",
+    "dewarp_data_from_image",
     "distort_points",
     "lens_from_dewarp_data",
     "max_shift_px",

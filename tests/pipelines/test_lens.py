@@ -197,3 +197,49 @@ def test_the_speed_fit_takes_each_position_at_its_row_s_time(direction, readout_
     assert b[1].speed_kmh / 72.0 == pytest.approx(expected, rel=1e-4)
     if readout_s:
         assert abs(b[1].speed_kmh / 72.0 - 1) > 0.01  # the error the row times take away
+
+
+def _dji_still(path, xmp_fields: str) -> str:
+    """A real JPEG with an XMP packet (APP1) as DJI writes one, ``xmp_fields`` inside its description."""
+    ok, jpeg = cv2.imencode(".jpg", np.full((48, 64, 3), 90, np.uint8))
+    assert ok
+    xmp = (
+        '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+        f'<rdf:Description xmlns:drone-dji="http://www.dji.com/drone-dji/1.0/" {xmp_fields}</rdf:Description>'
+        "</rdf:RDF></x:xmpmeta>"
+    ).encode()
+    payload = b"http://ns.adobe.com/xap/1.0/\x00" + xmp
+    app1 = b"\xff\xe1" + (len(payload) + 2).to_bytes(2, "big") + payload
+    data = jpeg.tobytes()
+    path.write_bytes(data[:2] + app1 + data[2:])
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        f'drone-dji:GimbalPitchDegree="-90.0" drone-dji:DewarpData="{DEWARP}">',  # attribute
+        f"><drone-dji:DewarpData>{DEWARP}</drone-dji:DewarpData>",  # element
+    ],
+)
+def test_a_dji_still_gives_its_dewarp_data(tmp_path, fields):
+    from pipelines.lens import dewarp_data_from_image
+
+    still = _dji_still(tmp_path / "DJI_0001.JPG", fields)
+    assert dewarp_data_from_image(still) == DEWARP
+    # and through --lens, into the camera's configuration
+    from pipelines.cli import lens_arg
+
+    assert lens_arg(still) == {"dewarp_data": DEWARP, "source": "DewarpData of DJI_0001.JPG"}
+
+
+def test_a_still_without_dewarp_data_is_refused_in_one_line(tmp_path):
+    import argparse
+
+    from pipelines.cli import lens_arg
+
+    still = _dji_still(tmp_path / "phone.jpg", 'drone-dji:GimbalPitchDegree="-90.0">')
+    with pytest.raises(argparse.ArgumentTypeError, match="has no drone-dji:DewarpData"):
+        lens_arg(still)
+    with pytest.raises(argparse.ArgumentTypeError, match="cannot read"):
+        lens_arg(str(tmp_path / "missing.jpg"))
