@@ -149,7 +149,5 @@ class GroundProjector:
     def gsd_at(self, points: np.ndarray) -> np.ndarray:
         """Local ground size of one pixel (metres, geometric mean of the two axes) at each point."""
         pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
-        g0 = self.to_ground(pts)
-        gx = self.to_ground(pts + [1.0, 0.0])
-        gy = self.to_ground(pts + [0.0, 1.0])
+        g0, gx, gy = np.split(self.to_ground(np.vstack([pts, pts + [1.0, 0.0], pts + [0.0, 1.0]])), 3)
         return np.sqrt(np.linalg.norm(gx - g0, axis=1) * np.linalg.norm(gy - g0, axis=1))

@@ -110,12 +110,12 @@ def undistort_points(points: np.ndarray, intrinsics: Intrinsics, lens: LensModel
     pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
     if lens is None or lens.identity or not len(pts):
         return pts.copy()
-    out = np.full_like(pts, np.nan)
     ok = np.isfinite(pts).all(axis=1)
+    if ok.all():  # the usual case: one call, no copies
+        return _undistort(pts.reshape(-1, 1, 2), _matrix(intrinsics), lens.coeffs).reshape(-1, 2)
+    out = np.full_like(pts, np.nan)
     if ok.any():
-        m = _matrix(intrinsics)
-        und = _undistort(pts[ok].reshape(-1, 1, 2), m, lens.coeffs)
-        out[ok] = und.reshape(-1, 2)
+        out[ok] = _undistort(pts[ok].reshape(-1, 1, 2), _matrix(intrinsics), lens.coeffs).reshape(-1, 2)
     return out
 
 
