@@ -156,7 +156,7 @@ def build(
     return [replace(j, record=i in first.values()) for i, j in enumerate(jobs)]
 
 
-def _gt_positions(flight_dir: Path) -> dict[tuple[int, int], tuple[float, float, float]]:
+def gt_positions(flight_dir: Path) -> dict[tuple[int, int], tuple[float, float, float]]:
     """(frame, id) -> (box centre u, v, the centre's vertical motion per frame) from ``gt/gt.txt``."""
     boxes: dict[tuple[int, int], tuple[float, float]] = {}
     with (flight_dir / "gt" / "gt.txt").open() as fh:
@@ -176,7 +176,7 @@ def _samples(run: Mapping[str, Any]) -> dict[str, np.ndarray]:
     gt = np.asarray(speed.get("gt_kmh", ()), float)
     pred = np.asarray(speed.get("pred_kmh", ()), float)
     frames, ids = speed.get("frame", ()), speed.get("gt_id", ())
-    where = _gt_positions(Path(run["flight_dir"]))
+    where = gt_positions(Path(run["flight_dir"]))
     pos = np.array([where.get((int(f), int(i)), (np.nan,) * 3) for f, i in zip(frames, ids, strict=True)])
     pos = pos.reshape(-1, 3)
     ok = (gt > MIN_TRUE_KMH) & np.isfinite(pred) & np.isfinite(pos).all(axis=1)

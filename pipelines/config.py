@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipelines.errors import AirPatrolError
+
+if TYPE_CHECKING:
+    from pipelines.lens import LensModel
 
 logger = logging.getLogger(__name__)
 
@@ -398,7 +401,7 @@ class LensConfig(_Section):
                 raise ValueError(str(exc)) from None
         return self
 
-    def model(self):  # -> pipelines.lens.LensModel
+    def model(self) -> LensModel:
         from pipelines.lens import LensModel, lens_from_dewarp_data
 
         if self.dewarp_data is not None:
