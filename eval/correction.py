@@ -22,6 +22,9 @@ overrides (its ``config.yaml``):
   configuration; the flight's SRT carries the laser's readings (:data:`LASER`: the true slant range
   to the image's centre with the issue's noise, at the OSD's 0.5 Hz, two of them from before the
   clip), which the engine takes where their point is the road's.
+* ``base+lrf``: both: the base's solution (the height and the gimbal's pitch bias, with lines in two
+  directions) in the configuration and the laser's readings in the SRT; the engine uses, per frame,
+  whichever height leaves the speed less uncertain, the laser's with the pitch the base measured.
 
 :func:`arm_config` returns an arm's overrides and a record of what it knew (for the base: the
 lines, the solution and its error against the truth). Everything random is drawn from the seed.
@@ -41,7 +44,7 @@ from eval.simulate.telemetry_errors import erroneous_telemetry
 from pipelines.calibrate import BaseLine, BaseSolution, solve_base
 from pipelines.geometry import apply_homography
 
-ARMS = ("none", "site", "base", "lrf")
+ARMS = ("none", "site", "base", "lrf", "base+lrf")
 # 0.5 Hz, 0.2 m + 0.1 % (the noise), on before the clip: two readings of the hover before it
 # come with its first frames (the simulated flights are 8 s long; a live session's laser has been
 # ranging since take-off: without them the first 4 s would wait for three readings)
@@ -228,10 +231,11 @@ def arm_config(
         return {"camera": camera}, {"arm": arm, "takeoff_above_road_m": takeoff, "sigma_m": SITE_SIGMA_M}
     if arm == "lrf":
         return None, {"arm": arm, "laser": LASER.to_dict()}
-    if arm == "base":
+    if arm in ("base", "base+lrf"):
         base = measured_base(spec, errors, np.random.default_rng([seed, 39]), frame=base_frame)
         ref = base.solution.reference(at_time_s=base.time_s, set_by="eval.correction")
-        return {"camera": {"height_reference": ref.to_dict()}}, {"arm": arm, "base": base.to_dict()}
+        record = {"arm": arm, "base": base.to_dict()} | ({"laser": LASER.to_dict()} if arm != "base" else {})
+        return {"camera": {"height_reference": ref.to_dict()}}, record
     raise ValueError(f"unknown correction arm {arm!r}: one of {', '.join(ARMS)}")
 
 

@@ -161,7 +161,7 @@ def build_grid(
                     try:
                         config, record = arm_config(arm, spec, errors, arm_seed)
                         extra = {"scenario": sc_name, "arm": arm, "flight": name, "arm_record": record}
-                        laser = LASER if arm == "lrf" else None
+                        laser = LASER if "lrf" in arm else None
                         derive_flight(
                             src, dest, errors, config=config, label=f"{sc_name}/{arm}", extra=extra,
                             laser=laser, seed=arm_seed,

@@ -87,8 +87,13 @@ class GroundModel:
     def set_reference(self, reference: HeightReference | None) -> None:
         """Use ``reference`` (a measured base, a session's take-off height) from the next frame on;
         None: back to the configuration's."""
+        before = self._pitch_bias()
         self.reference = reference if reference is not None else reference_from_config(self.cfg)
         self._cache_key = None
+        if self.rangefinder is not None and self._pitch_bias() != before:
+            self.rangefinder.restart(
+                "the gimbal's pitch bias changed (a measured base): laser readings taken again"
+            )
         log.debug(  # the caller logs it with its context (the server: the session, who set it)
             "height reference: %s",
             self.reference.detail or self.reference.to_dict() if self.reference else "none",
@@ -101,6 +106,17 @@ class GroundModel:
             p = self._cache
             self._scale_model = ScaleModel(p.intrinsics, p.altitude_m, p.pitch_deg)
         return self._scale_model
+
+    def _pitch_bias(self) -> float:
+        return self.reference.pitch_bias_deg if self.reference is not None else 0.0
+
+    def _measured_pitch_sigma(self) -> float | None:
+        """The gimbal pitch's sigma a measured base found, where it knows the pitch better than the
+        prior: the laser gives the height, the base the pitch (its bias is applied in :meth:`_pitch`)."""
+        ref = self.reference
+        if ref is None or ref.pitch_sigma_deg is None or ref.pitch_sigma_deg >= self.priors.pitch_sigma_deg:
+            return None
+        return ref.pitch_sigma_deg
 
     def _note_telemetry(self, tel: Telemetry | None) -> None:
         if tel is None:
@@ -167,7 +183,11 @@ class GroundModel:
         the image's centre less uncertain; the one in use is kept unless the other is better by a
         fifth (a change of reference makes a ticket's base unenforceable)."""
         own = self._scale_with(self.reference, reading, pitch, frame)
-        lrf_ref = None if self.rangefinder is None else self.rangefinder.reference(frame.timestamp_s)
+        lrf_ref = (
+            None
+            if self.rangefinder is None
+            else self.rangefinder.reference(frame.timestamp_s, self._measured_pitch_sigma())
+        )
         if lrf_ref is None:
             self._using_lrf = False
             return own

@@ -161,9 +161,9 @@ class Rangefinder:
         self.taken = 0  # readings used
         self.status = "no laser range in the telemetry"
         self._last_key: tuple | None = None
-        # the last pool's reference, by (readings taken, readings held): readings are added at the
-        # back and dropped at the front, so the two name the pool
-        self._cached: tuple[tuple[int, int], HeightReference | None] | None = None
+        # the last pool's reference, by (readings taken, readings held, the pitch's sigma): readings
+        # are added at the back and dropped at the front, so the two counts name the pool
+        self._cached: tuple[tuple[int, int, float], HeightReference | None] | None = None
 
     def observe(
         self,
@@ -212,9 +212,19 @@ class Rangefinder:
             return None
         return {"used": self.taken, "refused": dict(self.refused), "status": self.status}
 
-    def reference(self, now_s: float) -> HeightReference | None:
+    def restart(self, why: str) -> None:
+        """Drop the readings held (taken with a pitch that no longer holds): the next ones make the
+        reference again."""
+        if self.readings:
+            log.info("laser readings dropped: %s", why)
+        self.readings.clear()
+        self._cached = None
+        self.status = why
+
+    def reference(self, now_s: float, pitch_sigma_deg: float | None = None) -> HeightReference | None:
         """The reference of the readings of the last ``window_s`` (None: too few, too old, or they
-        disagree: :attr:`status` says which)."""
+        disagree: :attr:`status` says which). ``pitch_sigma_deg``: how well the gimbal's pitch is
+        known now (a measured base's, where it measured the pitch), instead of the prior's."""
         cfg = self.cfg
         while self.readings and now_s - self.readings[0].time_s > cfg.window_s:
             self.readings.popleft()
@@ -226,9 +236,10 @@ class Rangefinder:
         if len(self.readings) < cfg.min_readings:
             self.status = f"{len(self.readings)} of {cfg.min_readings} laser readings needed"
             return None
-        key = (self.taken, len(self.readings))
+        pitch_sigma = self.pitch_sigma_deg if pitch_sigma_deg is None else pitch_sigma_deg
+        key = (self.taken, len(self.readings), pitch_sigma)
         if self._cached is None or self._cached[0] != key:
-            ref, why = pool(list(self.readings), self.pitch_sigma_deg)
+            ref, why = pool(list(self.readings), pitch_sigma)
             self._cached = (key, ref)
             if ref is None:
                 self.status = why

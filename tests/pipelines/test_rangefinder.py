@@ -160,6 +160,37 @@ def test_a_fresh_measured_base_is_kept_against_a_laser_no_better() -> None:
     assert ground.scale.source == "measured_base"
 
 
+def test_a_measured_base_gives_the_laser_the_pitch_it_cannot_measure() -> None:
+    """Oblique, the gimbal 2 deg off what it reports: a base with lines in two directions found the
+    bias (to 0.2 deg) but its height is loose; the laser's readings, taken with the corrected pitch,
+    give the height, and their sigma (and the scale's) carry the base's 0.2 deg instead of the 1 deg
+    prior. A new bias drops the readings taken with the old one."""
+    true_pitch, reported, height = -45.0, -43.0, 60.0
+    slant = height / math.sin(math.radians(-true_pitch))
+    base = {
+        "source": "measured_base", "takeoff_above_road_m": 0.0, "sigma_m": 1.5, "at_time_s": 0.0,
+        "pitch_bias_deg": -2.0, "pitch_sigma_deg": 0.2,
+    }  # fmt: skip
+    camera = CameraConfig(name="dji_mavic_3", height_reference=base)
+    ground = run_ground(camera, [frame(t, height, reported, slant) for t in np.arange(0.0, 10.0, 2.0)])
+    scale = ground.scale
+    assert scale.source == "lrf" and scale.height_m == pytest.approx(height, abs=0.05)
+    assert scale.pitch_deg == pytest.approx(true_pitch) and scale.pitch_sigma_deg == pytest.approx(0.2)
+    lrf_only = run_ground(
+        CameraConfig(name="dji_mavic_3", pitch_deg=true_pitch),
+        [frame(t, height, true_pitch, slant) for t in np.arange(0.0, 10.0, 2.0)],
+    ).scale
+    assert lrf_only.source == "lrf" and lrf_only.pitch_sigma_deg == pytest.approx(1.0)
+    assert scale.height_sigma_m < lrf_only.height_sigma_m / 3  # the pitch's share of the laser's height
+    ground.set_reference(HeightReference("measured_base", 0.0, 1.5, pitch_bias_deg=-1.0, pitch_sigma_deg=0.2))
+    assert not ground.rangefinder.readings and "pitch bias changed" in ground.rangefinder.status
+    for t in (10.0, 12.0):
+        ground.projector(frame(t, height, reported, slant), laser_spot=(ROAD, None))
+    assert len(ground.rangefinder.readings) == 2
+    ground.set_reference(HeightReference("measured_base", 0.1, 1.0, pitch_bias_deg=-1.0, pitch_sigma_deg=0.2))
+    assert len(ground.rangefinder.readings) == 2  # the same bias: the readings hold
+
+
 def test_a_change_of_laser_reading_is_no_change_of_reference() -> None:
     a, b = HeightReference("lrf", -8.0, 0.2), HeightReference("lrf", -8.1, 0.2)
     site = HeightReference("site", 0.0, 0.5)
