@@ -105,7 +105,12 @@ def _height_above_road(config: dict | None, spec: FlightSpec, errors: TelemetryE
 
 @pytest.mark.parametrize(
     ("arm", "source", "off_by"),
-    [("none", "flight", 9.0), ("site", "site", 1.0), ("base", "measured_base", 0.0)],
+    [
+        ("none", "flight", 9.0),
+        ("site", "site", 1.0),
+        ("base", "measured_base", 0.0),
+        ("base+lrf", "measured_base", 0.0),  # the laser's readings come in the SRT, not here
+    ],
 )
 def test_each_arm_is_a_configuration_the_engine_takes(arm, source, off_by):
     spec = GRID.replace(altitude_m=60.0, pitch_deg=-60.0)
@@ -113,7 +118,8 @@ def test_each_arm_is_a_configuration_the_engine_takes(arm, source, off_by):
     assert record["arm"] == arm
     height, used = _height_above_road(config, spec, ERRORS)
     assert used == source
-    if arm == "base":
+    assert ("laser" in record) is ("lrf" in arm)
+    if arm.startswith("base"):
         sigma = record["base"]["solution"]["height_sigma_m"]
         assert abs(height - 60.0) <= 3 * sigma and config["camera"]["height_reference"]["at_time_s"] == 4.0
     else:  # none: the road's 8 m and the barometer's 1 m; site: the barometer's
