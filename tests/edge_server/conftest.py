@@ -4,6 +4,7 @@ tests/edge_helpers.py; the headless browser in tests/browser_helpers.py)."""
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,21 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         pytest.skip(PG_MISSING)
     with postgres_schema() as url:
         yield url
+
+
+@pytest.fixture
+def own_heap() -> Iterator[None]:
+    """For a test that bounds a live stream's latency: the objects the test session has piled up so
+    far (a thousand tests' worth, in this one process) are moved out of the garbage collector's
+    sight (``gc.freeze``), so that its full collections scan what the server allocates, as in the
+    server's own process. Without it a full collection took 0.7-1.0 s in the suite's edge tests and
+    put a frame's latency past its bound (1.7 s against 0.8) in one of two full runs."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @pytest.fixture

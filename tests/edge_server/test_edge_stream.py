@@ -344,7 +344,9 @@ class SlowDetector(BrightBlobDetector):
 
 
 @pytest.mark.parametrize("frame_queue", [1, 2])
-async def test_overload_drops_frames_and_latency_stays_bounded(server_factory, frame_queue: int) -> None:
+async def test_overload_drops_frames_and_latency_stays_bounded(
+    server_factory, frame_queue: int, own_heap
+) -> None:
     """A 30 fps stream into a ~6 fps pipeline (the detector on every frame): frames are dropped and
     counted, and the latency the server adds stays within a few processing times instead of
     growing with the stream."""
