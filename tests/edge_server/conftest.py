@@ -41,11 +41,8 @@ def own_heap() -> Iterator[None]:
     server's own process. Without it a full collection took 0.7-1.0 s in the suite's edge tests and
     put a frame's latency past its bound (1.7 s against 0.8) in one of two full runs."""
     gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
+    gc.freeze()  # kept frozen after it (as the run's imports are: tests/conftest.py); refcounts still free
+    yield
 
 
 @pytest.fixture
