@@ -59,6 +59,7 @@ class GroundModel:
         self._warned: set[str] = set()
         self._cache_key: tuple | None = None
         self._cache: GroundProjector | None = None
+        self._optics: tuple[CameraProfile | None, tuple[LensModel | None, float]] | None = None
         self._from_telemetry: set[str] = set()  # quantities the flight's telemetry has given
         self.status = GroundStatus(False, "no frame seen yet")
         if cfg.name:
@@ -291,8 +292,14 @@ class GroundModel:
 
     def optics(self, profile: CameraProfile | None = None) -> tuple[LensModel | None, float]:
         """The video's lens (None: a pinhole) and the sensor's readout (ms; 0: a global shutter) the
-        frames are measured with: the configuration's, else the camera profile's, else none."""
+        frames are measured with: the configuration's, else the camera profile's, else none. Resolved
+        once per profile (the configuration is frozen), not at every frame's new projector."""
         profile = profile or self._profile
+        if self._optics is None or self._optics[0] is not profile:
+            self._optics = (profile, self._resolve_optics(profile))
+        return self._optics[1]
+
+    def _resolve_optics(self, profile: CameraProfile | None) -> tuple[LensModel | None, float]:
         lens = None
         if self.cfg.lens is not None:
             lens = self.cfg.lens.model()
