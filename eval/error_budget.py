@@ -171,6 +171,11 @@ def build_grid(
                         _failed(result, asdict(job) | {"errors": errors.to_dict()}, f"setup: {exc}")
                         continue
                     jobs.append(job)
+    return with_recorders(jobs)
+
+
+def with_recorders(jobs: Sequence[Job]) -> list[Job]:
+    """The jobs, the first run of each video marked to record its detections (the others replay them)."""
     first: dict[str, int] = {}
     for i, j in enumerate(jobs):
         first.setdefault(Path(j.flight_dir).joinpath("video.mp4").resolve().as_posix(), i)

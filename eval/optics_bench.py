@@ -33,14 +33,13 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from eval.bands import format_table
-from eval.error_budget import Job, load_runs, parse_names, run_grid
+from eval.error_budget import Job, load_runs, parse_names, run_grid, with_recorders
 from eval.error_budget_table import budget_rows, format_rows
 from eval.simulate import FlightSpec, TelemetryErrors, derive_flight, simulate_flight
 from pipelines.errors import AirPatrolError
@@ -150,10 +149,7 @@ def build(
                     extra={"scenario": cell, "arm": arm, "flight": name, "source_flight": str(src)},
                 )  # fmt: skip
                 jobs.append(Job(name, cell, arm, str(dest), str(out / "runs" / cell / arm / f"{name}.json")))
-    first: dict[str, int] = {}
-    for i, j in enumerate(jobs):
-        first.setdefault(Path(j.flight_dir).joinpath("video.mp4").resolve().as_posix(), i)
-    return [replace(j, record=i in first.values()) for i, j in enumerate(jobs)]
+    return with_recorders(jobs)
 
 
 def gt_positions(flight_dir: Path) -> dict[tuple[int, int], tuple[float, float, float]]:
