@@ -31,6 +31,7 @@ from pipelines.road_network import (
     load_road_model,
 )
 from pipelines.rules import ViolationDetector
+from pipelines.scale_session import ScaleCheck
 from pipelines.speed import SpeedEstimator
 from pipelines.timestamps import TimestampCheck
 
@@ -165,6 +166,7 @@ def build_pipeline(
         metadata=meta,
         timestamps=TimestampCheck(config.tracker.frame_rate),
         keyframes=KeyframeScheduler(kcfg) if kcfg.enabled else None,
+        scale_check=ScaleCheck(config.scale_check) if config.scale_check.enabled else None,
         propagator=BoxPropagator(refiner) if kcfg.enabled else None,
         relinker=TrackRelinker(
             config.tracker.relink_along_m,

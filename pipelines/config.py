@@ -320,6 +320,9 @@ class RulesConfig(_Section):
     # ends an episode: SpeedEstimate.trusted, set by the speed stage when a box jumped or changed
     # size); a measuring base holds trusted positions only, whatever this says.
     require_trusted: bool = True
+    # the scale check's statuses (pipelines.scale_session) whose sessions' tickets are held for
+    # review (not enforceable, the check named in the reason)
+    hold_scale_check: tuple[Literal["suspect", "unverified"], ...] = ("suspect",)
     snapshot_margin_px: int = 24
     # One vehicle, one violation: a new track that lies where a track with a violation in the same
     # zone, seen within same_vehicle_gap_s, is now (by its ground velocity; within this far along its
@@ -447,6 +450,40 @@ class CameraConfig(_Section):
         return v
 
 
+class VehiclePriorConfig(_Section):
+    """A label's vehicle sizes (m, mean and one sd), as the detector boxes them (pipelines.scale_check)."""
+
+    length_m: float = Field(gt=1, le=20)
+    length_sd_m: float = Field(gt=0, le=5)
+    width_m: float = Field(gt=0.5, le=4)
+    width_sd_m: float = Field(gt=0, le=1)
+    height_m: float = Field(gt=0.5, le=5)
+    height_sd_m: float = Field(gt=0, le=2)
+
+
+class ScaleCheckConfig(_Section):
+    """The scale check from the vehicles on the road (pipelines.scale_check, pipelines.scale_session):
+    the telemetry's scale against the sizes of cars. ``suspect`` when the ratio is off by more than
+    ``tolerance`` beyond ``z`` standard errors, ``ok`` when within it z included, else unverified."""
+
+    enabled: bool = True
+    classes: tuple[str, ...] = ("car",)  # the labels measured against the prior
+    region: Literal["eu", "us"] = "eu"  # the built-in car prior (pipelines.scale_check.CAR_PRIORS)
+    prior: VehiclePriorConfig | None = None  # a region's own figures instead
+    min_vehicles: int = Field(10, ge=2)  # tracks before the check says anything
+    min_observations: int = Field(5, ge=1)  # detected frames before a track counts
+    min_speed_kmh: float = Field(8.0, ge=0)  # slower: its heading is not known well enough
+    min_box_px: float = Field(10.0, ge=2)  # a box's shorter side; smaller boxes are not compared
+    # what the detector adds to each side of a vehicle's box (px): the shipped detector's boxes
+    # are 1.2-1.7 px a side looser than VisDrone-DET's and aerial-cars' labels at every size
+    # (python -m eval.box_bias: +14 % on 17 px cars, +3 % on 81 px)
+    box_margin_px: float = Field(1.4, ge=-10, le=10)
+    box_sigma_px: float = Field(1.5, gt=0, le=20)  # one box edge's noise
+    tolerance: float = Field(0.05, gt=0, lt=0.5)  # the share the scale may be off and still be ok
+    z: float = Field(2.5, gt=0, le=10)
+    max_spread: float = Field(2.5, gt=0)  # tracks' scatter over the prior's: beyond it, unverified
+
+
 class PipelineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -458,6 +495,7 @@ class PipelineConfig(BaseModel):
     speed: SpeedConfig = SpeedConfig()
     rules: RulesConfig = RulesConfig()
     camera: CameraConfig = CameraConfig()
+    scale_check: ScaleCheckConfig = ScaleCheckConfig()
 
     @field_validator("*", mode="before")
     @classmethod

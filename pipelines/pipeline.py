@@ -40,6 +40,7 @@ from pipelines.motion.keyframes import FLOW_KEY, BoxPropagator, KeyframeSchedule
 from pipelines.motion.relink import LostTrack, TrackRelinker
 from pipelines.motion.tracker import Tracker
 from pipelines.rules import ViolationDetector
+from pipelines.scale_session import ScaleCheck
 from pipelines.speed import SpeedEstimator
 from pipelines.timestamps import TimestampCheck
 from pipelines.types import (
@@ -89,6 +90,7 @@ class Pipeline:
     # ByteTrack's ids -> the output ids, a broken track continuing its id (None: ids as tracked)
     relinker: TrackRelinker | None = None
     timestamps: TimestampCheck = field(default_factory=TimestampCheck)  # are speeds timed right?
+    scale_check: ScaleCheck | None = None  # the scale against the vehicles' sizes (None: off)
 
     _prev_time: float | None = None
     _prev_gray: np.ndarray | None = None
@@ -282,6 +284,26 @@ class Pipeline:
                     speeds[int(tid)] = self._held[int(tid)]
         return speeds
 
+    def _measure(
+        self,
+        frame: Frame,
+        gray: np.ndarray,
+        tracked: sv.Detections,
+        ids: np.ndarray,
+        ego: EgoMotion,
+        proj: GroundProjector | None,
+        warnings: list[str],
+    ) -> tuple[dict[int, SpeedEstimate], np.ndarray]:
+        """The tracks' speeds and ground positions (their columns set on ``tracked``), and the scale
+        check's update with this frame's vehicles."""
+        speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings)
+        ground_xy = self._speed_columns(tracked, ids, speeds, proj)
+        if self.scale_check is not None and proj is None:
+            self.scale_check.no_view(self.ground.status.reason)
+        elif self.scale_check is not None:
+            self.scale_check.update(frame, proj, self.ground.scale, tracked, ids, self.speed.velocity)
+        return speeds, ground_xy
+
     def _scale_fracs(
         self, ids: np.ndarray, pixels: np.ndarray, disp: np.ndarray, proj: GroundProjector
     ) -> np.ndarray | None:
@@ -411,8 +433,7 @@ class Pipeline:
         if self.relinker is not None:
             ids = self._relink(frame, tracked, ids, proj)
             tracked.tracker_id = ids
-        speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings)
-        ground_xy = self._speed_columns(tracked, ids, speeds, proj)
+        speeds, ground_xy = self._measure(frame, gray, tracked, ids, ego, proj, warnings)
         t5 = clock()
         timings["speed"] = (t5 - t4) * 1e3
 
@@ -454,6 +475,7 @@ class Pipeline:
             warnings=tuple(warnings),
             keyframe=keyframe,
             scale=self.ground.scale if proj is not None else None,
+            scale_check=self.scale_check.result if self.scale_check is not None else None,
         )
 
     def finish(self) -> list[Violation]:
@@ -465,7 +487,9 @@ class Pipeline:
 
     def _held_by_clock(self, violations: list[Violation]) -> list[Violation]:
         """Violations whose measuring base (or episode) overlaps implausible frame timestamps are
-        not enforceable: their speeds were timed by a wrong clock."""
+        not enforceable: their speeds were timed by a wrong clock. Each carries the session's scale
+        check; one whose status the site holds (``rules.hold_scale_check``) is held for review."""
+        check = self.scale_check.result if self.scale_check is not None else None
         out = []
         for v in violations:
             start, end = (
@@ -474,6 +498,11 @@ class Pipeline:
             problem = self.timestamps.problem_between(start, end)
             if problem and v.enforceable:
                 v = dataclasses.replace(v, status=NOT_ENFORCEABLE, status_reason=problem)
+            if check is not None:
+                v = dataclasses.replace(v, scale_check=check)
+                if v.enforceable and check.status in self.config.rules.hold_scale_check:
+                    reason = f"held for review: {check.describe()}"
+                    v = dataclasses.replace(v, status=NOT_ENFORCEABLE, status_reason=reason)
             out.append(v)
         return out
 
@@ -501,6 +530,8 @@ class Pipeline:
             self.keyframes.reset()
         if self.propagator is not None:
             self.propagator.reset()
+        if self.scale_check is not None:
+            self.scale_check.reset()
         self._prev_gray = self._last_mask = None
         self._held.clear()
         self._last_xyxy = None

@@ -18,7 +18,7 @@ import numpy as np
 
 from pipelines.config import CameraConfig, PipelineConfig
 from pipelines.pipeline import STAGES, Pipeline
-from pipelines.types import Frame, FrameResult
+from pipelines.types import Frame, FrameResult, ScaleCheckResult, ScaleInfo
 
 log = logging.getLogger(__name__)
 
@@ -186,18 +186,22 @@ def run_pipeline(
         "final_violations": tail,
         "warnings": dict(warnings),
         # what the speeds rest on (pipelines.height): frames per scale source, the last frame's scale
-        "scale": {
-            "sources": dict(scale_sources),
-            "last": None if last_scale is None else last_scale.to_dict(),
-            # the laser's readings (pipelines.rangefinder): used, refused and why; None: none
-            "rangefinder": None
-            if pipeline.ground.rangefinder is None
-            else pipeline.ground.rangefinder.summary(),
-            # the lens and shutter the points were corrected for (pipelines.lens)
-            "optics": pipeline.ground.optics_summary(),
-        },
+        "scale": _scale_summary(pipeline, scale_sources, last_scale),
+        # the scale against the vehicles' sizes (pipelines.scale_session); None: the check is off
+        "scale_check": None if pipeline.scale_check is None else pipeline.scale_check.summary(),
         "timings": timer.summary(),
         "pipeline": pipeline.metadata,
+    }
+
+
+def _scale_summary(pipeline: Pipeline, sources: dict[str, int], last: ScaleInfo | None) -> dict:
+    return {
+        "sources": dict(sources),
+        "last": None if last is None else last.to_dict(),
+        # the laser's readings (pipelines.rangefinder): used, refused and why; None: none
+        "rangefinder": None if pipeline.ground.rangefinder is None else pipeline.ground.rangefinder.summary(),
+        # the lens and shutter the points were corrected for (pipelines.lens)
+        "optics": pipeline.ground.optics_summary(),
     }
 
 
@@ -275,6 +279,9 @@ def format_bench(summary: dict, config: PipelineConfig, size: tuple[int, int], s
         f"end-to-end: {summary['fps']:.2f} fps wall ({per_frame:.1f} ms/frame mean, {1000 / per_frame:.1f} fps "
         f"from stage means); process CPU {summary['cpu_ms_per_frame']:.1f} ms/frame"
     )
+    check = summary.get("scale_check")
+    if check:
+        lines.append(f"scale check: {ScaleCheckResult.from_dict(check).describe()}")
     lines.append(f"machine at the end: {machine_description()}")
     return "\n".join(lines)
 

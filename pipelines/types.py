@@ -319,6 +319,51 @@ class MeasuringBase:
         }
 
 
+# The scale check's statuses (ScaleCheckResult.status; pipelines.scale_session)
+UNVERIFIED, OK, SUSPECT = "unverified", "ok", "suspect"
+SCALE_CHECK_STATUSES = (UNVERIFIED, OK, SUSPECT)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleCheckResult:
+    """A session's scale check: ``ratio`` is the telemetry's scale over the one the cars imply (1.10:
+    the telemetry makes every distance, so every speed, 10 % too large), ``sigma`` its standard
+    deviation, ``n`` the vehicles (tracks) behind it; ``reason`` says why it is unverified or
+    suspect (empty when ok)."""
+
+    status: str
+    ratio: float | None = None
+    sigma: float | None = None
+    n: int = 0
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "status": self.status,
+            "ratio": None if self.ratio is None else round(self.ratio, 4),
+            "sigma": None if self.sigma is None else round(self.sigma, 4),
+            "n": self.n,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ScaleCheckResult:
+        ratio, sigma = data.get("ratio"), data.get("sigma")
+        return cls(
+            str(data.get("status", UNVERIFIED)),
+            None if ratio is None else float(ratio),
+            None if sigma is None else float(sigma),
+            int(data.get("n", 0)),
+            str(data.get("reason", "")),
+        )
+
+    def describe(self) -> str:
+        if self.ratio is None or self.sigma is None:
+            return f"scale check {self.status}" + (f" ({self.reason})" if self.reason else "")
+        text = f"scale check {self.status}: {self.ratio:.3f} +- {self.sigma:.3f} from {self.n} vehicles"
+        return text + (f" ({self.reason})" if self.reason else "")
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Violation:
     """One speeding event: one per track and zone.
@@ -360,6 +405,8 @@ class Violation:
     # the scale the ticket rests on (pipelines.height): its source, the height above the road and
     # the pitch with their sigmas, and its relative sigma over the base (in ticket_sigma_kmh)
     scale: ScaleInfo | None = None
+    # the session's scale check from the vehicles when it closed (pipelines.scale_session)
+    scale_check: ScaleCheckResult | None = None
 
     @property
     def duration_s(self) -> float:
@@ -396,6 +443,7 @@ class Violation:
             "status": self.status,
             "status_reason": self.status_reason,
             "scale": None if self.scale is None else self.scale.to_dict(),
+            "scale_check": None if self.scale_check is None else self.scale_check.to_dict(),
         }
 
 
@@ -429,3 +477,4 @@ class FrameResult:
     warnings: tuple[str, ...] = ()
     keyframe: bool = True  # the detector ran on this frame (False: boxes propagated by optical flow)
     scale: ScaleInfo | None = None  # the frame's scale (None: speeds disabled on it)
+    scale_check: ScaleCheckResult | None = None  # the session's scale check (None: disabled)

@@ -1,0 +1,156 @@
+"""A session's scale check (pipelines.scale_session): statuses and reasons on synthetic traffic whose
+boxes are the projected cuboids of vehicles of realistic, varied sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import supervision as sv
+
+from pipelines.config import ScaleCheckConfig
+from pipelines.geometry import GroundProjector
+from pipelines.scale_check import CAR_PRIORS, predicted_boxes
+from pipelines.scale_session import ScaleCheck, prior_of
+from pipelines.types import PROPAGATED_KEY, Frame, Intrinsics, ScaleInfo
+
+K = Intrinsics(1400.0, 1400.0, 960.0, 540.0, 1920, 1080)
+IMAGE = np.zeros((1080, 1920, 3), np.uint8)
+# (body dims mean, sd) of what a detector labels "car": sedans and a third SUVs (eval.simulate's table)
+SEDAN = (np.array([4.40, 1.80, 1.48]), np.array([0.40, 0.07, 0.07]))
+SUV = (np.array([4.60, 1.88, 1.70]), np.array([0.30, 0.06, 0.08]))
+
+
+def _traffic(
+    check: ScaleCheck,
+    *,
+    k: float = 1.0,
+    pitch: float = -60.0,
+    altitude: float = 60.0,
+    vehicles: int = 40,
+    label: str = "car",
+    speed_mps: float = 12.0,
+    false_boxes: bool = False,
+    scale: ScaleInfo | None = None,
+    seed: int = 0,
+    frames_each: int = 8,
+) -> None:
+    """``vehicles`` vehicles crossing the view one after another, ``frames_each`` frames each, seen
+    by the true camera and measured through telemetry ``k`` times its height."""
+    rng = np.random.default_rng(seed)
+    true = GroundProjector.create(K, altitude, pitch)
+    told = GroundProjector.create(K, altitude * k, pitch)
+    angle = rng.uniform(0, np.pi)
+    heading = np.array([np.cos(angle), np.sin(angle)])
+    index = 0
+    for vid in range(vehicles):
+        mean, sd = SUV if rng.random() < 0.3 else SEDAN
+        dims = mean + sd * np.clip(rng.normal(size=3), -2.5, 2.5)
+        start = true.to_ground(np.array([[rng.uniform(500, 1400), rng.uniform(350, 800)]]))[0]
+        for step in range(frames_each):
+            centre = start + heading * speed_mps * step / 30.0
+            box = predicted_boxes(true, centre[None], heading[None], dims)[0]
+            box = box + np.array([-1.4, -1.4, 1.4, 1.4]) + rng.normal(0, 1.0, 4)
+            if false_boxes:  # a box of any size on a moving target: not a vehicle
+                c = (box[:2] + box[2:]) / 2
+                half = rng.uniform(5, 90, 2)
+                box = np.concatenate([c - half, c + half])
+            dets = sv.Detections(xyxy=box[None].astype(float), tracker_id=np.array([vid]))
+            dets.data["class_name"] = np.array([label], dtype=object)
+            dets.data[PROPAGATED_KEY] = np.array([False])
+            index += 1
+            velocity = heading * speed_mps * k  # the telemetry's scale: k times the true speed
+            check.update(
+                Frame(index, index / 30.0, IMAGE),
+                told,
+                scale,
+                dets,
+                np.array([vid]),
+                lambda tid, v=velocity: v,
+            )
+
+
+@pytest.mark.parametrize("pitch", [-90.0, -45.0])
+@pytest.mark.parametrize(
+    ("k", "status", "words"),
+    [
+        (1.0, "ok", ""),
+        (1.02, "ok", ""),
+        (1.12, "suspect", "12 % too large (every speed as much too high)"),
+        (0.88, "suspect", "12 % too small (every speed as much too low)"),
+    ],
+)
+def test_the_status_follows_the_scale_error(pitch: float, k: float, status: str, words: str) -> None:
+    check = ScaleCheck(ScaleCheckConfig())
+    _traffic(check, k=k, pitch=pitch, vehicles=60, seed=int(k * 100))
+    r = check.result
+    assert r.status == status, r
+    assert words in r.reason
+    assert r.n == 60
+    assert abs(r.ratio - k) < 3 * r.sigma + 0.01
+    assert 0.003 < r.sigma < 0.02
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "cfg", "reason"),
+    [
+        ({"vehicles": 6}, {}, "too few vehicles yet (6 of 10)"),
+        ({"label": "truck"}, {}, "no car yet (only other classes)"),
+        ({"speed_mps": 0.5}, {}, "the vehicles are standing (a jam or a car park)"),
+        ({"altitude": 150.0}, {"min_box_px": 40.0}, "; boxes left out most: too small ("),
+        ({"false_boxes": True, "k": 1.15}, {}, "change size from frame to frame: false or partial boxes"),
+        ({"k": 1.03, "vehicles": 14}, {"tolerance": 0.03}, "not yet determined to 3%"),
+    ],
+    ids=["few", "only-trucks", "a-jam", "too-small", "false-boxes", "undetermined"],
+)
+def test_unverified_says_why(kwargs: dict, cfg: dict, reason: str) -> None:
+    check = ScaleCheck(ScaleCheckConfig(**cfg))
+    _traffic(check, **kwargs)
+    r = check.result
+    assert r.status == "unverified", r
+    assert reason in r.reason
+
+
+def test_the_check_restarts_when_the_scale_source_changes() -> None:
+    check = ScaleCheck(ScaleCheckConfig())
+    flight = ScaleInfo("flight", 60.0, 5.0, -60.0, 1.0)
+    site = ScaleInfo("site", 52.0, 0.5, -60.0, 1.0)
+    _traffic(check, k=1.15, scale=flight, vehicles=30)
+    assert check.result.status == "suspect"
+    _traffic(check, k=1.0, scale=site, vehicles=4, seed=1)
+    r = check.result
+    assert (r.status, r.n) == ("unverified", 4)
+    assert r.reason == "restarted: the scale source changed; too few vehicles yet (4 of 10)"
+    assert check.summary()["restarts"] == 1
+
+
+def test_carried_boxes_and_a_disabled_check_measure_nothing() -> None:
+    check = ScaleCheck(ScaleCheckConfig(enabled=False))
+    _traffic(check, vehicles=20)
+    assert check.result.n == 0
+    check = ScaleCheck(ScaleCheckConfig())
+    proj = GroundProjector.create(K, 60.0, -90.0)
+    dets = sv.Detections(xyxy=np.array([[900.0, 500.0, 960.0, 600.0]]), tracker_id=np.array([1]))
+    dets.data["class_name"] = np.array(["car"], dtype=object)
+    dets.data[PROPAGATED_KEY] = np.array([True])
+    check.update(Frame(1, 0.0, IMAGE), proj, None, dets, np.array([1]), lambda t: np.array([10.0, 0.0]))
+    assert check.summary()["skipped"] == {"carried": 1}
+
+
+def test_a_frame_without_a_view_is_the_reason_until_vehicles_count() -> None:
+    check = ScaleCheck(ScaleCheckConfig())
+    check.no_view("no altitude")
+    assert check.result.reason == "no usable view: no altitude"
+
+
+def test_the_prior_is_the_regions_or_the_sites() -> None:
+    assert prior_of(ScaleCheckConfig()) == CAR_PRIORS["eu"]
+    assert prior_of(ScaleCheckConfig(region="us")) == CAR_PRIORS["us"]
+    own = {
+        "length_m": 4.2,
+        "length_sd_m": 0.3,
+        "width_m": 1.7,
+        "width_sd_m": 0.06,
+        "height_m": 1.5,
+        "height_sd_m": 0.1,
+    }
+    assert prior_of(ScaleCheckConfig(prior=own)).width_m == 1.7
