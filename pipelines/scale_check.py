@@ -10,17 +10,19 @@ too long, whatever the pitch: the whole scene, vehicles included, is seen as the
 off by. Passenger cars' sizes cluster (a few per cent in width, about 9 % in length): enough of them
 give ``k`` to a per cent or two.
 
-Model. A vehicle is a cuboid (length L, width W, height H) standing on the ground, turned along its
-direction of travel (its track's fitted ground velocity). Its eight corners are projected through the
-frame's intrinsics, altitude, pitch and lens (:func:`predicted_boxes`), so the prediction holds at
-nadir and oblique alike: in an oblique view the box's height in pixels includes the vehicle's height
-(H cot(pitch) along the line of sight, +33 % of a car's length at -45 deg) and the model has it. Each
-detected box's width and height in pixels are compared to the box a car of the prior's mean size
-would have at the same place and heading, in log space (:func:`observe`). The prior's spread of L, W
-and H, carried through the same projection (finite differences), and the box edges' pixel noise
-give each comparison's 2 x 2 covariance: at nadir both extents count (height barely shows), in an
-oblique view the width across the line of sight counts more than the height along it. The two are
-combined by generalised least squares into one log ratio per box.
+Model. A vehicle is three stacked boxes standing on the ground, turned along its direction of travel
+(its track's fitted ground velocity): its wheels, its body over the whole footprint up to the belt
+line, and its cabin (a share of its length, inset from the sides) up to its height
+(:func:`vehicle_corners`). Their corners are projected through the frame's intrinsics, altitude,
+pitch and lens (:func:`predicted_boxes`), so the prediction holds at nadir and oblique alike: in an
+oblique view the box's height in pixels includes the vehicle's height (H cot(pitch) along the line
+of sight, +33 % of a car's length at -45 deg) and the model has it. Each detected box's width and
+height in pixels are compared to the box a car of the prior's mean size would have at the same place
+and heading, in log space (:func:`observe`). The prior's spread of length, width, height and cabin,
+carried through the same projection (finite differences), and the box edges' pixel noise give each
+comparison's 2 x 2 covariance: at nadir both extents count (height barely shows), in an oblique
+view the width across the line of sight counts more than the height along it. The two are combined
+by generalised least squares into one log ratio per box.
 
 The session's ratio (:func:`robust_ratio`) is a biweight mean of the tracks' medians, with a
 sandwich variance that grows with their actual scatter: SUVs, vans labelled as cars, partial boxes
@@ -43,7 +45,8 @@ from pipelines.types import OK, SCALE_CHECK_STATUSES, SUSPECT, UNVERIFIED, Scale
 @dataclass(frozen=True, slots=True)
 class VehiclePrior:
     """The size distribution (m: mean and one standard deviation) of the vehicles a label covers, as
-    the detector boxes them (body, without mirrors)."""
+    the detector boxes them (body, without mirrors), and of their cabin's length as a share of
+    theirs (a sedan's glasshouse about 0.6, an SUV's or estate's 0.75, a van's 0.85)."""
 
     length_m: float
     length_sd_m: float
@@ -51,14 +54,17 @@ class VehiclePrior:
     width_sd_m: float
     height_m: float
     height_sd_m: float
+    cabin_share: float = 0.65
+    cabin_share_sd: float = 0.10
 
     @property
     def mean(self) -> np.ndarray:
-        return np.array([self.length_m, self.width_m, self.height_m])
+        """Length, width, height (m) and the cabin's share of the length."""
+        return np.array([self.length_m, self.width_m, self.height_m, self.cabin_share])
 
     @property
     def sd(self) -> np.ndarray:
-        return np.array([self.length_sd_m, self.width_sd_m, self.height_sd_m])
+        return np.array([self.length_sd_m, self.width_sd_m, self.height_sd_m, self.cabin_share_sd])
 
 
 # Passenger cars as a detector labels them ("car": sedans, hatchbacks, estates and SUVs together),
@@ -72,21 +78,38 @@ CAR_PRIORS: dict[str, VehiclePrior] = {
 }
 
 
-def cuboid_corners(centres: np.ndarray, headings: np.ndarray, dims: np.ndarray) -> np.ndarray:
-    """(N, 8, 3) world corners of cuboids standing on the ground at ``centres`` (N, 2), their length
-    along the unit ``headings`` (N, 2); ``dims`` (N, 3) or (3,): length, width, height (m)."""
+# A vehicle's shape (vehicle_corners): wheels up to CLEARANCE_M (inset WHEELS_INSET of the length and
+# width on each end and side), the body over the whole footprint up to BELT_SHARE of the height, the
+# cabin above it (its length a share of the vehicle's, centred; CABIN_WIDTH_SHARE of the width)
+CLEARANCE_M = 0.25
+WHEELS_INSET = (0.10, 0.06)
+BELT_SHARE = 0.55
+CABIN_WIDTH_SHARE = 0.86
+
+
+def vehicle_corners(centres: np.ndarray, headings: np.ndarray, dims: np.ndarray) -> np.ndarray:
+    """(N, 24, 3) world corners of vehicles standing on the ground at ``centres`` (N, 2), their length
+    along the unit ``headings`` (N, 2): three stacked boxes (wheels, body, cabin). ``dims`` (N, 4)
+    or (4,): length, width, height (m) and the cabin's share of the length."""
     c = np.asarray(centres, dtype=float).reshape(-1, 2)
     f = np.asarray(headings, dtype=float).reshape(-1, 2)
-    d = np.broadcast_to(np.asarray(dims, dtype=float), (len(c), 3))
+    d = np.broadcast_to(np.asarray(dims, dtype=float), (len(c), 4))
     r = np.column_stack([f[:, 1], -f[:, 0]])
-    signs = np.array([[sl, sw, z] for sl in (-0.5, 0.5) for sw in (-0.5, 0.5) for z in (0.0, 1.0)])
-    xy = (
-        c[:, None, :]
-        + signs[None, :, 0:1] * d[:, None, 0:1] * f[:, None, :]
-        + signs[None, :, 1:2] * d[:, None, 1:2] * r[:, None, :]
+    length, width, height, cabin = d[:, 0], d[:, 1], d[:, 2], d[:, 3]
+    clear = np.minimum(CLEARANCE_M, 0.25 * height)
+    belt = BELT_SHARE * height
+    parts = (  # (length share, width share, bottom, top)
+        (1 - 2 * WHEELS_INSET[0], 1 - 2 * WHEELS_INSET[1], np.zeros_like(height), clear),
+        (1.0, 1.0, clear, belt),
+        (cabin, CABIN_WIDTH_SHARE, belt, height),
     )
-    z = signs[None, :, 2] * d[:, None, 2]
-    return np.concatenate([xy, z[..., None]], axis=2)
+    out = []
+    for ls, ws, lo, hi in parts:
+        for sl in (-0.5, 0.5):
+            for sw in (-0.5, 0.5):
+                xy = c + (sl * ls * length)[:, None] * f + (sw * ws * width)[:, None] * r
+                out += [np.column_stack([xy, lo]), np.column_stack([xy, hi])]
+    return np.stack(out, axis=1)
 
 
 def project_world(proj: GroundProjector, points: np.ndarray) -> np.ndarray:
@@ -107,8 +130,8 @@ def project_world(proj: GroundProjector, points: np.ndarray) -> np.ndarray:
 def predicted_boxes(
     proj: GroundProjector, centres: np.ndarray, headings: np.ndarray, dims: np.ndarray
 ) -> np.ndarray:
-    """(N, 4) image boxes (x0, y0, x1, y1) of the cuboids (:func:`cuboid_corners`)."""
-    uv = project_world(proj, cuboid_corners(centres, headings, dims))
+    """(N, 4) image boxes (x0, y0, x1, y1) of the vehicles (:func:`vehicle_corners`)."""
+    uv = project_world(proj, vehicle_corners(centres, headings, dims))
     return np.concatenate([uv.min(axis=1), uv.max(axis=1)], axis=1)
 
 
@@ -116,10 +139,10 @@ def _box_centres(xyxy: np.ndarray) -> np.ndarray:
     return np.column_stack([(xyxy[:, 0] + xyxy[:, 2]) / 2, (xyxy[:, 1] + xyxy[:, 3]) / 2])
 
 
-def place_cuboids(
+def place_vehicles(
     proj: GroundProjector, xyxy: np.ndarray, headings: np.ndarray, dims: np.ndarray, steps: int = 3
 ) -> np.ndarray:
-    """(N, 2) ground centres at which the cuboids' predicted boxes are centred on the observed ones:
+    """(N, 2) ground centres at which the vehicles' predicted boxes are centred on the observed ones:
     the observed centre's ground point, moved by what the prediction's centre misses (a vehicle's
     height shifts its box away from its footprint in an oblique view)."""
     target = proj.to_ground(_box_centres(xyxy))
@@ -153,21 +176,21 @@ def observe(
 ) -> Observation:
     """Compare each box (N, 4) with the box a car of ``prior``'s mean size would have at its place,
     turned along its ground heading (N, 2, unit vectors). ``margin_px``: what the detector adds to
-    each side of a vehicle's box; ``sigma_px``: one box edge's noise; ``model_frac``: the cuboid
+    each side of a vehicle's box; ``sigma_px``: one box edge's noise; ``model_frac``: the shape
     model's own misfit (a car is rounded), per extent."""
     xyxy = np.asarray(xyxy, dtype=float).reshape(-1, 4)
     n = len(xyxy)
     if not n:
         empty = np.zeros(0)
         return Observation(empty, empty, empty)
-    centres = place_cuboids(proj, xyxy, headings, prior.mean)
+    centres = place_vehicles(proj, xyxy, headings, prior.mean)
     dims = np.vstack([prior.mean, prior.mean + np.diag(prior.sd)])  # the mean, then +1 sd of each
-    boxes = np.stack([predicted_boxes(proj, centres, headings, d) for d in dims])  # (4, N, 4)
-    ext = np.stack([boxes[..., 2] - boxes[..., 0], boxes[..., 3] - boxes[..., 1]], axis=-1)  # (4, N, 2)
+    boxes = np.stack([predicted_boxes(proj, centres, headings, d) for d in dims])  # (5, N, 4)
+    ext = np.stack([boxes[..., 2] - boxes[..., 0], boxes[..., 3] - boxes[..., 1]], axis=-1)  # (5, N, 2)
     pred = ext[0] + 2.0 * margin_px
     seen = np.column_stack([xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]])
     with np.errstate(divide="ignore", invalid="ignore"):
-        g = (ext[1:] - ext[0]) / pred  # (3, N, 2): one sd of L, W, H in log extent
+        g = (ext[1:] - ext[0]) / pred  # (4, N, 2): one sd of L, W, H and the cabin in log extent
         cov_prior = np.einsum("dni,dnj->nij", g, g)
         noise = 2.0 * sigma_px**2 / pred**2 + model_frac**2
         cov = cov_prior + noise[:, :, None] * np.eye(2)
@@ -250,9 +273,9 @@ __all__ = [
     "RobustRatio",
     "ScaleCheckResult",
     "VehiclePrior",
-    "cuboid_corners",
+    "vehicle_corners",
     "observe",
-    "place_cuboids",
+    "place_vehicles",
     "predicted_boxes",
     "project_world",
     "robust_ratio",

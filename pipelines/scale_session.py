@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,19 +54,37 @@ class _Track:
     var: list[float] = field(default_factory=list)
     var_prior: list[float] = field(default_factory=list)
     labels: Counter = field(default_factory=Counter)
+    _value: tuple[float, float, bool] | None = None  # cached until the next observation
+
+    def add(self, log_ratio: float, var: float, var_prior: float) -> None:
+        self.log_ratios.append(log_ratio)
+        self.var.append(var)
+        self.var_prior.append(var_prior)
+        self._value = None
 
     def value(self) -> tuple[float, float, bool]:
-        """(median log ratio, its sd, whether its boxes hold their size): the vehicle's own size part
-        of the sd does not average out over frames, the pixel noise does. A vehicle's box keeps its
-        size from frame to frame within the pixel noise; a false or partial box does not."""
-        x = np.asarray(self.log_ratios)
-        var, var_prior = np.asarray(self.var), np.asarray(self.var_prior)
-        prior = float(np.median(var_prior))
-        noise = float(np.median(np.clip(var - var_prior, 0.0, None)))
-        mid = float(np.median(x))
-        within = 1.4826 * float(np.median(np.abs(x - mid)))
-        steady = within <= max(STEADY_SIGMAS * math.sqrt(noise), STEADY_FLOOR)
-        return mid, math.sqrt(prior + noise / len(x) * math.pi / 2), steady  # a median's efficiency
+        if self._value is None:
+            self._value = track_value(self.log_ratios, self.var, self.var_prior)
+        return self._value
+
+
+def track_value(
+    log_ratios: Sequence[float] | np.ndarray,
+    var: Sequence[float] | np.ndarray,
+    var_prior: Sequence[float] | np.ndarray,
+) -> tuple[float, float, bool]:
+    """One vehicle's (median log ratio, its sd, whether its boxes hold their size) from its frames
+    (pipelines.scale_check.observe): the vehicle's own size part of the sd does not average out over
+    frames, the pixel noise does. A vehicle's box keeps its size from frame to frame within the
+    pixel noise; a false or partial box does not."""
+    x = np.asarray(log_ratios, dtype=float)
+    var, var_prior = np.asarray(var, dtype=float), np.asarray(var_prior, dtype=float)
+    prior = float(np.median(var_prior))
+    noise = float(np.median(np.clip(var - var_prior, 0.0, None)))
+    mid = float(np.median(x))
+    within = 1.4826 * float(np.median(np.abs(x - mid)))
+    steady = within <= max(STEADY_SIGMAS * math.sqrt(noise), STEADY_FLOOR)
+    return mid, math.sqrt(prior + noise / len(x) * math.pi / 2), steady  # a median's efficiency
 
 
 def prior_of(cfg: ScaleCheckConfig) -> VehiclePrior:
@@ -135,119 +153,51 @@ class ScaleCheck:
         if self._key is not None and key != self._key:
             self.reset(why=_change(self._key, key))
         self._key = key
-        use = self._usable(frame, tracked, ids, velocity)
-        if not use:
+        labels, carried, velocities = frame_inputs(tracked, ids, velocity)
+        self.observe_frame(frame.width, frame.height, proj, tracked.xyxy, ids, labels, carried, velocities)
+
+    def observe_frame(
+        self,
+        width: int,
+        height: int,
+        proj: GroundProjector,
+        xyxy: np.ndarray,
+        ids: np.ndarray,
+        labels: Sequence[str],
+        carried: np.ndarray,
+        velocities: np.ndarray,
+    ) -> None:
+        """One frame's boxes compared with the prior (:func:`frame_inputs` gives the rest)."""
+        rows, headings, why = usable(self.cfg, width, height, xyxy, labels, carried, velocities)
+        self._skipped.update(w for w in why if w)
+        if not len(rows):
             self._dirty |= not self._tracks  # the reason nothing is measured may have changed
             return
-        rows = np.array([i for i, _ in use])
-        headings = np.array([h for _, h in use])
         obs = observe(
             proj,
-            tracked.xyxy[rows],
+            np.asarray(xyxy, dtype=float)[rows],
             headings,
             self.prior,
             margin_px=self.cfg.box_margin_px,
             sigma_px=self.cfg.box_sigma_px,
         )
-        labels = tracked.data.get("class_name")
         for j, i in enumerate(rows):
             if not np.isfinite(obs.log_ratio[j]):
                 continue
             tr = self._tracks.setdefault(int(ids[i]), _Track())
-            tr.labels[str(labels[i]) if labels is not None else "vehicle"] += 1
+            tr.labels[labels[i]] += 1
             if len(tr.log_ratios) < MAX_OBSERVATIONS:
-                tr.log_ratios.append(float(obs.log_ratio[j]))
-                tr.var.append(float(obs.var[j]))
-                tr.var_prior.append(float(obs.var_prior[j]))
+                tr.add(float(obs.log_ratio[j]), float(obs.var[j]), float(obs.var_prior[j]))
                 self._dirty = True
-
-    def _usable(
-        self,
-        frame: Frame,
-        tracked: sv.Detections,
-        ids: np.ndarray,
-        velocity: Callable[[int], np.ndarray | None],
-    ) -> list[tuple[int, np.ndarray]]:
-        """(row, unit ground heading) of the boxes to compare; the others counted by why."""
-        cfg, n = self.cfg, len(tracked)
-        if not n:
-            return []
-        xyxy = tracked.xyxy
-        labels = tracked.data.get("class_name")
-        carried = np.zeros(n, bool)
-        for key in (PROPAGATED_KEY, EXTRAPOLATED_KEY):
-            if key in tracked.data:
-                carried |= np.asarray(tracked.data[key], dtype=bool)
-        border = touches_border(xyxy, frame.width, frame.height)
-        small = np.minimum(xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]) < cfg.min_box_px
-        out = []
-        for i in range(n):
-            label = str(labels[i]) if labels is not None else "vehicle"
-            why = (
-                "carried"
-                if carried[i]
-                else "other class"
-                if label not in cfg.classes
-                else "cut by the border"
-                if border[i]
-                else "too small"
-                if small[i]
-                else ""
-            )
-            v = None if why else velocity(int(ids[i]))
-            if not why and (v is None or not np.all(np.isfinite(v))):
-                why = "no heading yet"
-            elif not why and float(np.hypot(*v)) * 3.6 < cfg.min_speed_kmh:
-                why = "standing"
-            if why:
-                self._skipped[why] += 1
-                continue
-            out.append((i, np.asarray(v, float) / float(np.hypot(*v))))
-        return out
 
     def _evaluate(self) -> ScaleCheckResult:
         cfg = self.cfg
-        done = [
+        values = [
             t.value()
             for t in self._tracks.values()
             if len(t.log_ratios) >= cfg.min_observations and t.labels.most_common(1)[0][0] in cfg.classes
         ]
-        steady = np.array([(m, sd) for m, sd, ok in done if ok]).reshape(-1, 2)
-        if len(done) >= cfg.min_vehicles and len(steady) < len(done) / 2:
-            return ScaleCheckResult(
-                UNVERIFIED,
-                n=len(steady),
-                reason=f"{len(done) - len(steady)} of {len(done)} vehicles' boxes change size from frame to "
-                "frame: false or partial boxes, no ruler",
-            )
-        if len(steady) < cfg.min_vehicles:
-            return ScaleCheckResult(UNVERIFIED, n=len(steady), reason=self._too_few(len(steady)))
-        est = robust_ratio(steady[:, 0], steady[:, 1])
-        if est is None or not math.isfinite(est.se):
-            return ScaleCheckResult(UNVERIFIED, n=len(steady), reason="the vehicles' sizes disagree")
-        ratio = math.exp(est.mu)
-        sigma = ratio * est.se
-        base = ScaleCheckResult(UNVERIFIED, ratio, sigma, est.n)
-        if est.spread > cfg.max_spread:
-            return _with(
-                base,
-                UNVERIFIED,
-                f"the vehicles' sizes scatter {est.spread:.1f} times more than cars' do: too many false, "
-                "partial or mislabelled boxes to judge the scale",
-            )
-        off, tol, z = abs(est.mu), math.log1p(cfg.tolerance), cfg.z
-        if off > tol + z * est.se:
-            way = "large" if est.mu > 0 else "small"
-            return _with(
-                base,
-                SUSPECT,
-                f"the cars measure {ratio:.2f} times their usual size through the telemetry: its scale "
-                f"looks {abs(ratio - 1) * 100:.0f} % too {way} (every speed as much too "
-                f"{'high' if est.mu > 0 else 'low'})",
-            )
-        if off + z * est.se <= tol:
-            return _with(base, OK, "")
-        return _with(base, UNVERIFIED, f"not yet determined to {cfg.tolerance:.0%}")
+        return judge(np.array(values, dtype=float).reshape(-1, 3), cfg, self._too_few)
 
     def _too_few(self, n: int) -> str:
         skipped = self._skipped
@@ -279,6 +229,102 @@ class ScaleCheck:
         return out
 
 
+def frame_inputs(
+    tracked: sv.Detections, ids: np.ndarray, velocity: Callable[[int], np.ndarray | None]
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """A frame's tracked boxes as the check takes them: their labels, whether each was carried (not
+    detected on this frame: propagated by optical flow, extrapolated) and their tracks' ground
+    velocities (N, 2; m/s, NaN while unknown or carried)."""
+    n = len(tracked)
+    names = tracked.data.get("class_name")
+    labels = ["vehicle"] * n if names is None else [str(v) for v in names]
+    carried = np.zeros(n, bool)
+    for name in (PROPAGATED_KEY, EXTRAPOLATED_KEY):
+        if name in tracked.data:
+            carried |= np.asarray(tracked.data[name], dtype=bool)
+    velocities = np.full((n, 2), np.nan)
+    for i in range(n):
+        v = None if carried[i] else velocity(int(ids[i]))
+        if v is not None:
+            velocities[i] = v
+    return labels, carried, velocities
+
+
+def usable(
+    cfg: ScaleCheckConfig,
+    width: int,
+    height: int,
+    xyxy: np.ndarray,
+    labels: Sequence[str],
+    carried: np.ndarray,
+    velocities: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Which boxes (N, 4) of one frame to compare: (their rows, their unit ground headings (M, 2),
+    and for every box why it is not compared, "" when it is). ``carried``: boxes not detected on
+    this frame (propagated by optical flow, extrapolated); ``velocities`` (N, 2): the tracks'
+    ground velocities (m/s; NaN while unknown)."""
+    xyxy = np.asarray(xyxy, dtype=float).reshape(-1, 4)
+    n = len(xyxy)
+    border = touches_border(xyxy, width, height)
+    small = np.minimum(xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]) < cfg.min_box_px
+    speed = np.hypot(velocities[:, 0], velocities[:, 1]) if n else np.zeros(0)
+    why = []
+    for i in range(n):
+        reasons = (
+            (carried[i], "carried"),
+            (labels[i] not in cfg.classes, "other class"),
+            (border[i], "cut by the border"),
+            (small[i], "too small"),
+            (not np.isfinite(speed[i]), "no heading yet"),
+            (speed[i] * 3.6 < cfg.min_speed_kmh, "standing"),
+        )
+        why.append(next((w for bad, w in reasons if bad), ""))
+    rows = np.array([i for i in range(n) if not why[i]], dtype=int)
+    headings = velocities[rows] / speed[rows, None] if len(rows) else np.zeros((0, 2))
+    return rows, headings, why
+
+
+def judge(values: np.ndarray, cfg: ScaleCheckConfig, too_few: Callable[[int], str]) -> ScaleCheckResult:
+    """The check's result from its vehicles' :func:`track_value` rows (n, 3): unverified while too
+    few steady vehicles (``too_few(n)`` says why), when most boxes are not steady, or when their
+    sizes scatter beyond a car fleet's; else ok or suspect against the tolerance."""
+    steady = values[values[:, 2] > 0, :2] if len(values) else np.zeros((0, 2))
+    if len(values) >= cfg.min_vehicles and len(steady) < len(values) / 2:
+        return ScaleCheckResult(
+            UNVERIFIED,
+            n=len(steady),
+            reason=f"{len(values) - len(steady)} of {len(values)} vehicles' boxes change size from frame to "
+            "frame: false or partial boxes, no ruler",
+        )
+    if len(steady) < cfg.min_vehicles:
+        return ScaleCheckResult(UNVERIFIED, n=len(steady), reason=too_few(len(steady)))
+    est = robust_ratio(steady[:, 0], steady[:, 1])
+    if est is None or not math.isfinite(est.se):
+        return ScaleCheckResult(UNVERIFIED, n=len(steady), reason="the vehicles' sizes disagree")
+    ratio = math.exp(est.mu)
+    base = ScaleCheckResult(UNVERIFIED, ratio, ratio * est.se, est.n)
+    if est.spread > cfg.max_spread:
+        return _with(
+            base,
+            UNVERIFIED,
+            f"the vehicles' sizes scatter {est.spread:.1f} times more than cars' do: too many false, "
+            "partial or mislabelled boxes to judge the scale",
+        )
+    off, tol, z = abs(est.mu), math.log1p(cfg.tolerance), cfg.z
+    if off > tol + z * est.se:
+        way = "large" if est.mu > 0 else "small"
+        return _with(
+            base,
+            SUSPECT,
+            f"the cars measure {ratio:.2f} times their usual size through the telemetry: its scale "
+            f"looks {abs(ratio - 1) * 100:.0f} % too {way} (every speed as much too "
+            f"{'high' if est.mu > 0 else 'low'})",
+        )
+    if off + z * est.se <= tol:
+        return _with(base, OK, "")
+    return _with(base, UNVERIFIED, f"not yet determined to {cfg.tolerance:.0%}")
+
+
 def _with(base: ScaleCheckResult, status: str, reason: str) -> ScaleCheckResult:
     return ScaleCheckResult(status, base.ratio, base.sigma, base.n, reason)
 
@@ -289,4 +335,4 @@ def _change(old: tuple, new: tuple) -> str:
     return f"restarted: the {', '.join(what)} changed"
 
 
-__all__ = ["ScaleCheck", "prior_of", "session_key"]
+__all__ = ["ScaleCheck", "frame_inputs", "judge", "prior_of", "session_key", "track_value", "usable"]

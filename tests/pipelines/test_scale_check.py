@@ -12,7 +12,7 @@ from pipelines.lens import LensModel
 from pipelines.scale_check import (
     CAR_PRIORS,
     observe,
-    place_cuboids,
+    place_vehicles,
     predicted_boxes,
     project_world,
     robust_ratio,
@@ -80,11 +80,11 @@ def test_projection_inverts_the_ground_mapping_and_heights_rise_in_an_oblique_vi
 
 
 @pytest.mark.parametrize("pitch", [-90.0, -45.0])
-def test_cuboids_are_placed_under_their_boxes(pitch: float) -> None:
+def test_vehicles_are_placed_under_their_boxes(pitch: float) -> None:
     proj = GroundProjector.create(K, 60.0, pitch)
     centres, headings = _cars(proj, n=8, seed=5)
     boxes = predicted_boxes(proj, centres, headings, PRIOR.mean)
-    np.testing.assert_allclose(place_cuboids(proj, boxes, headings, PRIOR.mean), centres, atol=0.02)
+    np.testing.assert_allclose(place_vehicles(proj, boxes, headings, PRIOR.mean), centres, atol=0.02)
 
 
 @pytest.mark.parametrize(("pitch", "share", "bound"), [(-90.0, 10.0, 0.04), (-35.0, 0.85, 1.0)])
@@ -97,7 +97,7 @@ def test_a_tall_car_moves_the_ratio_less_than_its_box_height(
     proj = GroundProjector.create(K, 60.0, pitch)
     centres, _ = _cars(proj, n=16, seed=7)
     headings = np.tile([1.0, 0.0], (16, 1))  # crossing the view
-    tall = predicted_boxes(proj, centres, headings, PRIOR.mean * np.array([1.0, 1.0, 1.2]))
+    tall = predicted_boxes(proj, centres, headings, PRIOR.mean * np.array([1.0, 1.0, 1.2, 1.0]))
     plain = predicted_boxes(proj, centres, headings, PRIOR.mean)
     height_only = np.log((tall[:, 3] - tall[:, 1]) / (plain[:, 3] - plain[:, 1]))
     obs = observe(proj, tall, headings, PRIOR, sigma_px=0.0)

