@@ -14,7 +14,9 @@ interpolated linearly between the frames' (chords of a few decimetres: sub-milli
 and shadow corners are distorted exactly; the sprite is warped with the pinhole homography composed
 with the one mapping the pinhole corners onto the distorted ones (exact at the corners, a small
 fraction of a pixel inside a vehicle). Its ground-truth box bounds those distorted, row-timed corners,
-so it sits on the drawn vehicle; speeds and ground positions stay the exact ones at ``t_k``.
+so it sits on the drawn vehicle; speeds and ground positions stay the exact ones at ``t_k``. A solid
+(``FlightSpec.vehicle_height``) is seen likewise: every corner, at any height, through the camera at
+that time and the lens, its roof's sprite warped as a flat one's (``_plane_warp``).
 
 What stays the pinhole camera's at the frame's time (the middle row's), before the lens:
 ``gt/camera.csv``, the telemetry, :meth:`CameraPath.visible_frames` (which frames count a vehicle as in
@@ -146,10 +148,10 @@ class SensorRenderer(FrameRenderer):
         for v in self.vehicles:
             t = self.seen_at(v, k, hw)
             if t == self.camera.times[k]:
-                p = self._place(v, v.positions[k], v.headings[k], hw)
+                p = self._place(v, v.positions[k], v.headings[k], hw, t)
             else:
                 c, f = state_at(v, self.camera.times, t)
-                p = self._place(v, c, f, self.camera.world_to_image_at(t))
+                p = self._place(v, c, f, self.camera.world_to_image_at(t), t)
             if p is not None:
                 out.append(p)
         return out
@@ -184,6 +186,14 @@ class SensorRenderer(FrameRenderer):
         v = p.vehicle
         pinhole = apply_homography(p.hw, footprint(p.centre, p.heading, v.length_m / 2, v.width_m / 2))
         return four_point_homography(pinhole, p.uv) @ p.hw
+
+    def _plane_warp(self, h: np.ndarray, corners: np.ndarray) -> np.ndarray:
+        """The plane's pinhole homography ``h``, then the one taking the face's pinhole corners to
+        the distorted ones (a solid's roof, as a flat sprite)."""
+        if self.lens is None:
+            return h
+        pinhole = apply_homography(h, corners)
+        return four_point_homography(pinhole, self._to_sensor(pinhole)) @ h
 
 
 def state_at(v: Vehicle, times: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:

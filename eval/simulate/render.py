@@ -6,7 +6,9 @@ frame's time. A flight with a lens or a rolling shutter is rendered by its subcl
 :class:`eval.simulate.lens_render.SensorRenderer` (:func:`eval.simulate.lens_render.frame_renderer`
 picks the one a flight needs), which reuses the vehicle drawing here through two hooks: where the
 sensor sees a pinhole pixel (``_to_sensor``) and the homography a sprite is warped with
-(``_sprite_warp``)."""
+(``_sprite_warp``; ``_plane_warp`` for a face at any height). With ``FlightSpec.vehicle_height`` the
+vehicles are drawn as solids (:mod:`eval.simulate.body3d`): all shadows first, then the solids from
+the farthest to the nearest, and their boxes bound the whole solid."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from eval.simulate.body3d import SolidView, body_colour, draw_solid, far_first, footprint, outline, parts
 from eval.simulate.camera import CameraPath
 from eval.simulate.ground import GroundLayer
 from eval.simulate.spec import FlightSpec
@@ -31,7 +34,8 @@ SUN_OFFSET_M = np.array([0.45, -0.30])  # shadow offset on the ground (m), the s
 class Projected:
     """A vehicle in view, as it is drawn: where (world), through which world -> pinhole homography
     (the camera at the instant it is seen), its footprint corners in the image (4, 2: where the
-    sensor sees them) and their box (x0, y0, x1, y1)."""
+    sensor sees them) and its box (x0, y0, x1, y1): the footprint's, or a solid's (``solid``: how it
+    is seen, drawn as a solid) all its corners'."""
 
     vehicle: Vehicle
     centre: np.ndarray
@@ -39,14 +43,7 @@ class Projected:
     hw: np.ndarray
     uv: np.ndarray
     box: np.ndarray
-
-
-def footprint(centre: np.ndarray, heading: np.ndarray, half_length: float, half_width: float) -> np.ndarray:
-    """The corners (4, 2) of a rectangle on the ground: rear right, front right, front left, rear left."""
-    c, f = centre, heading
-    r = np.array([f[1], -f[0]])
-    hl, hw_ = half_length, half_width
-    return np.array([c - f * hl - r * hw_, c + f * hl - r * hw_, c + f * hl + r * hw_, c - f * hl + r * hw_])
+    solid: SolidView | None = None
 
 
 class FrameRenderer:
@@ -67,6 +64,7 @@ class FrameRenderer:
         self.res = res
         self._blend_cache: dict[float, np.ndarray | None] = {}
         self._scaled_sprites: dict[int, np.ndarray] = {}
+        self._colours: dict[int, np.ndarray] = {}
 
     def render(
         self, k: int, rng: np.random.Generator | None = None
@@ -75,8 +73,11 @@ class FrameRenderer:
         hw = self.camera.world_to_image(k)
         img = self._ground_image(k, hw)
         boxes = self._project(k, hw)
-        for p in boxes:
-            self._draw_vehicle(img, p)
+        if self.spec.vehicle_height:
+            boxes = self._draw_solids(img, k, boxes)
+        else:
+            for p in boxes:
+                self._draw_vehicle(img, p)
         rows = _gt_rows(k, boxes, self.spec.width, self.spec.height)
         if self.spec.noise_sigma > 0:
             img = self._add_noise(img, rng or np.random.default_rng([self.spec.seed, 4, k]))
@@ -148,23 +149,43 @@ class FrameRenderer:
 
     def _project(self, k: int, hw: np.ndarray) -> list[Projected]:
         """The vehicles whose footprint is in front of the camera and overlaps the image, in order."""
-        placed = (self._place(v, v.positions[k], v.headings[k], hw) for v in self.vehicles)
+        t = float(self.camera.times[k])
+        placed = (self._place(v, v.positions[k], v.headings[k], hw, t) for v in self.vehicles)
         return [p for p in placed if p is not None]
 
-    def _place(self, v: Vehicle, c: np.ndarray, f: np.ndarray, hw: np.ndarray) -> Projected | None:
-        """Vehicle ``v`` at ``c`` heading ``f`` seen through ``hw``; None when its footprint is not in
-        front of the camera or misses the image."""
+    def _place(self, v: Vehicle, c: np.ndarray, f: np.ndarray, hw: np.ndarray, t: float) -> Projected | None:
+        """Vehicle ``v`` at ``c`` heading ``f`` seen through ``hw`` (the camera at time ``t``); None
+        when its footprint (a solid: any corner) is not in front of the camera or it misses the image."""
         w, h = self.spec.width, self.spec.height
         corners = footprint(c, f, v.length_m / 2, v.width_m / 2)
         homog = np.column_stack([corners, np.ones(4)]) @ hw.T
         if (homog[:, 2] <= 1e-9).any():
             return None
         uv = self._to_sensor(homog[:, :2] / homog[:, 2:3])
-        bx0, by0 = uv.min(0)
-        bx1, by1 = uv.max(0)
+        solid, extent = None, uv
+        if self.spec.vehicle_height and v.height_m > 0:
+            solid = self._solid_view(t)
+            extent = outline(parts(v.length_m, v.width_m, v.height_m, c, f, v.body), solid)
+            if extent is None:
+                return None
+        bx0, by0 = extent.min(0)
+        bx1, by1 = extent.max(0)
         if bx1 < 0 or by1 < 0 or bx0 >= w or by0 >= h:
             return None
-        return Projected(v, c, f, hw, uv, np.array([bx0, by0, bx1, by1]))
+        return Projected(v, c, f, hw, uv, np.array([bx0, by0, bx1, by1]), solid)
+
+    def _solid_view(self, t: float) -> SolidView:
+        """How solids are seen at time ``t``: the pinhole camera then, through this renderer's lens."""
+        xy, yaw, altitude = self.camera.pose_at(t)
+        return SolidView(
+            self.camera.intrinsics,
+            self.spec.pitch_deg,
+            xy,
+            float(yaw),
+            float(altitude),
+            self._to_sensor,
+            self._plane_warp,
+        )
 
     def _to_sensor(self, uv: np.ndarray) -> np.ndarray:
         """Where the sensor sees pinhole pixels ``uv`` (N, 2): the pinhole camera's own."""
@@ -173,6 +194,11 @@ class FrameRenderer:
     def _sprite_warp(self, p: Projected) -> np.ndarray:
         """World metres -> image pixels for the sprite of ``p``: the pinhole homography."""
         return p.hw
+
+    def _plane_warp(self, h: np.ndarray, corners: np.ndarray) -> np.ndarray:
+        """World metres -> image pixels for a face with world corners ``corners`` (4, 2) on a plane
+        seen through the pinhole homography ``h``: ``h`` itself."""
+        return h
 
     def _sprite_image(self, v: Vehicle) -> np.ndarray:
         """Sprite resized once to about the ground-layer resolution (avoids aliasing)."""
@@ -185,11 +211,31 @@ class FrameRenderer:
             self._scaled_sprites[key] = cv2.resize(img, (tw, th), interpolation=interp)
         return self._scaled_sprites[key]
 
-    def _draw_vehicle(self, img: np.ndarray, p: Projected) -> None:
-        """Darken the vehicle's shadow, then alpha-blend its sprite warped through the homography."""
+    def _draw_solids(self, img: np.ndarray, k: int, boxes: list[Projected]) -> list[Projected]:
+        """Draw the vehicles as solids: every shadow, then the solids farthest first (flat vehicles,
+        if any, as ever); the vehicles in the order drawn."""
+        order = far_first(self.camera.drone_xy[k], [p.centre for p in boxes])
+        drawn = [boxes[i] for i in order]
+        for p in drawn:
+            if p.solid is not None:
+                self._draw_shadow(img, p)
+        for p in drawn:
+            v = p.vehicle
+            if p.solid is None:
+                self._draw_vehicle(img, p)
+                continue
+            sprite = self._sprite_image(v)
+            if v.id not in self._colours:
+                self._colours[v.id] = body_colour(sprite)
+            solid = parts(v.length_m, v.width_m, v.height_m, p.centre, p.heading, v.body)
+            draw_solid(img, solid, p.solid, sprite, self._colours[v.id], v.body)
+        return drawn
+
+    def _shadowed(self, img: np.ndarray, p: Projected) -> tuple[tuple[int, int], np.ndarray] | None:
+        """The region of ``img`` around the vehicle's footprint and shadow: its top-left corner and
+        its pixels darkened by the shadow, as floats; None when none of it is in the image."""
         h, w = img.shape[:2]
         v, c, f = p.vehicle, p.centre, p.heading
-        r = np.array([f[1], -f[0]])
         shadow_w = footprint(c, f, v.length_m / 2 * 1.02, v.width_m / 2 * 1.04) + SUN_OFFSET_M
         shadow_uv = self._to_sensor(apply_homography(p.hw, shadow_w))
         allpts = np.vstack([p.uv, shadow_uv])
@@ -198,12 +244,30 @@ class FrameRenderer:
         x1 = int(min(w, math.ceil(allpts[:, 0].max()) + 2))
         y1 = int(min(h, math.ceil(allpts[:, 1].max()) + 2))
         if x1 <= x0 or y1 <= y0:
-            return
+            return None
         roi = img[y0:y1, x0:x1]
         smask = np.zeros(roi.shape[:2], np.uint8)
         cv2.fillConvexPoly(smask, np.round((shadow_uv - [x0, y0]) * 16).astype(np.int32), 255, cv2.LINE_AA, 4)
         sa = smask.astype(np.float32)[..., None] * (0.45 / 255.0)
-        roi_f = roi.astype(np.float32) * (1.0 - sa)
+        return (x0, y0), roi.astype(np.float32) * (1.0 - sa)
+
+    def _draw_shadow(self, img: np.ndarray, p: Projected) -> None:
+        """Darken the vehicle's shadow on the ground."""
+        shadowed = self._shadowed(img, p)
+        if shadowed is not None:
+            (x0, y0), roi_f = shadowed
+            img[y0 : y0 + roi_f.shape[0], x0 : x0 + roi_f.shape[1]] = np.clip(roi_f, 0, 255).astype(np.uint8)
+
+    def _draw_vehicle(self, img: np.ndarray, p: Projected) -> None:
+        """Darken the vehicle's shadow, then alpha-blend its sprite warped through the homography."""
+        shadowed = self._shadowed(img, p)
+        if shadowed is None:
+            return
+        (x0, y0), roi_f = shadowed
+        y1, x1 = y0 + roi_f.shape[0], x0 + roi_f.shape[1]
+        roi = img[y0:y1, x0:x1]
+        v, c, f = p.vehicle, p.centre, p.heading
+        r = np.array([f[1], -f[0]])
         sprite = self._sprite_image(v)
         sh, sw = sprite.shape[:2]
         a_sprite = np.array(

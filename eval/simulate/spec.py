@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -21,13 +22,44 @@ from pipelines.lens import LensError, LensModel
 SIM_CLASS_IDS: dict[str, int] = {"car": 1, "van": 2, "truck": 3, "bus": 4, "motorcycle": 5}
 SIM_CLASS_NAMES: dict[int, str] = {v: k for k, v in SIM_CLASS_IDS.items()}
 
-# Nominal (length, width) in metres; each vehicle varies by a few percent.
+# Nominal (length, width) in metres (``vehicle_sizes: nominal``); each vehicle varies by a few percent.
 VEHICLE_DIMS_M: dict[str, tuple[float, float]] = {
     "car": (4.5, 1.8),
     "van": (5.3, 2.0),
     "truck": (8.5, 2.5),
     "bus": (12.0, 2.55),
     "motorcycle": (2.1, 0.8),
+}
+
+# Height (m) of each class drawn as a solid (``vehicle_height``) with nominal sizes.
+NOMINAL_HEIGHT_M: dict[str, float] = {"car": 1.5, "van": 2.2, "truck": 3.3, "bus": 3.1, "motorcycle": 1.2}
+
+
+@dataclass(frozen=True, slots=True)
+class BodySize:
+    """The sizes of one body type (``vehicle_sizes: realistic``): each of length, width and height
+    normal, (mean, sigma) in metres, clipped to ``SIZE_CLIP_SIGMA`` sigma; ``label``: the class the
+    ground truth (and the detector) gives it."""
+
+    label: str
+    length_m: tuple[float, float]
+    width_m: tuple[float, float]
+    height_m: tuple[float, float]
+
+
+SIZE_CLIP_SIGMA = 2.5
+# Body types of ``vehicle_sizes: realistic``. Approximate European / US fleet figures (new-car sales
+# weighted means and their spread), as found in e.g. the ICCT "European Vehicle Market Statistics"
+# pocketbooks and manufacturers' data sheets; rounded, meant for a realistic spread of sizes, not
+# for any one market. Width: the body without mirrors. SUVs are labelled car; a share of vans too
+# (``FlightSpec.van_as_car_share``), as a detector and a labeller would call a small van.
+VEHICLE_BODIES: dict[str, BodySize] = {
+    "car": BodySize("car", (4.40, 0.40), (1.80, 0.07), (1.48, 0.07)),  # sedan / hatchback
+    "suv": BodySize("car", (4.60, 0.30), (1.88, 0.06), (1.70, 0.08)),
+    "van": BodySize("van", (5.20, 0.45), (2.00, 0.06), (2.30, 0.25)),
+    "truck": BodySize("truck", (8.5, 1.5), (2.50, 0.05), (3.3, 0.4)),
+    "bus": BodySize("bus", (12.0, 0.6), (2.55, 0.02), (3.1, 0.15)),
+    "motorcycle": BodySize("motorcycle", (2.1, 0.15), (0.8, 0.1), (1.2, 0.1)),
 }
 
 Layout = Literal["straight", "curved", "intersection"]
@@ -87,6 +119,14 @@ class FlightSpec(BaseModel):
     min_visibility: float = 0.5  # for a frame to count towards a ground-truth violation
     sprites_dir: str | None = None  # image + YOLO txt pairs; crops are cut at run time, never stored
     real_sprite_fraction: float = Field(0.6, ge=0, le=1)  # share drawn with real crops (sprites_dir)
+    # vehicle sizes: "nominal" (the class's VEHICLE_DIMS_M, a few percent either way) or "realistic"
+    # (each body type's normal spread, VEHICLE_BODIES); the defaults draw a flight as it always was
+    vehicle_sizes: Literal["nominal", "realistic"] = "nominal"
+    suv_share: float = Field(0.3, ge=0, le=1)  # of the "car" class, drawn as SUVs (realistic only)
+    van_as_car_share: float = Field(0.0, ge=0, le=1)  # of the vans, labelled "car" (0.3 for benchmarks)
+    # vehicles as solids (wheels, body, cabin with the sprite on its roof) seen in perspective, their
+    # boxes bounding the whole solid; False: flat sprites on the ground
+    vehicle_height: bool = False
     mask_every: int = Field(10, ge=0)  # write the road mask of every N-th frame (0: none)
     noise_sigma: float = 2.0  # sensor noise (grey levels)
     # the lens: OpenCV's (k1, k2, p1, p2, k3) in the frame's normalised coordinates with the flight's

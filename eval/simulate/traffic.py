@@ -12,7 +12,14 @@ import numpy as np
 
 from eval.simulate.camera import CameraPath
 from eval.simulate.geometry import Polyline, Road
-from eval.simulate.spec import SIM_CLASS_IDS, VEHICLE_DIMS_M, FlightSpec
+from eval.simulate.spec import (
+    NOMINAL_HEIGHT_M,
+    SIM_CLASS_IDS,
+    SIZE_CLIP_SIGMA,
+    VEHICLE_BODIES,
+    VEHICLE_DIMS_M,
+    FlightSpec,
+)
 from eval.simulate.sprites import Sprite
 
 log = logging.getLogger(__name__)
@@ -20,6 +27,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Vehicle:
+    """One vehicle of a flight. ``class_name`` is its label (ground truth, MOT files); ``body`` its
+    true body type (``VEHICLE_BODIES``: an SUV or a van may be labelled car; empty: the label) and
+    ``height_m`` its height (0: drawn flat, as a sprite on the ground)."""
+
     id: int
     class_name: str
     length_m: float
@@ -36,6 +47,12 @@ class Vehicle:
     positions: np.ndarray = field(repr=False)  # (n_frames, 2) world metres
     headings: np.ndarray = field(repr=False)  # (n_frames, 2) unit forward vectors
     speeds_mps: np.ndarray = field(repr=False)  # (n_frames,)
+    body: str = ""
+    height_m: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.body:
+            object.__setattr__(self, "body", self.class_name)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +68,8 @@ class Vehicle:
             "speed_band_kmh": [round(self.v_lo_mps * 3.6, 2), round(self.v_hi_mps * 3.6, 2)],
             "speeding": self.speeding,
             "real_sprite": self.sprite.real,
+            "body": self.body,
+            "height_m": round(self.height_m, 3),
         }
 
 
@@ -134,12 +153,9 @@ class _VehicleSampler:
         v0 = float(rng.uniform(v_lo, v_hi))
         accel = float(np.clip(rng.normal(0.0, spec.accel_sigma_mps2), -2.5, 2.5))
         ri, li, lane = self.lanes[int(rng.integers(len(self.lanes)))]
-        sprite = self._sprite(cls, rng)
-        length = VEHICLE_DIMS_M[cls][0] * float(rng.uniform(0.92, 1.08))
-        if sprite.real:
-            width = float(np.clip(length * sprite.aspect, 0.33 * length, 0.6 * length))
-        else:
-            width = VEHICLE_DIMS_M[cls][1] * float(rng.uniform(0.95, 1.05))
+        body, label = self._body(cls, rng)
+        sprite = self._sprite("car" if body == "suv" else body, rng)
+        length, width, height = self._size(body, sprite, rng)
         dist, speeds = kinematics(v0, accel, times, v_lo, v_hi)
         # start so that the vehicle is in the visible area at some random instant
         k_vis = int(rng.integers(len(times)))
@@ -151,7 +167,7 @@ class _VehicleSampler:
         pos, tang = lane.at(s)
         return Vehicle(
             id=vid,
-            class_name=cls,
+            class_name=label,
             length_m=length,
             width_m=width,
             road=ri,
@@ -166,7 +182,43 @@ class _VehicleSampler:
             positions=pos,
             headings=tang,
             speeds_mps=speeds,
+            body=body,
+            height_m=height,
         )
+
+    def _body(self, cls: str, rng: np.random.Generator) -> tuple[str, str]:
+        """The body type and the label of a vehicle of class ``cls``: with realistic sizes a share
+        ``suv_share`` of the cars are SUVs, and a share ``van_as_car_share`` of the vans is labelled
+        car. Draws nothing when neither can happen (a flight with the defaults draws as it did)."""
+        spec = self.spec
+        if spec.vehicle_sizes == "nominal" and spec.van_as_car_share == 0:
+            return cls, cls
+        u = float(rng.random())
+        if cls == "car" and spec.vehicle_sizes == "realistic" and u < spec.suv_share:
+            return "suv", VEHICLE_BODIES["suv"].label
+        if cls == "van" and u < spec.van_as_car_share:
+            return "van", "car"
+        return cls, cls
+
+    def _size(self, body: str, sprite: Sprite, rng: np.random.Generator) -> tuple[float, float, float]:
+        """Length, width and height (m) of a vehicle of body type ``body``. Realistic: each normal
+        (``VEHICLE_BODIES``), clipped to ``SIZE_CLIP_SIGMA``. Nominal: the class's length +-8 %, its
+        width +-5 % (a real crop's: from its aspect), the class's nominal height only when the flight
+        draws solids (``vehicle_height``; else 0)."""
+        spec = self.spec
+        if spec.vehicle_sizes == "realistic":
+            dims = VEHICLE_BODIES[body]
+            length, width, height = (
+                float(np.clip(rng.normal(m, s), m - SIZE_CLIP_SIGMA * s, m + SIZE_CLIP_SIGMA * s))
+                for m, s in (dims.length_m, dims.width_m, dims.height_m)
+            )
+            return length, width, height
+        length = VEHICLE_DIMS_M[body][0] * float(rng.uniform(0.92, 1.08))
+        if sprite.real:
+            width = float(np.clip(length * sprite.aspect, 0.33 * length, 0.6 * length))
+        else:
+            width = VEHICLE_DIMS_M[body][1] * float(rng.uniform(0.95, 1.05))
+        return length, width, NOMINAL_HEIGHT_M[body] if spec.vehicle_height else 0.0
 
 
 def place_traffic(
