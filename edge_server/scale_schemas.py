@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pipelines.calibrate import MAX_LINES
 from pipelines.height import REFERENCE_SOURCES, SCALE_SOURCES
+from pipelines.types import SCALE_CHECK_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,35 @@ class ScaleOut(BaseModel):
             log.warning(
                 "a stored violation scale does not read as one (%s); shown as none", exc.error_count()
             )
+            return None
+
+
+class ScaleCheckOut(BaseModel):
+    """The scale check from the vehicles on the road (issue 40; ``ScaleCheckResult.to_dict()``): the
+    telemetry's scale against the sizes of the cars the session saw."""
+
+    status: Literal[SCALE_CHECK_STATUSES] = Field(  # type: ignore[valid-type]
+        description="unverified (reason says why: too few vehicles yet, no usable view, ...) | ok (within "
+        "the tolerance) | suspect (off by more than the tolerance beyond its uncertainty)"
+    )
+    ratio: float | None = Field(
+        None,
+        description="the telemetry's scale over the one the cars imply: 1.10 means every distance and "
+        "speed measured 10 % too large; null until enough vehicles",
+    )
+    sigma: float | None = Field(None, description="its one standard deviation")
+    n: int = Field(0, description="the vehicles (tracks) behind it")
+    reason: str = Field("", description="why it is unverified or suspect; empty when ok")
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any] | None) -> ScaleCheckOut | None:
+        """A stored check; None when there is none or it no longer reads as one (logged)."""
+        if not data:
+            return None
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            log.warning("a stored scale check does not read as one (%s); shown as none", exc.error_count())
             return None
 
 

@@ -17,7 +17,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from edge_server.scale_schemas import ScaleOut, ScaleSource
+from edge_server.scale_schemas import ScaleCheckOut, ScaleOut, ScaleSource
 from edge_server.settings import PLAIN_ID
 from edge_server.store import SORTS, SessionRow, TrackRow, ViolationRow, violation_status
 from pipelines.config import TicketRule, ToleranceMode
@@ -159,6 +159,10 @@ class ViolationOut(BaseModel):
     height_sigma_m: float | None = Field(None, description="its one sigma (m)")
     scale_sigma_pct: float | None = Field(None, description="the speed's relative sigma from the scale (%)")
     scale: ScaleOut | None = Field(None, description="source, height, pitch, sigmas, reference")
+    # the session's scale check from the vehicles when it closed (issue 40): null before it, and off
+    scale_check: ScaleCheckOut | None = Field(
+        None, description="the scale against the cars' sizes: status, ratio, its sigma, vehicles, reason"
+    )
 
     @classmethod
     def from_row(cls, row: ViolationRow, prefix: str = API_PREFIX) -> ViolationOut:
@@ -207,6 +211,7 @@ class ViolationOut(BaseModel):
             height_sigma_m=row.height_sigma_m,
             scale_sigma_pct=row.scale_sigma_pct,
             scale=ScaleOut.from_stored(row.scale),
+            scale_check=ScaleCheckOut.from_stored(row.scale_check),
         )
 
 
@@ -577,24 +582,3 @@ class StreamStartedOut(BaseModel):
     kind: str
     events_url: str
     session_url: str
-
-
-class MqttLoginOut(BaseModel):
-    host: str = Field(description="tcp://host:port, as Pilot 2's thing module takes it")
-    username: str | None
-    password: str | None
-
-
-class DjiLicenseOut(BaseModel):
-    app_id: str
-    app_key: str
-    license: str
-
-
-class Pilot2ConfigOut(BaseModel):
-    workspace_name: str
-    mqtt: MqttLoginOut
-    license: DjiLicenseOut | None = Field(
-        description="the site's DJI Cloud API license; null when not configured"
-    )
-    license_missing: str | None = Field(None, description="what to configure when license is null")

@@ -114,6 +114,8 @@ class StreamOutputs:
                 "gsd_cm_per_px": round(self.stats.gsd_m_per_px * 100, 2) if self.stats.gsd_m_per_px else None,
                 # the latest frame's scale: the height above the road, its source and sigmas (None: no speeds)
                 "scale": self.stats.scale.to_dict() if self.stats.scale is not None else None,
+                # the session's scale check from the vehicles (None: off)
+                "scale_check": None if self.stats.scale_check is None else self.stats.scale_check.to_dict(),
                 # what is wrong with the frame timestamps now (None: nothing): speeds are timed by them
                 "clock_problem": self.stats.clock_problem or None,
             }

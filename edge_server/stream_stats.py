@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.height import ScaleInfo
-from pipelines.types import FrameResult
+from pipelines.types import FrameResult, ScaleCheckResult
 
 
 @dataclass
@@ -41,6 +41,7 @@ class StreamStats:
     gimbal_pitch_deg: float | None = None
     gsd_m_per_px: float | None = None
     scale: ScaleInfo | None = None  # its height above the road and sigmas (pipelines.height)
+    scale_check: ScaleCheckResult | None = None  # the session's scale check (pipelines.scale_session)
     # what is wrong with the frame timestamps speeds are timed by, now ("" when nothing:
     # pipelines.timestamps), and every such problem seen, with how many frames it held for
     clock_problem: str = ""

@@ -2,7 +2,7 @@
 order, safe to open in a spreadsheet. Columns are only ever appended (a spreadsheet or script that
 reads them by position keeps working): the ticket's came after ``server_id``; the measuring base is
 flattened into ``base_*`` columns; the scale's (issue 39) came last, its pitch and height reference
-flattened into ``scale_*`` columns."""
+flattened into ``scale_*`` columns; the scale check's (issue 40) after them as ``scale_check_*``."""
 
 from __future__ import annotations
 
@@ -59,6 +59,12 @@ CSV_COLUMNS = (
     "scale_reference",
     "scale_set_by",
     "scale_set_at",
+    # the scale check from the vehicles (issue 40): empty on rows stored before it
+    "scale_check_status",
+    "scale_check_ratio",
+    "scale_check_sigma",
+    "scale_check_n",
+    "scale_check_reason",
 )
 BASE_PREFIX = "base_"
 # A text cell a spreadsheet would run as a formula (OWASP "CSV injection"): quoted with a leading '.
@@ -90,6 +96,9 @@ def csv_values(violation: ViolationOut) -> list[Any]:
     data["scale_reference"] = reference.get("detail")
     data["scale_set_by"] = reference.get("set_by")
     data["scale_set_at"] = reference.get("set_at")
+    check = data["scale_check"] or {}
+    for key in ("status", "ratio", "sigma", "n", "reason"):
+        data[f"scale_check_{key}"] = check.get(key)
     return [_cell(data[name]) for name in CSV_COLUMNS]
 
 

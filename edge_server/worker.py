@@ -240,6 +240,7 @@ class StreamWorker:
         self.stats.gimbal_pitch_deg = telemetry.gimbal_pitch_deg if telemetry is not None else None
         self.stats.gsd_m_per_px = result.gsd_m_per_px
         self.stats.scale = result.scale
+        self.stats.scale_check = result.scale_check
         problem = self.pipeline.timestamps.problem
         if problem and not self.stats.clock_problem:
             log.warning("session %s: %s", self.session_id, problem)
@@ -385,6 +386,8 @@ class StreamWorker:
         if lrf is not None and (readings := lrf.summary()) is not None:
             info["rangefinder"] = readings  # the laser's readings: used, refused and why
         info["optics"] = self.pipeline.ground.optics_summary()  # the lens and shutter corrected for
+        if self.pipeline.scale_check is not None:  # the scale against the vehicles' sizes
+            info["scale_check"] = self.pipeline.scale_check.summary()
         return info
 
     def _announce_end(self, status: str, reason: str) -> None:

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, Field
 
 from edge_server.pilot2 import PILOT2_PAGE
 from edge_server.pull import StreamUnavailable
@@ -33,11 +34,8 @@ from edge_server.routes.health import mqtt_status
 from edge_server.rtmp import RTMP_APP
 from edge_server.schemas import (
     API_PREFIX,
-    DjiLicenseOut,
     ErrorOut,
-    MqttLoginOut,
     OperatorTelemetryIn,
-    Pilot2ConfigOut,
     RtmpKeyCreated,
     RtmpKeyIn,
     RtmpKeyOut,
@@ -51,6 +49,28 @@ from pipelines.camera import UnknownCameraError, get_profile
 from pipelines.errors import TelemetryError
 from pipelines.telemetry import validate_telemetry
 from pipelines.types import Telemetry
+
+
+class MqttLoginOut(BaseModel):
+    host: str = Field(description="tcp://host:port, as Pilot 2's thing module takes it")
+    username: str | None
+    password: str | None
+
+
+class DjiLicenseOut(BaseModel):
+    app_id: str
+    app_key: str
+    license: str
+
+
+class Pilot2ConfigOut(BaseModel):
+    workspace_name: str
+    mqtt: MqttLoginOut
+    license: DjiLicenseOut | None = Field(
+        description="the site's DJI Cloud API license; null when not configured"
+    )
+    license_missing: str | None = Field(None, description="what to configure when license is null")
+
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from edge_server.store.paging import (
     keyset_nulls_last,
 )
 from pipelines.height import SCALE_SOURCES
-from pipelines.types import ENGINE_STATUSES, NOT_ENFORCEABLE, Telemetry, Violation
+from pipelines.types import ENGINE_STATUSES, NOT_ENFORCEABLE, SCALE_CHECK_STATUSES, Telemetry, Violation
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,19 @@ def scale_fields(v: Violation) -> dict[str, Any]:
             "violation of track %s: unknown scale source %r, not stored as one", v.track_id, scale.source
         )
     return fields
+
+
+def scale_check_fields(v: Violation) -> dict[str, Any]:
+    """The scale check's columns (issue 40): its status and the whole check; nothing without one."""
+    check = v.scale_check
+    if check is None:
+        return {}
+    if check.status not in SCALE_CHECK_STATUSES:
+        log.warning(
+            "violation of track %s: unknown scale check status %r, not stored", v.track_id, check.status
+        )
+        return {}
+    return {"scale_check_status": check.status, "scale_check": check.to_dict()}
 
 
 def violation_conditions(flt: ViolationFilter) -> list[Any]:
@@ -324,7 +337,12 @@ class Store:
             occurred_at=occurred_at,
             snapshot_path=snapshot_path,
             server_id=self.server_id,
-            **{**violation_fields(violation), **drone_fields(telemetry), **scale_fields(violation)},
+            **{
+                **violation_fields(violation),
+                **drone_fields(telemetry),
+                **scale_fields(violation),
+                **scale_check_fields(violation),
+            },
         )
         with self._sessions.begin() as s:
             s.add(row)

@@ -183,6 +183,10 @@ class ViolationRow(Base):
     height_sigma_m: Mapped[float | None] = mapped_column(Float, nullable=True)
     scale_sigma_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
     scale: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    # the session's scale check from the vehicles when the violation closed (issue 40, migration
+    # 0006; NULL before it and where the check is off): its status, and ScaleCheckResult.to_dict()
+    scale_check_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    scale_check: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
     @hybrid_property
     def status(self) -> str:

@@ -279,6 +279,13 @@ def test_a_live_stream_on_every_page(server: RunningServer, chromium: WebDriver)
         )
         fps = (By.CSS_SELECTOR, "#streams .card dd[data-figure='fps']")
         wait(chromium).until(lambda d: d.find_element(*fps).text not in ("–", "0.0"))
+        # the scale check from the vehicles (issue 40): on from the start, unverified until enough cars
+        check = (By.CSS_SELECTOR, "#streams .card dd[data-figure='scale check']")
+        assert (
+            wait(chromium)
+            .until(lambda d: d.find_element(*check).text)
+            .startswith(("unverified", "ok", "suspect"))
+        )
         # violations page, opened before the first violation: it arrives without a reload (how
         # fast: eval/examples/console_bench.py measures it)
         go(chromium, "violations")

@@ -1,7 +1,8 @@
 """The scale a violation's ticket rests on, in the store (issue 39, migration 0005) on SQLite and
 PostgreSQL: the source, the camera's height above the road and its sigma, the speed's relative
-sigma, the whole scale with its height reference; how the API and the CSV show them; rows stored
-before keep their data with NULL there, down to 0004 and up again."""
+sigma, the whole scale with its height reference; and the session's scale check from the vehicles
+(issue 40, migration 0006): its status and the whole check. How the API and the CSV show them; rows
+stored before keep their data with NULL there, down to the revision before and up again."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from edge_server.schemas import ViolationOut
 from edge_server.store import Store, make_engine, migrate
 from edge_server.violation_csv import CSV_COLUMNS, csv_line, csv_values
 from pipelines.height import HeightReference, ScaleInfo
-from pipelines.types import Telemetry, Violation
+from pipelines.types import ScaleCheckResult, Telemetry, Violation
 
 T0 = dt.datetime(2026, 12, 4, 10, 0, tzinfo=dt.timezone.utc)
 SCALE_COLUMNS = ("height_above_road_m", "height_sigma_m", "scale_sigma_pct", "scale")
@@ -39,10 +40,11 @@ def store(database_url: str) -> Iterator[Store]:
     s.close()
 
 
-def _violation(scale: ScaleInfo | None) -> Violation:
+def _violation(scale: ScaleInfo | None, check: ScaleCheckResult | None = None) -> Violation:
     return Violation(
-        7, "global", 50.0, 68.0, 64.0, 2.0, 100, 160, 3.3, 5.3, ticket_speed_kmh=61.0, scale=scale
-    )
+        7, "global", 50.0, 68.0, 64.0, 2.0, 100, 160, 3.3, 5.3, ticket_speed_kmh=61.0, scale=scale,
+        scale_check=check,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -88,14 +90,14 @@ def test_the_scale_fills_its_columns(store: Store, scale, telemetry, columns) ->
 def test_the_csv_appends_the_scale_columns(store: Store) -> None:
     """Columns are only ever appended: the ticket's (issue 38) end at status_reason; the scale's follow."""
     assert CSV_COLUMNS.index("status_reason") == 34
-    assert CSV_COLUMNS[35:] == (
+    assert CSV_COLUMNS[35:43] == (
         "height_above_road_m", "height_sigma_m", "scale_sigma_pct", "scale_pitch_deg",
         "scale_pitch_sigma_deg", "scale_reference", "scale_set_by", "scale_set_at",
     )  # fmt: skip
     scale = ScaleInfo("measured_base", 59.4, 0.4, -59.8, 0.3, 0.008, BASE)
     out = ViolationOut.from_row(store.add_violation("s", _violation(scale), occurred_at=T0))
     (row,) = csv.DictReader(io.StringIO(csv_line(CSV_COLUMNS) + csv_line(csv_values(out))))
-    assert {k: row[k] for k in CSV_COLUMNS[35:]} == {
+    assert {k: row[k] for k in CSV_COLUMNS[35:43]} == {
         "height_above_road_m": "59.4",
         "height_sigma_m": "0.4",
         "scale_sigma_pct": "0.8",
@@ -123,34 +125,93 @@ OLD_ROW = {  # a violation as a 0004 server stored it: the telemetry's source, a
     "scale_source": "flight", "created_at": dt.datetime(2026, 6, 1, 12, 0, 5), "ticket_speed_kmh": 71.0,
     "ticket_sigma_kmh": 2.5, "ticket_status": "not_enforceable", "status_reason": "uncertainty too large",
 }  # fmt: skip
+# a 0005 server's: a ticket on a site scale, no check
+ROW_0005 = OLD_ROW | {"scale_source": "site", "height_above_road_m": 56.4, "height_sigma_m": 0.86}
+CHECK_COLUMNS = ("scale_check_status", "scale_check")
 
 
-def test_upgrade_from_0004_and_back(database_url: str) -> None:
+@pytest.mark.parametrize(
+    ("revision", "row", "new_columns", "kept"),
+    [
+        ("0004", OLD_ROW, SCALE_COLUMNS + CHECK_COLUMNS, ("flight", 64.4, None)),
+        ("0005", ROW_0005, CHECK_COLUMNS, ("site", 64.4, 56.4)),
+    ],
+)
+def test_upgrade_from_an_older_revision_and_back(
+    database_url: str, revision: str, row: dict, new_columns: tuple, kept: tuple
+) -> None:
     engine = make_engine(database_url)
-    alembic_to(engine, "upgrade", "0004")
-    before = seed_old_violation(engine, OLD_ROW, "2026-06-01 11:59:00")
-    old_columns = ", ".join(OLD_ROW)
+    alembic_to(engine, "upgrade", revision)
+    before = seed_old_violation(engine, row, "2026-06-01 11:59:00")
+    old_columns = ", ".join(row)
     migrate(engine)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0005"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0006"  # the head
         assert conn.execute(text(f"SELECT {old_columns} FROM violations")).all() == before
-        new = conn.execute(text(f"SELECT {', '.join(SCALE_COLUMNS)} FROM violations")).one()
-    assert tuple(new) == (None,) * len(SCALE_COLUMNS)
+        new = conn.execute(text(f"SELECT {', '.join(new_columns)} FROM violations")).one()
+    assert tuple(new) == (None,) * len(new_columns)
     out = ViolationOut.from_row(Store(engine).get_violation(41))
-    assert (out.scale_source, out.altitude_m, out.scale, out.height_above_road_m) == (
-        "flight",
-        64.4,
-        None,
-        None,
-    )
+    assert (out.scale_source, out.altitude_m, out.height_above_road_m) == kept
+    assert (out.scale, out.scale_check) == (None, None)
     assert (out.ticket_speed_kmh, out.status) == (71.0, "not_enforceable")
 
-    alembic_to(engine, "downgrade", "0004")
+    alembic_to(engine, "downgrade", revision)
     names = {c["name"] for c in inspect(engine).get_columns("violations")}
-    assert not names & set(SCALE_COLUMNS) and "ticket_speed_kmh" in names
+    assert not names & set(new_columns) and set(row) <= names
     with engine.connect() as conn:
         assert conn.execute(text(f"SELECT {old_columns} FROM violations")).all() == before
     migrate(engine)
     with engine.connect() as conn:
         assert conn.execute(text(f"SELECT {old_columns} FROM violations")).all() == before
     engine.dispose()
+
+
+SUSPECT = ScaleCheckResult("suspect", 1.1234, 0.0121, 34, "the cars measure 1.12 times their usual size")
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        None,
+        ScaleCheckResult("unverified", n=3, reason="too few vehicles yet (3 of 10)"),
+        ScaleCheckResult("ok", 0.9912, 0.0084, 52),
+        SUSPECT,
+        ScaleCheckResult("confused", 1.0, 0.01, 12),  # a status the store does not know: not stored
+    ],
+    ids=["none", "unverified", "ok", "suspect", "unknown"],
+)
+def test_the_check_fills_its_columns_and_reads_back(store: Store, check: ScaleCheckResult | None) -> None:
+    row = store.add_violation("s", _violation(None, check), occurred_at=T0)
+    got = store.get_violation(row.id)
+    known = check is not None and check.status != "confused"
+    assert got.scale_check_status == (check.status if known else None)
+    assert got.scale_check == (check.to_dict() if known else None)
+    out = ViolationOut.from_row(got)
+    assert (out.scale_check.model_dump() if out.scale_check else None) == (check.to_dict() if known else None)
+    cells = dict(zip(CSV_COLUMNS, csv_values(out), strict=True))
+    assert cells["scale_check_status"] == (check.status if known else "")
+    assert cells["scale_check_n"] == (check.n if known else "")
+
+
+def test_the_csv_appends_the_check_columns(store: Store) -> None:
+    """Columns are only ever appended: the scale's end at scale_set_at; the check's (issue 40) follow."""
+    assert CSV_COLUMNS.index("scale_set_at") == 42
+    assert CSV_COLUMNS[43:] == (
+        "scale_check_status", "scale_check_ratio", "scale_check_sigma", "scale_check_n", "scale_check_reason",
+    )  # fmt: skip
+    out = ViolationOut.from_row(store.add_violation("s", _violation(None, SUSPECT), occurred_at=T0))
+    (row,) = csv.DictReader(io.StringIO(csv_line(CSV_COLUMNS) + csv_line(csv_values(out))))
+    assert {k: row[k] for k in CSV_COLUMNS[43:]} == {
+        "scale_check_status": "suspect",
+        "scale_check_ratio": "1.1234",
+        "scale_check_sigma": "0.0121",
+        "scale_check_n": "34",
+        "scale_check_reason": "the cars measure 1.12 times their usual size",
+    }
+
+
+def test_a_stored_check_that_no_longer_reads_is_shown_as_none(store: Store) -> None:
+    row = store.add_violation("s", _violation(None, SUSPECT), occurred_at=T0)
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE violations SET scale_check = :v"), {"v": '{"status": "maybe"}'})
+    assert ViolationOut.from_row(store.get_violation(row.id)).scale_check is None

@@ -70,6 +70,13 @@ export const SCALE_LABELS = {
 
 // A scale as one line: "measured base, 59.4 ± 0.4 m above the road, pitch ± 0.3°, ±0.8 % of the
 // speed; set by officer 12 at ..." (who set it with `who`).
+// The scale check from the vehicles (issue 40): "ok: 0.99 ± 0.01 from 42 vehicles", or why not.
+export function scaleCheckText(check) {
+  if (!check) return "not made";
+  const figures = check.ratio == null ? "" : `: the cars measure ${num(check.ratio, 3)} ± ${num(check.sigma, 3)} of their size from ${check.n} vehicles`;
+  return `${check.status}${figures}${check.reason ? ` (${check.reason})` : ""}`;
+}
+
 export function scaleText(scale, who = true) {
   if (!scale) return "–";
   let text = `${SCALE_LABELS[scale.source] || scale.source}, ${num(scale.height_above_road_m)} ± ${num(scale.height_sigma_m)} m above the road, pitch ± ${num(scale.pitch_sigma_deg)}°`;

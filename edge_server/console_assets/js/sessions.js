@@ -1,7 +1,7 @@
 // Sessions: live and past streams (paged), one's summary and tracked vehicles, ending a live
 // stream, and the operator's altitude / pitch / camera for a stream that carries no telemetry.
 import { endStream, get, put, stopPath } from "./api.js";
-import { errorText, h, num, shortId, when } from "./dom.js";
+import { errorText, h, num, scaleCheckText, shortId, when } from "./dom.js";
 import { PagedTable } from "./paged.js";
 
 function operatorForm(session, say) {
@@ -208,6 +208,8 @@ export function mount(container, { events }) {
       const text = ref ? `${ref.detail || `take-off ${num(ref.takeoff_above_road_m, 2)} m above the road`}${ref.set_by ? `, set by ${ref.set_by} at ${when(ref.set_at)}` : " (site configuration)"}` : "none: the drone's altitude over unknown ground";
       facts.push(["Height reference", `${text}${changes ? `; ${changes} change(s)` : ""}`]);
     }
+    // the scale against the cars' sizes (issue 40): ok, suspect (the telemetry's scale is off) or why unverified
+    if (info.scale_check) facts.push(["Scale check", scaleCheckText(info.scale_check)]);
     const reasons = info.telemetry_reject_reasons || [];
     const clock = Object.entries(info.clock_problems || {});
     const tracks = (s.tracks || []).slice(0, 200);
