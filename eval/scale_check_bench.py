@@ -1,0 +1,327 @@
+"""Issue 40's scale-check bench: how soon, and how surely, the check from the vehicles' sizes
+(pipelines.scale_check) calls a wrong scale ``suspect``, and how rarely a right one.
+
+``pool``: simulated flights with realistic vehicles (:class:`eval.simulate.FlightSpec`
+``vehicle_sizes: realistic``, ``vehicle_height``, a share of vans labelled car; 1080p, hovering,
+dense traffic) in four cells (60 and 100 m, nadir and oblique), each run once through the whole
+engine (:func:`pipelines.builder.build_pipeline`, the shipped detector, the U-Net road mask) with a
+recording scale check: every frame's tracked boxes, labels, whether detected, ground velocities
+and camera. The first flight of each cell is the calibration flight: the detector's box margin
+against the flights' ground-truth boxes (:mod:`eval.box_bias`, the way the default was measured on
+VisDrone), and nothing else, is taken from it. The others are the scoring pool.
+
+``score``: a session is whole tracked vehicles drawn at random from one cell's scoring pool, in
+a random order, as many as 30 minutes of that cell's traffic brings. A scale error ``k`` is applied
+by replaying the recorded tracks with the altitude scaled by ``k`` (and the ground velocities with
+it): on flat ground that is exactly what a wrong altitude does. The check's own functions
+(:func:`pipelines.scale_session.usable`, :func:`~pipelines.scale_check.observe`,
+:func:`~pipelines.scale_session.track_value`, :func:`~pipelines.scale_session.judge`) give the
+status after 30 vehicles (about a minute of traffic here) and after 100, and, for the right scale,
+whether it was ever suspect over the 30 minutes, judged after every vehicle.
+
+    python -m eval.scale_check_bench pool --out /work/bench/scale_check [--flights 3] [--jobs 2]
+    python -m eval.scale_check_bench score /work/bench/scale_check [--sessions 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipelines.config import PipelineConfig, ScaleCheckConfig
+from pipelines.geometry import GroundProjector
+from pipelines.scale_check import observe
+from pipelines.scale_session import ScaleCheck, judge, prior_of, track_value, usable
+from pipelines.types import Intrinsics
+
+log = logging.getLogger(__name__)
+
+CELLS: dict[str, dict[str, Any]] = {
+    "nadir-60": {"altitude_m": 60.0, "pitch_deg": -90.0},
+    "nadir-100": {"altitude_m": 100.0, "pitch_deg": -90.0},
+    "oblique-60": {"altitude_m": 60.0, "pitch_deg": -45.0},
+    "oblique-100": {"altitude_m": 100.0, "pitch_deg": -40.0},
+}
+BASE_SPEC: dict[str, Any] = {
+    "duration_s": 20.0,
+    "width": 1920,
+    "height": 1080,
+    "drift_mps": (0.0, 0.0),
+    "yaw_rate_dps": 0.0,
+    "layout": "straight",
+    "lanes_per_direction": 2,
+    "n_vehicles": 45,
+    "vehicle_sizes": "realistic",
+    "vehicle_height": True,
+    "van_as_car_share": 0.3,
+    "accel_sigma_mps2": 0.3,
+}
+ERRORS = (0.85, 0.90, 0.95, 0.97, 1.0, 1.03, 1.05, 1.10, 1.15)
+SESSION_MINUTES = 30.0
+CHECKPOINTS = (30, 100)
+
+
+class Recording(ScaleCheck):
+    """A scale check that keeps every frame's inputs (for the bench's replays)."""
+
+    def __init__(self, cfg: ScaleCheckConfig) -> None:
+        super().__init__(cfg)
+        self.rows: list[dict[str, Any]] = []
+        self.frames = 0
+
+    def observe_frame(self, width, height, proj, xyxy, ids, labels, carried, velocities) -> None:  # noqa: ANN001
+        k = proj.intrinsics
+        for i in range(len(xyxy)):
+            self.rows.append(
+                {
+                    "id": int(ids[i]),
+                    "xyxy": [float(v) for v in xyxy[i]],
+                    "label": labels[i],
+                    "carried": bool(carried[i]),
+                    "velocity": [float(v) for v in velocities[i]],
+                    "camera": [k.fx, k.fy, k.cx, k.cy, k.width, k.height, proj.altitude_m, proj.pitch_deg],
+                    "frame": self.frames,
+                }
+            )
+        self.frames += 1
+        super().observe_frame(width, height, proj, xyxy, ids, labels, carried, velocities)
+
+
+def flight_spec(cell: str, seed: int):  # noqa: ANN201 - eval.simulate.FlightSpec
+    from eval.simulate import FlightSpec
+
+    return FlightSpec(**(BASE_SPEC | CELLS[cell] | {"seed": seed}))
+
+
+def record_flight(cell: str, seed: int, out: Path) -> Path:
+    """Simulate one flight (kept when there), run the engine on it and save what the check saw."""
+    from eval.simulate import simulate_flight
+    from pipelines.builder import build_pipeline
+    from pipelines.runner import config_for_source, load_frames, run_pipeline
+
+    name = f"{cell}_s{seed:02d}"
+    folder = out / "sims" / name
+    dest = out / "records" / f"{name}.json"
+    if dest.is_file():
+        return dest
+    spec = flight_spec(cell, 4000 + 10 * list(CELLS).index(cell) + seed)
+    if not (folder / "gt" / "gt.txt").is_file():
+        simulate_flight(spec, folder, progress=False)
+    config = PipelineConfig.from_dict({"camera": {"name": spec.camera, "takeoff_above_road_m": 0.0}})
+    source, frames, _ = load_frames(folder / "video.mp4", folder / "video.SRT", camera=spec.camera)
+    try:
+        pipeline = build_pipeline(config_for_source(config, source.fps))
+        recording = Recording(config.scale_check)
+        pipeline.scale_check = recording
+        summary = run_pipeline(pipeline, frames, progress=False)
+    finally:
+        source.close()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    data = {
+        "cell": cell,
+        "seed": seed,
+        "flight": str(folder),
+        "duration_s": spec.duration_s,
+        "rows": recording.rows,
+        "check": summary["scale_check"],
+    }
+    dest.write_text(json.dumps(data))
+    log.info("%s: %d rows, check %s", name, len(recording.rows), summary["scale_check"]["status"])
+    return dest
+
+
+def calibrate_margin(flights: list[Path], every: int = 10) -> float:
+    """The detector's margin per side (px) on cars: the median of half the differences of detected
+    and ground-truth boxes' widths and heights (:mod:`eval.box_bias`) over the calibration flights."""
+    from eval.box_bias import _flight_frames, collect
+    from pipelines.builder import build_detector_model
+    from pipelines.config import DetectorConfig
+
+    detector = build_detector_model(DetectorConfig(imgsz=1280))
+    sides: list[float] = []
+    for f in flights:
+        rows = collect(_flight_frames(f, every), detector)
+        for (_, cls), r in rows.items():
+            if cls == "car":
+                a = np.asarray(r)
+                sides += list((a[:, 2] - a[:, 0]) / 2) + list((a[:, 3] - a[:, 1]) / 2)
+    return float(np.median(sides)) if sides else 0.0
+
+
+def track_values(
+    record: dict, cfg: ScaleCheckConfig, k: float
+) -> dict[int, tuple[float, float, bool, str, int]]:
+    """Every track of a recorded flight replayed with the altitude scaled by ``k``: its
+    :func:`track_value` (median, sd, steady), its majority label and its observations."""
+    rows = record["rows"]
+    if not rows:
+        return {}
+    xyxy = np.array([r["xyxy"] for r in rows])
+    vel = np.array([r["velocity"] for r in rows]) * k
+    cams = np.array([r["camera"] for r in rows])
+    frames = np.array([r["frame"] for r in rows])
+    keep = np.zeros(len(rows), bool)
+    headings = np.zeros((len(rows), 2))
+    for f in np.unique(frames):  # the check's own choice of boxes, frame by frame
+        idx = np.flatnonzero(frames == f)
+        cam = cams[idx[0]]
+        labels = [rows[i]["label"] for i in idx]
+        carried = np.array([rows[i]["carried"] for i in idx])
+        use, head, _ = usable(cfg, int(cam[4]), int(cam[5]), xyxy[idx], labels, carried, vel[idx])
+        keep[idx[use]] = True
+        headings[idx[use]] = head
+    obs_log = np.full(len(rows), np.nan)
+    obs_var = np.full(len(rows), np.nan)
+    obs_prior = np.full(len(rows), np.nan)
+    prior = prior_of(cfg)
+    for cam in np.unique(cams[keep], axis=0):
+        sel = keep & np.all(cams == cam, axis=1)
+        intr = Intrinsics(cam[0], cam[1], cam[2], cam[3], int(cam[4]), int(cam[5]))
+        proj = GroundProjector.create(intr, cam[6] * k, cam[7])
+        o = observe(
+            proj, xyxy[sel], headings[sel], prior, margin_px=cfg.box_margin_px, sigma_px=cfg.box_sigma_px
+        )
+        obs_log[sel], obs_var[sel], obs_prior[sel] = o.log_ratio, o.var, o.var_prior
+    out: dict[int, tuple[float, float, bool, str, int]] = {}
+    ids = np.array([r["id"] for r in rows])
+    for tid in np.unique(ids):
+        sel = (ids == tid) & np.isfinite(obs_log)
+        labels = [rows[i]["label"] for i in np.flatnonzero(ids == tid)]
+        label = max(set(labels), key=labels.count)
+        if sel.sum() >= cfg.min_observations:
+            m, sd, steady = track_value(obs_log[sel][:90], obs_var[sel][:90], obs_prior[sel][:90])
+            out[int(tid)] = (m, sd, steady, label, int(sel.sum()))
+        else:
+            out[int(tid)] = (np.nan, np.nan, False, label, int(sel.sum()))
+    return out
+
+
+def _statuses(values: np.ndarray, counted: np.ndarray, cfg: ScaleCheckConfig, upto: list[int]) -> list[str]:
+    """The check's status after each number of vehicles in ``upto`` (vehicles: every track drawn;
+    ``counted``: those the check measures, in the same order)."""
+    out = []
+    for n in upto:
+        v = values[:n][counted[:n]]
+        out.append(judge(v, cfg, lambda m: "too few").status)
+    return out
+
+
+def score_cell(records: list[dict], cfg: ScaleCheckConfig, sessions: int, seed: int = 0) -> dict[str, Any]:
+    """The cell's detection rates per scale error over ``sessions`` sessions drawn from ``records``."""
+    rng = np.random.default_rng(seed)
+    minutes = sum(r["duration_s"] for r in records) / 60.0
+    per_k: dict[float, list] = {}
+    for k in ERRORS:
+        tracks = [v for r in records for v in track_values(r, cfg, k).values()]
+        per_k[k] = tracks
+    n_tracks = len(per_k[1.0])
+    rate = n_tracks / max(minutes, 1e-9)  # vehicles a minute in this cell's flights
+    n_max = int(rate * SESSION_MINUTES)
+    result: dict[str, Any] = {
+        "pool_tracks": n_tracks,
+        "vehicles_per_min": round(rate, 1),
+        "session_vehicles": n_max,
+    }
+    orders = [rng.integers(0, n_tracks, n_max) for _ in range(sessions)]
+    for k in ERRORS:
+        arr = np.array([(m, sd, 1.0 if steady else 0.0) for m, sd, steady, _, _ in per_k[k]])
+        counted = np.array([lab in cfg.classes and np.isfinite(m) for m, _, _, lab, _ in per_k[k]])
+        at = {n: [] for n in CHECKPOINTS}
+        ever = []
+        for order in orders:
+            st = _statuses(arr[order], counted[order], cfg, list(CHECKPOINTS))
+            for n, s in zip(CHECKPOINTS, st, strict=True):
+                at[n].append(s)
+            if k == 1.0:
+                ever.append(
+                    "suspect" in _statuses(arr[order], counted[order], cfg, list(range(10, n_max + 1, 5)))
+                )
+        result[f"{k:.2f}"] = {
+            f"suspect_at_{n}": round(float(np.mean([s == "suspect" for s in at[n]])), 3) for n in CHECKPOINTS
+        } | {f"ok_at_{n}": round(float(np.mean([s == "ok" for s in at[n]])), 3) for n in CHECKPOINTS}
+        if ever:
+            result[f"{k:.2f}"]["ever_suspect_30min"] = round(float(np.mean(ever)), 3)
+        if k == 1.0:
+            m = arr[counted & (arr[:, 2] > 0), 0]
+            result["pool_median_ratio"] = round(float(np.exp(np.median(m))), 4) if len(m) else None
+    return result
+
+
+def _pool(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    jobs = [(cell, s) for s in range(args.flights) for cell in CELLS]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for path in pool.map(record_flight, *zip(*jobs, strict=True), [out] * len(jobs)):
+            log.info("recorded %s", path)
+    cal = [out / "sims" / f"{cell}_s00" for cell in CELLS]
+    margin = calibrate_margin(cal)
+    (out / "calibration.json").write_text(
+        json.dumps({"box_margin_px": margin, "flights": [str(c) for c in cal]})
+    )
+    log.info("box margin on the calibration flights: %.2f px a side", margin)
+    return 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    out = Path(args.folder)
+    margin = json.loads((out / "calibration.json").read_text())["box_margin_px"]
+    cfg = ScaleCheckConfig(box_margin_px=margin)
+    table: dict[str, Any] = {"box_margin_px": margin, "config": cfg.model_dump(mode="json"), "cells": {}}
+    for cell in CELLS:
+        records = [
+            json.loads(p.read_text())
+            for p in sorted((out / "records").glob(f"{cell}_s*.json"))
+            if not p.name.endswith("_s00.json")
+        ]
+        if records:
+            table["cells"][cell] = score_cell(records, cfg, args.sessions)
+    (out / "scores.json").write_text(json.dumps(table, indent=1))
+    sys.stdout.write(format_scores(table) + "\n")
+    return 0
+
+
+def format_scores(table: dict[str, Any]) -> str:
+    lines = [f"box margin (calibration flights): {table['box_margin_px']:.2f} px a side"]
+    head = (
+        "| cell | pool tracks | veh/min | pool ratio | "
+        + " | ".join(f"k={k:.2f}" for k in ERRORS)
+        + " | ever suspect (k=1, 30 min) |"
+    )
+    lines += [head, "|" + "---|" * (len(ERRORS) + 5)]
+    for cell, r in table["cells"].items():
+        cells = [
+            f"{r[f'{k:.2f}']['suspect_at_30']:.2f} / {r[f'{k:.2f}']['suspect_at_100']:.2f}" for k in ERRORS
+        ]
+        lines.append(
+            f"| {cell} | {r['pool_tracks']} | {r['vehicles_per_min']} | {r['pool_median_ratio']} | "
+            + " | ".join(cells)
+            + f" | {r['1.00'].get('ever_suspect_30min', '-')} |"
+        )
+    lines.append("cells: share of sessions suspect after 30 / 100 vehicles")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m eval.scale_check_bench", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("pool")
+    a.add_argument("--out", required=True)
+    a.add_argument("--flights", type=int, default=3, help="per cell; the first calibrates")
+    a.add_argument("--jobs", type=int, default=2)
+    b = sub.add_parser("score")
+    b.add_argument("folder")
+    b.add_argument("--sessions", type=int, default=60, help="per cell")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return _pool(args) if args.cmd == "pool" else _score(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,77 @@
+"""The scale-check bench's replay (eval.scale_check_bench): recorded tracks replayed with the altitude
+scaled give the check's ratio scaled; sessions drawn from them are suspect for large errors and
+never for none. Recorded here from synthetic boxes (the projected shapes of varied cars), not a
+rendered flight: the bench's rendering and detection are the engine's, tested elsewhere."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from eval.scale_check_bench import ERRORS, format_scores, score_cell, track_values
+from pipelines.config import ScaleCheckConfig
+from pipelines.geometry import GroundProjector
+from pipelines.scale_check import CAR_PRIORS, predicted_boxes
+from pipelines.types import Intrinsics
+
+K = Intrinsics(1400.0, 1400.0, 960.0, 540.0, 1920, 1080)
+
+
+def _record(seed: int, vehicles: int = 40, pitch: float = -60.0, frames_each: int = 6) -> dict:
+    """A recording as eval.scale_check_bench.Recording keeps it: one vehicle per frame, cars of the
+    prior's spread (and a truck now and then, which the check leaves out)."""
+    rng = np.random.default_rng(seed)
+    proj = GroundProjector.create(K, 60.0, pitch)
+    prior = CAR_PRIORS["eu"]
+    rows, frame = [], 0
+    for vid in range(vehicles):
+        label = "truck" if vid % 10 == 9 else "car"
+        dims = prior.mean + prior.sd * np.clip(rng.normal(size=4), -2, 2)
+        angle = rng.uniform(0, math.pi)
+        heading = np.array([math.cos(angle), math.sin(angle)])
+        start = proj.to_ground(np.array([[rng.uniform(500, 1400), rng.uniform(350, 800)]]))[0]
+        for step in range(frames_each):
+            centre = start + heading * 0.4 * step
+            box = predicted_boxes(proj, centre[None], heading[None], dims)[0] + [-1.4, -1.4, 1.4, 1.4]
+            rows.append(
+                {
+                    "id": vid,
+                    "xyxy": [float(v) for v in box + rng.normal(0, 0.7, 4)],
+                    "label": label,
+                    "carried": step == 3,  # a frame carried by optical flow: not compared
+                    "velocity": [float(v) for v in heading * 12.0],
+                    "camera": [K.fx, K.fy, K.cx, K.cy, K.width, K.height, 60.0, pitch],
+                    "frame": frame,
+                }
+            )
+            frame += 1
+    return {"cell": "test", "seed": seed, "duration_s": 30.0, "rows": rows}
+
+
+@pytest.mark.parametrize("k", [0.9, 1.0, 1.1])
+def test_a_replay_with_the_altitude_scaled_scales_every_car(k: float) -> None:
+    rec, cfg = _record(1), ScaleCheckConfig()
+    plain, scaled = track_values(rec, cfg, 1.0), track_values(rec, cfg, k)
+    cars = [t for t, v in plain.items() if v[3] == "car"]
+    assert len(cars) == 36 and all(plain[t][4] == 5 for t in cars)  # the carried frame left out
+    shift = np.array([scaled[t][0] - plain[t][0] for t in cars])
+    assert np.all(np.abs(shift - math.log(k)) < 0.01)  # the margin is pixels: it does not scale
+    assert all(plain[t][2] for t in cars)  # steady boxes
+
+
+def test_sessions_are_suspect_for_large_errors_and_never_for_none() -> None:
+    records = [_record(s) for s in (2, 3)]
+    result = score_cell(records, ScaleCheckConfig(), sessions=4, seed=0)
+    assert result["pool_tracks"] == 80
+    assert result["vehicles_per_min"] == 80.0
+    assert result["session_vehicles"] == 2400
+    assert result["1.00"]["ever_suspect_30min"] == 0.0
+    assert result["1.00"]["ok_at_100"] == 1.0
+    for k in ("0.85", "0.90", "1.10", "1.15"):
+        assert result[k]["suspect_at_30"] == 1.0
+    assert abs(result["pool_median_ratio"] - 1.0) < 0.02
+    table = format_scores({"box_margin_px": 1.4, "cells": {"test": result}})
+    assert "| test | 80 | 80.0 |" in table
+    assert len(ERRORS) == 9
