@@ -215,6 +215,10 @@ def cmd_process_one(args: argparse.Namespace) -> int:
             f"scale: {last['source']}, {last['height_above_road_m']:.1f} +- {last['height_sigma_m']:.1f} m "
             f"above the road, pitch +- {last['pitch_sigma_deg']:.1f} deg (last frame)"
         )
+    if summary.get("scale_check"):
+        from pipelines.types import ScaleCheckResult
+
+        print(ScaleCheckResult.from_dict(summary["scale_check"]).describe())  # noqa: T201
     return 0
 
 

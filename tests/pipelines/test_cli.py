@@ -25,7 +25,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.shared
-def test_process_real_uavdt_clip_with_coco_int8(tmp_path, uavdt_clip, coco_openvino):
+def test_process_real_uavdt_clip_with_coco_int8(tmp_path, uavdt_clip, coco_openvino, capsys):
     out = tmp_path / "run"
     code = main(
         [
@@ -62,6 +62,10 @@ def test_process_real_uavdt_clip_with_coco_int8(tmp_path, uavdt_clip, coco_openv
     summary = json.loads((out / "summary.json").read_text())
     assert summary["frames"] == 45
     assert summary["pipeline"]["road_mask"] == "unet every 30 frames"  # the shipped road U-Net
+    # the scale check from the vehicles: a second and a half of traffic is too little to judge
+    check = summary["scale_check"]
+    assert check["status"] == "unverified" and check["reason"].startswith("too few vehicles yet"), check
+    assert "scale check unverified (too few vehicles yet" in capsys.readouterr().out
     assert (out / "annotated.mp4").stat().st_size > 10_000
     assert isinstance(json.loads((out / "violations.json").read_text()), list)
 
