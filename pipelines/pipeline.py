@@ -475,7 +475,7 @@ class Pipeline:
             warnings=tuple(warnings),
             keyframe=keyframe,
             scale=self.ground.scale if proj is not None else None,
-            scale_check=self.scale_check.result if self.scale_check is not None else None,
+            scale_check=self.scale_check.current() if self.scale_check is not None else None,
         )
 
     def finish(self) -> list[Violation]:
@@ -489,7 +489,7 @@ class Pipeline:
         """Violations whose measuring base (or episode) overlaps implausible frame timestamps are
         not enforceable: their speeds were timed by a wrong clock. Each carries the session's scale
         check; one whose status the site holds (``rules.hold_scale_check``) is held for review."""
-        check = self.scale_check.result if self.scale_check is not None else None
+        check = self.scale_check.result if self.scale_check is not None and violations else None
         out = []
         for v in violations:
             start, end = (

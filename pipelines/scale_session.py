@@ -43,6 +43,9 @@ from pipelines.scale_check import (
 from pipelines.types import EXTRAPOLATED_KEY, PROPAGATED_KEY, Frame, ScaleInfo
 
 MAX_OBSERVATIONS = 90  # per track: its median is settled long before
+# a track unseen for FINISHED_AFTER frames is done: its value kept, its observations let go (looked
+# for every SWEEP_EVERY frames); the status a frame carries is judged again every EVAL_EVERY frames
+FINISHED_AFTER, SWEEP_EVERY, EVAL_EVERY = 300, 150, 10
 # a track whose box sizes scatter (robust sd of its log ratios) beyond this many times the pixel
 # noise, and beyond STEADY_FLOOR, is not a whole vehicle's: a false or partial box
 STEADY_SIGMAS, STEADY_FLOOR = 3.0, 0.08
@@ -54,6 +57,7 @@ class _Track:
     var: list[float] = field(default_factory=list)
     var_prior: list[float] = field(default_factory=list)
     labels: Counter = field(default_factory=Counter)
+    last_frame: int = 0  # the check's frame count when last observed
     _value: tuple[float, float, bool] | None = None  # cached until the next observation
 
     def add(self, log_ratio: float, var: float, var_prior: float) -> None:
@@ -118,6 +122,8 @@ class ScaleCheck:
 
     def reset(self, why: str = "") -> None:
         self._tracks: dict[int, _Track] = {}
+        self._done: list[tuple[float, float, bool]] = []  # the values of finished vehicles it counts
+        self._frames = self._evaluated_at = 0
         self._skipped: Counter = Counter()  # why boxes were not compared, over the session
         self._dirty = False
         self._restarted = why
@@ -126,14 +132,23 @@ class ScaleCheck:
 
     @property
     def result(self) -> ScaleCheckResult:
+        """The check now, every vehicle so far counted."""
         if self._dirty:
             self._result = self._evaluate()
             self._dirty = False
+            self._evaluated_at = self._frames
+        return self._result
+
+    def current(self) -> ScaleCheckResult:
+        """The check as a frame carries it: judged again at most every ``EVAL_EVERY`` frames (a long
+        session's thousands of vehicles are not weighed again on every frame)."""
+        if self._dirty and (self._frames - self._evaluated_at >= EVAL_EVERY or not self._evaluated_at):
+            return self.result
         return self._result
 
     def no_view(self, reason: str) -> None:
         """A frame without a ground projection: until the check has tracks, that is the reason."""
-        if not self._tracks:
+        if not self._tracks and not self._done:
             self._result = ScaleCheckResult(UNVERIFIED, reason=f"no usable view: {reason}")
 
     def update(
@@ -168,6 +183,9 @@ class ScaleCheck:
         velocities: np.ndarray,
     ) -> None:
         """One frame's boxes compared with the prior (:func:`frame_inputs` gives the rest)."""
+        self._frames += 1
+        if self._frames % SWEEP_EVERY == 0:
+            self._sweep()
         rows, headings, why = usable(self.cfg, width, height, xyxy, labels, carried, velocities)
         self._skipped.update(w for w in why if w)
         if not len(rows):
@@ -186,22 +204,33 @@ class ScaleCheck:
                 continue
             tr = self._tracks.setdefault(int(ids[i]), _Track())
             tr.labels[labels[i]] += 1
+            tr.last_frame = self._frames
             if len(tr.log_ratios) < MAX_OBSERVATIONS:
                 tr.add(float(obs.log_ratio[j]), float(obs.var[j]), float(obs.var_prior[j]))
                 self._dirty = True
 
+    def _counts(self, t: _Track) -> bool:
+        return (
+            len(t.log_ratios) >= self.cfg.min_observations
+            and t.labels.most_common(1)[0][0] in self.cfg.classes
+        )
+
+    def _sweep(self) -> None:
+        """Keep only the values of the vehicles gone for ``FINISHED_AFTER`` frames (a shift's
+        thousands of vehicles in a few numbers each)."""
+        gone = [tid for tid, t in self._tracks.items() if self._frames - t.last_frame > FINISHED_AFTER]
+        for tid in gone:
+            t = self._tracks.pop(tid)
+            if self._counts(t):
+                self._done.append(t.value())
+
     def _evaluate(self) -> ScaleCheckResult:
-        cfg = self.cfg
-        values = [
-            t.value()
-            for t in self._tracks.values()
-            if len(t.log_ratios) >= cfg.min_observations and t.labels.most_common(1)[0][0] in cfg.classes
-        ]
-        return judge(np.array(values, dtype=float).reshape(-1, 3), cfg, self._too_few)
+        values = self._done + [t.value() for t in self._tracks.values() if self._counts(t)]
+        return judge(np.array(values, dtype=float).reshape(-1, 3), self.cfg, self._too_few)
 
     def _too_few(self, n: int) -> str:
         skipped = self._skipped
-        if not self._tracks and skipped:
+        if not self._tracks and not self._done and skipped:
             top = skipped.most_common(1)[0][0]
             return {
                 "standing": "the vehicles are standing (a jam or a car park): no heading to measure along",
@@ -226,6 +255,7 @@ class ScaleCheck:
         out["tolerance"] = self.cfg.tolerance
         out["skipped"] = dict(self._skipped)
         out["restarts"] = self.resets
+        out["vehicles_open"] = len(self._tracks)  # still followed; the others kept as their values
         return out
 
 

@@ -86,6 +86,7 @@ def test_the_status_follows_the_scale_error(pitch: float, k: float, status: str,
     assert r.status == status, r
     assert words in r.reason
     assert r.n == 60
+    assert check.summary()["vehicles_open"] < 50  # the vehicles gone 300 frames are kept as values
     assert abs(r.ratio - k) < 3 * r.sigma + 0.01
     assert 0.003 < r.sigma < 0.02
 
