@@ -31,14 +31,14 @@ import logging
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from pipelines.config import PipelineConfig, ScaleCheckConfig
 from pipelines.geometry import GroundProjector
 from pipelines.scale_check import observe
-from pipelines.scale_session import ScaleCheck, judge, prior_of, track_value, usable
+from pipelines.scale_session import MAX_OBSERVATIONS, ScaleCheck, judge, prior_of, track_value, usable
 from pipelines.types import Intrinsics
 
 log = logging.getLogger(__name__)
@@ -155,11 +155,20 @@ def calibrate_margin(flights: list[Path], every: int = 10) -> float:
     return float(np.median(sides)) if sides else 0.0
 
 
-def track_values(
-    record: dict, cfg: ScaleCheckConfig, k: float
-) -> dict[int, tuple[float, float, bool, str, int]]:
-    """Every track of a recorded flight replayed with the altitude scaled by ``k``: its
-    :func:`track_value` (median, sd, steady), its majority label and its observations."""
+class TrackValue(NamedTuple):
+    """A replayed track: :func:`~pipelines.scale_session.track_value`'s figures, its majority label
+    and how many of its frames were compared."""
+
+    mid: float
+    sd: float
+    steady: bool
+    per_margin: float
+    label: str
+    n: int
+
+
+def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, TrackValue]:
+    """Every track of a recorded flight replayed with the altitude scaled by ``k``."""
     rows = record["rows"]
     if not rows:
         return {}
@@ -180,6 +189,7 @@ def track_values(
     obs_log = np.full(len(rows), np.nan)
     obs_var = np.full(len(rows), np.nan)
     obs_prior = np.full(len(rows), np.nan)
+    obs_margin = np.full(len(rows), np.nan)
     prior = prior_of(cfg)
     for cam in np.unique(cams[keep], axis=0):
         sel = keep & np.all(cams == cam, axis=1)
@@ -188,18 +198,24 @@ def track_values(
         o = observe(
             proj, xyxy[sel], headings[sel], prior, margin_px=cfg.box_margin_px, sigma_px=cfg.box_sigma_px
         )
-        obs_log[sel], obs_var[sel], obs_prior[sel] = o.log_ratio, o.var, o.var_prior
-    out: dict[int, tuple[float, float, bool, str, int]] = {}
+        obs_log[sel], obs_var[sel], obs_prior[sel], obs_margin[sel] = (
+            o.log_ratio,
+            o.var,
+            o.var_prior,
+            o.per_margin_px,
+        )
+    out: dict[int, TrackValue] = {}
     ids = np.array([r["id"] for r in rows])
     for tid in np.unique(ids):
         sel = (ids == tid) & np.isfinite(obs_log)
         labels = [rows[i]["label"] for i in np.flatnonzero(ids == tid)]
         label = max(set(labels), key=labels.count)
-        if sel.sum() >= cfg.min_observations:
-            m, sd, steady = track_value(obs_log[sel][:90], obs_var[sel][:90], obs_prior[sel][:90])
-            out[int(tid)] = (m, sd, steady, label, int(sel.sum()))
+        first = np.flatnonzero(sel)[:MAX_OBSERVATIONS]  # as the check keeps them
+        if len(first) >= cfg.min_observations:
+            value = track_value(obs_log[first], obs_var[first], obs_prior[first], obs_margin[first])
+            out[int(tid)] = TrackValue(*value, label, int(sel.sum()))
         else:
-            out[int(tid)] = (np.nan, np.nan, False, label, int(sel.sum()))
+            out[int(tid)] = TrackValue(np.nan, np.nan, False, np.nan, label, int(sel.sum()))
     return out
 
 
@@ -231,8 +247,8 @@ def score_cell(records: list[dict], cfg: ScaleCheckConfig, sessions: int, seed: 
     }
     orders = [rng.integers(0, n_tracks, n_max) for _ in range(sessions)]
     for k in ERRORS:
-        arr = np.array([(m, sd, 1.0 if steady else 0.0) for m, sd, steady, _, _ in per_k[k]])
-        counted = np.array([lab in cfg.classes and np.isfinite(m) for m, _, _, lab, _ in per_k[k]])
+        arr = np.array([(t.mid, t.sd, 1.0 if t.steady else 0.0, t.per_margin) for t in per_k[k]])
+        counted = np.array([t.label in cfg.classes and np.isfinite(t.mid) for t in per_k[k]])
         at = {n: [] for n in CHECKPOINTS}
         ever = []
         for order in orders:

@@ -478,6 +478,10 @@ class ScaleCheckConfig(_Section):
     # are 1.2-1.7 px a side looser than VisDrone-DET's and aerial-cars' labels at every size
     # (python -m eval.box_bias: +14 % on 17 px cars, +3 % on 81 px)
     box_margin_px: float = Field(1.4, ge=-10, le=10)
+    # how well that margin is known (px): +-0.2 px across VisDrone's size bins, 0.3 between it and
+    # aerial-cars; hard shadows move it more. The same on every box of a session, it bounds how small
+    # a car can still judge the scale (0.3 px a side on a 30 px car is 2 %)
+    box_margin_sigma_px: float = Field(0.3, ge=0, le=10)
     box_sigma_px: float = Field(1.5, gt=0, le=20)  # one box edge's noise
     tolerance: float = Field(0.05, gt=0, lt=0.5)  # the share the scale may be off and still be ok
     z: float = Field(2.5, gt=0, le=10)

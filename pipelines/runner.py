@@ -255,6 +255,7 @@ def format_bench(summary: dict, config: PipelineConfig, size: tuple[int, int], s
         "propagate",
         "track",
         "speed",
+        "scale_check",
         "rules",
         "schedule",
         "pipeline",

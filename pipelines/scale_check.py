@@ -157,11 +157,14 @@ def place_vehicles(
 class Observation:
     """One frame's comparison of boxes with the prior's car: ``log_ratio`` (N,) the boxes' size over
     the prediction's (log), ``var`` (N,) its variance, ``var_prior`` (N,) the part of it that is the
-    vehicle's own size (the same on every frame of one vehicle); NaN where a box cannot be compared."""
+    vehicle's own size (the same on every frame of one vehicle), ``per_margin_px`` (N,) how much
+    the log ratio moves per pixel the detector's margin is off (the same sign on every box of a
+    session: it does not average out); NaN where a box cannot be compared."""
 
     log_ratio: np.ndarray
     var: np.ndarray
     var_prior: np.ndarray
+    per_margin_px: np.ndarray
 
 
 def observe(
@@ -182,7 +185,7 @@ def observe(
     n = len(xyxy)
     if not n:
         empty = np.zeros(0)
-        return Observation(empty, empty, empty)
+        return Observation(empty, empty, empty, empty)
     centres = place_vehicles(proj, xyxy, headings, prior.mean)
     dims = np.vstack([prior.mean, prior.mean + np.diag(prior.sd)])  # the mean, then +1 sd of each
     boxes = np.stack([predicted_boxes(proj, centres, headings, d) for d in dims])  # (5, N, 4)
@@ -202,10 +205,11 @@ def observe(
         var = 1.0 / total
         w = a / total[:, None]  # the combination's weights: the prior's share of its variance
         var_prior = np.einsum("ni,nij,nj->n", w, cov_prior, w)
+        per_margin = (w * 2.0 / pred).sum(axis=1)  # both sides of each extent
     bad = ~(np.isfinite(log_ratio) & np.isfinite(var) & (var > 0) & (seen > 0).all(axis=1))
-    for arr in (log_ratio, var, var_prior):
+    for arr in (log_ratio, var, var_prior, per_margin):
         arr[bad] = np.nan
-    return Observation(log_ratio, var, var_prior)
+    return Observation(log_ratio, var, var_prior, per_margin)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,19 +56,21 @@ class _Track:
     log_ratios: list[float] = field(default_factory=list)
     var: list[float] = field(default_factory=list)
     var_prior: list[float] = field(default_factory=list)
+    per_margin: list[float] = field(default_factory=list)
     labels: Counter = field(default_factory=Counter)
     last_frame: int = 0  # the check's frame count when last observed
-    _value: tuple[float, float, bool] | None = None  # cached until the next observation
+    _value: tuple[float, float, bool, float] | None = None  # cached until the next observation
 
-    def add(self, log_ratio: float, var: float, var_prior: float) -> None:
+    def add(self, log_ratio: float, var: float, var_prior: float, per_margin: float) -> None:
         self.log_ratios.append(log_ratio)
         self.var.append(var)
         self.var_prior.append(var_prior)
+        self.per_margin.append(per_margin)
         self._value = None
 
-    def value(self) -> tuple[float, float, bool]:
+    def value(self) -> tuple[float, float, bool, float]:
         if self._value is None:
-            self._value = track_value(self.log_ratios, self.var, self.var_prior)
+            self._value = track_value(self.log_ratios, self.var, self.var_prior, self.per_margin)
         return self._value
 
 
@@ -76,11 +78,13 @@ def track_value(
     log_ratios: Sequence[float] | np.ndarray,
     var: Sequence[float] | np.ndarray,
     var_prior: Sequence[float] | np.ndarray,
-) -> tuple[float, float, bool]:
-    """One vehicle's (median log ratio, its sd, whether its boxes hold their size) from its frames
-    (pipelines.scale_check.observe): the vehicle's own size part of the sd does not average out over
-    frames, the pixel noise does. A vehicle's box keeps its size from frame to frame within the
-    pixel noise; a false or partial box does not."""
+    per_margin: Sequence[float] | np.ndarray,
+) -> tuple[float, float, bool, float]:
+    """One vehicle's (median log ratio, its sd, whether its boxes hold their size, how much it moves
+    per pixel of the detector's margin) from its frames (pipelines.scale_check.observe): the
+    vehicle's own size part of the sd does not average out over frames, the pixel noise does. A
+    vehicle's box keeps its size from frame to frame within the pixel noise; a false or partial box
+    does not."""
     x = np.asarray(log_ratios, dtype=float)
     var, var_prior = np.asarray(var, dtype=float), np.asarray(var_prior, dtype=float)
     prior = float(np.median(var_prior))
@@ -88,7 +92,8 @@ def track_value(
     mid = float(np.median(x))
     within = 1.4826 * float(np.median(np.abs(x - mid)))
     steady = within <= max(STEADY_SIGMAS * math.sqrt(noise), STEADY_FLOOR)
-    return mid, math.sqrt(prior + noise / len(x) * math.pi / 2), steady  # a median's efficiency
+    sd = math.sqrt(prior + noise / len(x) * math.pi / 2)  # a median's efficiency
+    return mid, sd, steady, float(np.median(per_margin))
 
 
 def prior_of(cfg: ScaleCheckConfig) -> VehiclePrior:
@@ -122,7 +127,7 @@ class ScaleCheck:
 
     def reset(self, why: str = "") -> None:
         self._tracks: dict[int, _Track] = {}
-        self._done: list[tuple[float, float, bool]] = []  # the values of finished vehicles it counts
+        self._done: list[tuple[float, float, bool, float]] = []  # the values of finished vehicles it counts
         self._frames = self._evaluated_at = 0
         self._skipped: Counter = Counter()  # why boxes were not compared, over the session
         self._dirty = False
@@ -206,7 +211,12 @@ class ScaleCheck:
             tr.labels[labels[i]] += 1
             tr.last_frame = self._frames
             if len(tr.log_ratios) < MAX_OBSERVATIONS:
-                tr.add(float(obs.log_ratio[j]), float(obs.var[j]), float(obs.var_prior[j]))
+                tr.add(
+                    float(obs.log_ratio[j]),
+                    float(obs.var[j]),
+                    float(obs.var_prior[j]),
+                    float(obs.per_margin_px[j]),
+                )
                 self._dirty = True
 
     def _counts(self, t: _Track) -> bool:
@@ -226,7 +236,7 @@ class ScaleCheck:
 
     def _evaluate(self) -> ScaleCheckResult:
         values = self._done + [t.value() for t in self._tracks.values() if self._counts(t)]
-        return judge(np.array(values, dtype=float).reshape(-1, 3), self.cfg, self._too_few)
+        return judge(np.array(values, dtype=float).reshape(-1, 4), self.cfg, self._too_few)
 
     def _too_few(self, n: int) -> str:
         skipped = self._skipped
@@ -315,10 +325,12 @@ def usable(
 
 
 def judge(values: np.ndarray, cfg: ScaleCheckConfig, too_few: Callable[[int], str]) -> ScaleCheckResult:
-    """The check's result from its vehicles' :func:`track_value` rows (n, 3): unverified while too
+    """The check's result from its vehicles' :func:`track_value` rows (n, 4): unverified while too
     few steady vehicles (``too_few(n)`` says why), when most boxes are not steady, or when their
-    sizes scatter beyond a car fleet's; else ok or suspect against the tolerance."""
-    steady = values[values[:, 2] > 0, :2] if len(values) else np.zeros((0, 2))
+    sizes scatter beyond a car fleet's; else ok or suspect against the tolerance. Its standard error
+    is the vehicles' (it shrinks with their number) and the detector's margin's (``box_margin_sigma_px``
+    times the vehicles' mean sensitivity to it: the same on every box, it does not shrink)."""
+    steady = values[values[:, 2] > 0] if len(values) else np.zeros((0, 4))
     if len(values) >= cfg.min_vehicles and len(steady) < len(values) / 2:
         return ScaleCheckResult(
             UNVERIFIED,
@@ -331,8 +343,10 @@ def judge(values: np.ndarray, cfg: ScaleCheckConfig, too_few: Callable[[int], st
     est = robust_ratio(steady[:, 0], steady[:, 1])
     if est is None or not math.isfinite(est.se):
         return ScaleCheckResult(UNVERIFIED, n=len(steady), reason="the vehicles' sizes disagree")
+    margin_se = cfg.box_margin_sigma_px * float(np.mean(steady[:, 3]))
+    se = math.hypot(est.se, margin_se)
     ratio = math.exp(est.mu)
-    base = ScaleCheckResult(UNVERIFIED, ratio, ratio * est.se, est.n)
+    base = ScaleCheckResult(UNVERIFIED, ratio, ratio * se, est.n)
     if est.spread > cfg.max_spread:
         return _with(
             base,
@@ -341,7 +355,7 @@ def judge(values: np.ndarray, cfg: ScaleCheckConfig, too_few: Callable[[int], st
             "partial or mislabelled boxes to judge the scale",
         )
     off, tol, z = abs(est.mu), math.log1p(cfg.tolerance), cfg.z
-    if off > tol + z * est.se:
+    if off > tol + z * se:
         way = "large" if est.mu > 0 else "small"
         return _with(
             base,
@@ -350,8 +364,15 @@ def judge(values: np.ndarray, cfg: ScaleCheckConfig, too_few: Callable[[int], st
             f"looks {abs(ratio - 1) * 100:.0f} % too {way} (every speed as much too "
             f"{'high' if est.mu > 0 else 'low'})",
         )
-    if off + z * est.se <= tol:
+    if off + z * se <= tol:
         return _with(base, OK, "")
+    if z * margin_se > tol:
+        return _with(
+            base,
+            UNVERIFIED,
+            f"the cars are too small in the image to judge to {cfg.tolerance:.0%}: the detector's box "
+            f"margin alone is +-{100 * margin_se:.0f} % of their size",
+        )
     return _with(base, UNVERIFIED, f"not yet determined to {cfg.tolerance:.0%}")
 
 

@@ -54,11 +54,11 @@ def _record(seed: int, vehicles: int = 40, pitch: float = -60.0, frames_each: in
 def test_a_replay_with_the_altitude_scaled_scales_every_car(k: float) -> None:
     rec, cfg = _record(1), ScaleCheckConfig()
     plain, scaled = track_values(rec, cfg, 1.0), track_values(rec, cfg, k)
-    cars = [t for t, v in plain.items() if v[3] == "car"]
-    assert len(cars) == 36 and all(plain[t][4] == 5 for t in cars)  # the carried frame left out
-    shift = np.array([scaled[t][0] - plain[t][0] for t in cars])
+    cars = [t for t, v in plain.items() if v.label == "car"]
+    assert len(cars) == 36 and all(plain[t].n == 5 for t in cars)  # the carried frame left out
+    shift = np.array([scaled[t].mid - plain[t].mid for t in cars])
     assert np.all(np.abs(shift - math.log(k)) < 0.01)  # the margin is pixels: it does not scale
-    assert all(plain[t][2] for t in cars)  # steady boxes
+    assert all(plain[t].steady for t in cars)  # steady boxes
 
 
 def test_sessions_are_suspect_for_large_errors_and_never_for_none() -> None:
