@@ -36,7 +36,7 @@ from pipelines.ground import GroundModel
 from pipelines.height import scale_sigma_frac
 from pipelines.motion.detector import Detector
 from pipelines.motion.egomotion import EgoMotionEstimator
-from pipelines.motion.keyframes import FLOW_KEY, BoxPropagator, KeyframeScheduler
+from pipelines.motion.keyframes import FLOW_KEY, BoxPropagator, KeyframeScheduler, carried_boxes
 from pipelines.motion.relink import LostTrack, TrackRelinker
 from pipelines.motion.tracker import Tracker
 from pipelines.rules import ViolationDetector
@@ -452,7 +452,7 @@ class Pipeline:
         self.displacement.end_frame(frame.index, gray)
         self._last_xyxy = tracked.xyxy
         if self.keyframes is not None and self.propagator is not None:
-            carried = _carried(tracked, self.tracker.pending)
+            carried = carried_boxes(tracked, self.tracker.pending)
             self.propagator.remember(carried, ego.homography if ego.valid else None)
             self.keyframes.observe(
                 detected=keyframe, gray=gray, ego=ego, boxes_xyxy=carried.xyxy, lost_share=lost_share
@@ -547,40 +547,6 @@ class _ClosedDetector:
 
 
 _CLOSED_DETECTOR = _ClosedDetector()
-
-
-def _carried(tracked: sv.Detections, pending: sv.Detections) -> sv.Detections:
-    """What the next frame propagates: the tracked boxes and the pending ones (a track started,
-    not yet confirmed), with their class, confidence and whether they are extrapolated."""
-    parts = [d for d in (tracked, pending) if len(d)]
-    if not parts:
-        return sv.Detections.empty()
-    xyxy = np.vstack([d.xyxy for d in parts])
-    conf = np.concatenate(
-        [d.confidence if d.confidence is not None else np.ones(len(d), np.float32) for d in parts]
-    )
-    class_id = np.concatenate(
-        [d.class_id if d.class_id is not None else np.zeros(len(d), int) for d in parts]
-    )
-    out = sv.Detections(
-        xyxy=xyxy,
-        confidence=conf.astype(np.float32),
-        class_id=class_id.astype(int),
-        tracker_id=np.concatenate([np.asarray(d.tracker_id, dtype=int) for d in parts]),
-    )
-    out.data["class_name"] = _column(parts, "class_name", "vehicle", object)
-    out.data[EXTRAPOLATED_KEY] = _column(parts, EXTRAPOLATED_KEY, False, bool)
-    return out
-
-
-def _column(parts: list[sv.Detections], key: str, default: object, dtype: type) -> np.ndarray:
-    """One data column over several Detections, ``default`` where a part lacks it."""
-    return np.concatenate(
-        [
-            np.asarray(d.data[key], dtype=dtype) if key in d.data else np.full(len(d), default, dtype)
-            for d in parts
-        ]
-    )
 
 
 def _ground_sizes(xyxy: np.ndarray, proj: GroundProjector, frame: Frame) -> np.ndarray:

@@ -326,11 +326,46 @@ class KeyframeScheduler:
         self._entering = self.border.update(gray, homography, boxes_xyxy, compare=not detected)
 
 
+def carried_boxes(tracked: sv.Detections, pending: sv.Detections) -> sv.Detections:
+    """What the next frame propagates: the tracked boxes and the pending ones (a track started,
+    not yet confirmed), with their class, confidence and whether they are extrapolated."""
+    parts = [d for d in (tracked, pending) if len(d)]
+    if not parts:
+        return sv.Detections.empty()
+    xyxy = np.vstack([d.xyxy for d in parts])
+    conf = np.concatenate(
+        [d.confidence if d.confidence is not None else np.ones(len(d), np.float32) for d in parts]
+    )
+    class_id = np.concatenate(
+        [d.class_id if d.class_id is not None else np.zeros(len(d), int) for d in parts]
+    )
+    out = sv.Detections(
+        xyxy=xyxy,
+        confidence=conf.astype(np.float32),
+        class_id=class_id.astype(int),
+        tracker_id=np.concatenate([np.asarray(d.tracker_id, dtype=int) for d in parts]),
+    )
+    out.data["class_name"] = _column(parts, "class_name", "vehicle", object)
+    out.data[EXTRAPOLATED_KEY] = _column(parts, EXTRAPOLATED_KEY, False, bool)
+    return out
+
+
+def _column(parts: list[sv.Detections], key: str, default: object, dtype: type) -> np.ndarray:
+    """One data column over several Detections, ``default`` where a part lacks it."""
+    return np.concatenate(
+        [
+            np.asarray(d.data[key], dtype=dtype) if key in d.data else np.full(len(d), default, dtype)
+            for d in parts
+        ]
+    )
+
+
 __all__ = [
     "BorderWatch",
     "BoxPropagator",
     "KeyframeScheduler",
     "Propagation",
     "ScheduleSignals",
+    "carried_boxes",
     "detect_reason",
 ]
