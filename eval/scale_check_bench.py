@@ -8,7 +8,8 @@ engine (:func:`pipelines.builder.build_pipeline`, the shipped detector, the U-Ne
 recording scale check: every frame's tracked boxes, labels, whether detected, ground velocities
 and camera. The first flight of each cell is the calibration flight: the detector's box margin
 against the flights' ground-truth boxes (:mod:`eval.box_bias`, the way the default was measured on
-VisDrone), and nothing else, is taken from it. The others are the scoring pool.
+VisDrone, here on the tracked boxes the check sees), and nothing else, is taken from it. The others
+are the scoring pool.
 
 ``score``: a session is whole tracked vehicles drawn at random from one cell's scoring pool, in
 a random order, as many as 30 minutes of that cell's traffic brings. A scale error ``k`` is applied
@@ -21,6 +22,10 @@ whether it was ever suspect over the 30 minutes, judged after every vehicle.
 
     python -m eval.scale_check_bench pool --out /work/bench/scale_check [--flights 3] [--jobs 2]
     python -m eval.scale_check_bench score /work/bench/scale_check [--sessions 60]
+
+The detector's margin is calibrated per cell on its first flight (it depends on the cars' size in
+pixels and, in the simulator, on their shadows); ``score`` also scores every cell with the cells'
+pooled margin, to show what a margin measured elsewhere does.
 """
 
 from __future__ import annotations
@@ -137,21 +142,24 @@ def record_flight(cell: str, seed: int, out: Path) -> Path:
     return dest
 
 
-def calibrate_margin(flights: list[Path], every: int = 10) -> float:
-    """The detector's margin per side (px) on cars: the median of half the differences of detected
-    and ground-truth boxes' widths and heights (:mod:`eval.box_bias`) over the calibration flights."""
-    from eval.box_bias import _flight_frames, collect
-    from pipelines.builder import build_detector_model
-    from pipelines.config import DetectorConfig
+def calibrate_margin(record: dict, gt_path: Path, iou: float = 0.5) -> float:
+    """The margin per side (px) the check should allow for: the median of half the differences of
+    the recorded (tracked, detected) car boxes' widths and heights and their ground-truth boxes'
+    (matched at IoU >= ``iou`` on the same frame), on a calibration flight."""
+    from eval.box_bias import matched_pairs
 
-    detector = build_detector_model(DetectorConfig(imgsz=1280))
+    gt = np.loadtxt(gt_path, delimiter=",", ndmin=2)
+    rows = [r for r in record["rows"] if not r["carried"] and r["label"] == "car"]
+    frames = np.array([r["frame"] for r in rows])
     sides: list[float] = []
-    for f in flights:
-        rows = collect(_flight_frames(f, every), detector)
-        for (_, cls), r in rows.items():
-            if cls == "car":
-                a = np.asarray(r)
-                sides += list((a[:, 2] - a[:, 0]) / 2) + list((a[:, 3] - a[:, 1]) / 2)
+    for f in np.unique(frames):
+        idx = np.flatnonzero(frames == f)
+        det = np.array([rows[i]["xyxy"] for i in idx])
+        g = gt[(gt[:, 0] == f + 1) & (gt[:, 7] == 1)]  # the simulator's class 1: car
+        truth = np.column_stack([g[:, 2], g[:, 3], g[:, 2] + g[:, 4], g[:, 3] + g[:, 5]])
+        for i, j in matched_pairs(det, np.ones(len(det)), truth, iou):
+            d, t = det[i], truth[j]
+            sides += [((d[2] - d[0]) - (t[2] - t[0])) / 2, ((d[3] - d[1]) - (t[3] - t[1])) / 2]
     return float(np.median(sides)) if sides else 0.0
 
 
@@ -276,50 +284,69 @@ def _pool(args: argparse.Namespace) -> int:
     with ProcessPoolExecutor(args.jobs) as pool:
         for path in pool.map(record_flight, *zip(*jobs, strict=True), [out] * len(jobs)):
             log.info("recorded %s", path)
-    cal = [out / "sims" / f"{cell}_s00" for cell in CELLS]
-    margin = calibrate_margin(cal)
-    (out / "calibration.json").write_text(
-        json.dumps({"box_margin_px": margin, "flights": [str(c) for c in cal]})
-    )
-    log.info("box margin on the calibration flights: %.2f px a side", margin)
+    return _calibrate(args)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    """The detector's margin per cell, on its calibration flight (the first)."""
+    out = Path(getattr(args, "out", None) or args.folder)
+    margins = {
+        cell: calibrate_margin(
+            json.loads((out / "records" / f"{cell}_s00.json").read_text()),
+            out / "sims" / f"{cell}_s00" / "gt" / "gt.txt",
+        )
+        for cell in CELLS
+    }
+    pooled = float(np.median(list(margins.values())))
+    (out / "calibration.json").write_text(json.dumps({"per_cell": margins, "pooled": pooled}, indent=1))
+    log.info("box margin on the calibration flights: %s (pooled %.2f px a side)", margins, pooled)
     return 0
 
 
 def _score(args: argparse.Namespace) -> int:
+    """Each cell scored with its own calibration flight's margin, and once more with the cells'
+    pooled margin (what a margin measured elsewhere does to it)."""
     out = Path(args.folder)
-    margin = json.loads((out / "calibration.json").read_text())["box_margin_px"]
-    cfg = ScaleCheckConfig(box_margin_px=margin)
-    table: dict[str, Any] = {"box_margin_px": margin, "config": cfg.model_dump(mode="json"), "cells": {}}
+    cal = json.loads((out / "calibration.json").read_text())
+    table: dict[str, Any] = {"calibration": cal, "cells": {}, "pooled": {}}
     for cell in CELLS:
         records = [
             json.loads(p.read_text())
             for p in sorted((out / "records").glob(f"{cell}_s*.json"))
             if not p.name.endswith("_s00.json")
         ]
-        if records:
-            table["cells"][cell] = score_cell(records, cfg, args.sessions)
+        if not records:
+            continue
+        for key, margin in (("cells", cal["per_cell"][cell]), ("pooled", cal["pooled"])):
+            cfg = ScaleCheckConfig(box_margin_px=margin)
+            table[key][cell] = score_cell(records, cfg, args.sessions) | {"box_margin_px": round(margin, 2)}
     (out / "scores.json").write_text(json.dumps(table, indent=1))
     sys.stdout.write(format_scores(table) + "\n")
     return 0
 
 
 def format_scores(table: dict[str, Any]) -> str:
-    lines = [f"box margin (calibration flights): {table['box_margin_px']:.2f} px a side"]
-    head = (
-        "| cell | pool tracks | veh/min | pool ratio | "
-        + " | ".join(f"k={k:.2f}" for k in ERRORS)
-        + " | ever suspect (k=1, 30 min) |"
-    )
-    lines += [head, "|" + "---|" * (len(ERRORS) + 5)]
-    for cell, r in table["cells"].items():
-        cells = [
-            f"{r[f'{k:.2f}']['suspect_at_30']:.2f} / {r[f'{k:.2f}']['suspect_at_100']:.2f}" for k in ERRORS
+    lines = []
+    for key, title in (("cells", "each cell's own margin"), ("pooled", "the cells' pooled margin")):
+        lines += [
+            f"### {title}",
+            "| cell | margin px | pool tracks | veh/min | ratio (k=1) | "
+            + " | ".join(f"k={k:.2f}" for k in ERRORS)
+            + " | ever suspect (k=1, 30 min) |",
+            "|" + "---|" * (len(ERRORS) + 6),
         ]
-        lines.append(
-            f"| {cell} | {r['pool_tracks']} | {r['vehicles_per_min']} | {r['pool_median_ratio']} | "
-            + " | ".join(cells)
-            + f" | {r['1.00'].get('ever_suspect_30min', '-')} |"
-        )
+        for cell, r in table[key].items():
+            cells = [
+                f"{r[f'{k:.2f}']['suspect_at_30']:.2f} / {r[f'{k:.2f}']['suspect_at_100']:.2f}"
+                for k in ERRORS
+            ]
+            lines.append(
+                f"| {cell} | {r['box_margin_px']:.2f} | {r['pool_tracks']} | {r['vehicles_per_min']} | "
+                f"{r['pool_median_ratio']} | "
+                + " | ".join(cells)
+                + f" | {r['1.00'].get('ever_suspect_30min', '-')} |"
+            )
+        lines.append("")
     lines.append("cells: share of sessions suspect after 30 / 100 vehicles")
     return "\n".join(lines)
 
@@ -334,9 +361,11 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("score")
     b.add_argument("folder")
     b.add_argument("--sessions", type=int, default=60, help="per cell")
+    c = sub.add_parser("calibrate", help="the detector's margin per cell again")
+    c.add_argument("folder")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return _pool(args) if args.cmd == "pool" else _score(args)
+    return {"pool": _pool, "score": _score, "calibrate": _calibrate}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from eval.scale_check_bench import ERRORS, format_scores, score_cell, track_values
+from eval.scale_check_bench import ERRORS, calibrate_margin, format_scores, score_cell, track_values
 from pipelines.config import ScaleCheckConfig
 from pipelines.geometry import GroundProjector
 from pipelines.scale_check import CAR_PRIORS, predicted_boxes
@@ -19,9 +19,12 @@ from pipelines.types import Intrinsics
 K = Intrinsics(1400.0, 1400.0, 960.0, 540.0, 1920, 1080)
 
 
-def _record(seed: int, vehicles: int = 40, pitch: float = -60.0, frames_each: int = 6) -> dict:
+def _record(
+    seed: int, vehicles: int = 40, pitch: float = -60.0, frames_each: int = 6, gt: list | None = None
+) -> dict:
     """A recording as eval.scale_check_bench.Recording keeps it: one vehicle per frame, cars of the
-    prior's spread (and a truck now and then, which the check leaves out)."""
+    prior's spread (and a truck now and then, which the check leaves out), their boxes 1.4 px a
+    side larger than the vehicles' outlines (``gt``: those, as MOT rows)."""
     rng = np.random.default_rng(seed)
     proj = GroundProjector.create(K, 60.0, pitch)
     prior = CAR_PRIORS["eu"]
@@ -34,7 +37,13 @@ def _record(seed: int, vehicles: int = 40, pitch: float = -60.0, frames_each: in
         start = proj.to_ground(np.array([[rng.uniform(500, 1400), rng.uniform(350, 800)]]))[0]
         for step in range(frames_each):
             centre = start + heading * 0.4 * step
-            box = predicted_boxes(proj, centre[None], heading[None], dims)[0] + [-1.4, -1.4, 1.4, 1.4]
+            outline = predicted_boxes(proj, centre[None], heading[None], dims)[0]
+            box = outline + [-1.4, -1.4, 1.4, 1.4]
+            if gt is not None:
+                x0, y0, x1, y1 = outline
+                gt.append(
+                    f"{frame + 1},{vid},{x0},{y0},{x1 - x0},{y1 - y0},1,{1 if label == 'car' else 3},1.0"
+                )
             rows.append(
                 {
                     "id": vid,
@@ -72,6 +81,14 @@ def test_sessions_are_suspect_for_large_errors_and_never_for_none() -> None:
     for k in ("0.85", "0.90", "1.10", "1.15"):
         assert result[k]["suspect_at_30"] == 1.0
     assert abs(result["pool_median_ratio"] - 1.0) < 0.02
-    table = format_scores({"box_margin_px": 1.4, "cells": {"test": result}})
-    assert "| test | 80 | 80.0 |" in table
+    result["box_margin_px"] = 1.4
+    table = format_scores({"cells": {"test": result}, "pooled": {}})
+    assert "| test | 1.40 | 80 | 80.0 |" in table
     assert len(ERRORS) == 9
+
+
+def test_the_margin_is_calibrated_on_the_tracked_boxes_against_the_truth(tmp_path) -> None:
+    gt: list[str] = []
+    rec = _record(4, vehicles=12, gt=gt)
+    (tmp_path / "gt.txt").write_text("\n".join(gt) + "\n")
+    assert abs(calibrate_margin(rec, tmp_path / "gt.txt") - 1.4) < 0.2
