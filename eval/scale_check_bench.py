@@ -142,16 +142,17 @@ def record_flight(cell: str, seed: int, out: Path) -> Path:
     return dest
 
 
-def calibrate_margin(record: dict, gt_path: Path, iou: float = 0.5) -> float:
-    """The margin per side (px) the check should allow for: the median of half the differences of
-    the recorded (tracked, detected) car boxes' widths and heights and their ground-truth boxes'
-    (matched at IoU >= ``iou`` on the same frame), on a calibration flight."""
+def calibrate_margin(record: dict, gt_path: Path, iou: float = 0.5) -> tuple[float, float]:
+    """The detector's margin per side (px) the check should allow for, and how much it varies from
+    vehicle to vehicle: the median of half the differences of the recorded (tracked, detected) car
+    boxes' widths and heights and their ground-truth boxes' (matched at IoU >= ``iou`` on the same
+    frame) on a calibration flight, and the robust sd of the vehicles' own medians."""
     from eval.box_bias import matched_pairs
 
     gt = np.loadtxt(gt_path, delimiter=",", ndmin=2)
     rows = [r for r in record["rows"] if not r["carried"] and r["label"] == "car"]
     frames = np.array([r["frame"] for r in rows])
-    sides: list[float] = []
+    sides: dict[int, list[float]] = {}
     for f in np.unique(frames):
         idx = np.flatnonzero(frames == f)
         det = np.array([rows[i]["xyxy"] for i in idx])
@@ -159,8 +160,18 @@ def calibrate_margin(record: dict, gt_path: Path, iou: float = 0.5) -> float:
         truth = np.column_stack([g[:, 2], g[:, 3], g[:, 2] + g[:, 4], g[:, 3] + g[:, 5]])
         for i, j in matched_pairs(det, np.ones(len(det)), truth, iou):
             d, t = det[i], truth[j]
-            sides += [((d[2] - d[0]) - (t[2] - t[0])) / 2, ((d[3] - d[1]) - (t[3] - t[1])) / 2]
-    return float(np.median(sides)) if sides else 0.0
+            diffs = [((d[2] - d[0]) - (t[2] - t[0])) / 2, ((d[3] - d[1]) - (t[3] - t[1])) / 2]
+            sides.setdefault(int(g[j, 1]), []).extend(diffs)
+    if not sides:
+        return 0.0, 0.0
+    per_vehicle = np.array([np.median(v) for v in sides.values() if len(v) >= 10])
+    every = np.concatenate([np.asarray(v) for v in sides.values()])
+    spread = (
+        1.4826 * float(np.median(np.abs(per_vehicle - np.median(per_vehicle))))
+        if len(per_vehicle) > 2
+        else 0.0
+    )
+    return float(np.median(every)), spread
 
 
 class TrackValue(NamedTuple):
@@ -204,7 +215,13 @@ def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, Tra
         intr = Intrinsics(cam[0], cam[1], cam[2], cam[3], int(cam[4]), int(cam[5]))
         proj = GroundProjector.create(intr, cam[6] * k, cam[7])
         o = observe(
-            proj, xyxy[sel], headings[sel], prior, margin_px=cfg.box_margin_px, sigma_px=cfg.box_sigma_px
+            proj,
+            xyxy[sel],
+            headings[sel],
+            prior,
+            margin_px=cfg.box_margin_px,
+            sigma_px=cfg.box_sigma_px,
+            vehicle_sigma_px=cfg.box_vehicle_sigma_px,
         )
         obs_log[sel], obs_var[sel], obs_prior[sel], obs_margin[sel] = (
             o.log_ratio,
@@ -317,9 +334,12 @@ def _score(args: argparse.Namespace) -> int:
         ]
         if not records:
             continue
-        for key, margin in (("cells", cal["per_cell"][cell]), ("pooled", cal["pooled"])):
-            cfg = ScaleCheckConfig(box_margin_px=margin)
-            table[key][cell] = score_cell(records, cfg, args.sessions) | {"box_margin_px": round(margin, 2)}
+        for key, (margin, spread) in (("cells", cal["per_cell"][cell]), ("pooled", cal["pooled"])):
+            cfg = ScaleCheckConfig(box_margin_px=margin, box_vehicle_sigma_px=spread)
+            table[key][cell] = score_cell(records, cfg, args.sessions) | {
+                "box_margin_px": round(margin, 2),
+                "box_vehicle_sigma_px": round(spread, 2),
+            }
     (out / "scores.json").write_text(json.dumps(table, indent=1))
     sys.stdout.write(format_scores(table) + "\n")
     return 0

@@ -482,7 +482,11 @@ class ScaleCheckConfig(_Section):
     # aerial-cars; hard shadows move it more. The same on every box of a session, it bounds how small
     # a car can still judge the scale (0.3 px a side on a 30 px car is 2 %)
     box_margin_sigma_px: float = Field(0.3, ge=0, le=10)
-    box_sigma_px: float = Field(1.5, gt=0, le=20)  # one box edge's noise
+    # a box edge's noise (px, one sigma): from frame to frame, and from vehicle to vehicle (the same
+    # on every frame of one: its shadow, its colour against the road); together the 1.4-1.6 px a side
+    # the shipped detector's boxes scatter about VisDrone's and aerial-cars' labels
+    box_sigma_px: float = Field(1.1, gt=0, le=20)
+    box_vehicle_sigma_px: float = Field(1.0, ge=0, le=20)
     tolerance: float = Field(0.05, gt=0, lt=0.5)  # the share the scale may be off and still be ok
     z: float = Field(2.5, gt=0, le=10)
     max_spread: float = Field(2.5, gt=0)  # tracks' scatter over the prior's: beyond it, unverified

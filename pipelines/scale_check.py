@@ -175,11 +175,13 @@ def observe(
     *,
     margin_px: float = 0.0,
     sigma_px: float = 1.5,
+    vehicle_sigma_px: float = 0.0,
     model_frac: float = 0.02,
 ) -> Observation:
     """Compare each box (N, 4) with the box a car of ``prior``'s mean size would have at its place,
     turned along its ground heading (N, 2, unit vectors). ``margin_px``: what the detector adds to
-    each side of a vehicle's box; ``sigma_px``: one box edge's noise; ``model_frac``: the shape
+    each side of a vehicle's box; ``sigma_px``: one box edge's noise from frame to frame;
+    ``vehicle_sigma_px``: how much that margin varies from vehicle to vehicle; ``model_frac``: the shape
     model's own misfit (a car is rounded), per extent."""
     xyxy = np.asarray(xyxy, dtype=float).reshape(-1, 4)
     n = len(xyxy)
@@ -194,7 +196,10 @@ def observe(
     seen = np.column_stack([xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]])
     with np.errstate(divide="ignore", invalid="ignore"):
         g = (ext[1:] - ext[0]) / pred  # (4, N, 2): one sd of L, W, H and the cabin in log extent
-        cov_prior = np.einsum("dni,dnj->nij", g, g)
+        # the vehicle's own: its size's spread, and how loosely the detector boxes this one (each
+        # side, both extents alike: its shadow, its colour against the road)
+        loose = vehicle_sigma_px * 2.0 / pred
+        cov_prior = np.einsum("dni,dnj->nij", g, g) + loose[:, :, None] * loose[:, None, :]
         noise = 2.0 * sigma_px**2 / pred**2 + model_frac**2
         cov = cov_prior + noise[:, :, None] * np.eye(2)
         r = np.log(seen / pred)

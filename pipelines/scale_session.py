@@ -203,6 +203,7 @@ class ScaleCheck:
             self.prior,
             margin_px=self.cfg.box_margin_px,
             sigma_px=self.cfg.box_sigma_px,
+            vehicle_sigma_px=self.cfg.box_vehicle_sigma_px,
         )
         for j, i in enumerate(rows):
             if not np.isfinite(obs.log_ratio[j]):
