@@ -43,7 +43,15 @@ import numpy as np
 from pipelines.config import PipelineConfig, ScaleCheckConfig
 from pipelines.geometry import GroundProjector
 from pipelines.scale_check import observe
-from pipelines.scale_session import MAX_OBSERVATIONS, ScaleCheck, judge, prior_of, track_value, usable
+from pipelines.scale_session import (
+    MAX_OBSERVATIONS,
+    OBSERVE_GAP,
+    ScaleCheck,
+    judge,
+    prior_of,
+    track_value,
+    usable,
+)
 from pipelines.types import Intrinsics
 
 log = logging.getLogger(__name__)
@@ -205,6 +213,14 @@ def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, Tra
         use, head, _ = usable(cfg, int(cam[4]), int(cam[5]), xyxy[idx], labels, carried, vel[idx])
         keep[idx[use]] = True
         headings[idx[use]] = head
+    ids = np.array([r["id"] for r in rows])
+    last: dict[int, int] = {}
+    for i in np.flatnonzero(keep):  # rows in frame order: every OBSERVE_GAP-th frame of a vehicle, as live
+        tid = int(ids[i])
+        if tid in last and frames[i] - last[tid] < OBSERVE_GAP:
+            keep[i] = False
+        else:
+            last[tid] = int(frames[i])
     obs_log = np.full(len(rows), np.nan)
     obs_var = np.full(len(rows), np.nan)
     obs_prior = np.full(len(rows), np.nan)
@@ -230,7 +246,6 @@ def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, Tra
             o.per_margin_px,
         )
     out: dict[int, TrackValue] = {}
-    ids = np.array([r["id"] for r in rows])
     for tid in np.unique(ids):
         sel = (ids == tid) & np.isfinite(obs_log)
         labels = [rows[i]["label"] for i in np.flatnonzero(ids == tid)]

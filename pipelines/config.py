@@ -471,7 +471,7 @@ class ScaleCheckConfig(_Section):
     region: Literal["eu", "us"] = "eu"  # the built-in car prior (pipelines.scale_check.CAR_PRIORS)
     prior: VehiclePriorConfig | None = None  # a region's own figures instead
     min_vehicles: int = Field(10, ge=2)  # tracks before the check says anything
-    min_observations: int = Field(5, ge=1)  # detected frames before a track counts
+    min_observations: int = Field(3, ge=1)  # observations (every third frame) before a track counts
     min_speed_kmh: float = Field(8.0, ge=0)  # slower: its heading is not known well enough
     min_box_px: float = Field(10.0, ge=2)  # a box's shorter side; smaller boxes are not compared
     # what the detector adds to each side of a vehicle's box (px): the shipped detector's boxes

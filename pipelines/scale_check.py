@@ -93,23 +93,30 @@ def vehicle_corners(centres: np.ndarray, headings: np.ndarray, dims: np.ndarray)
     or (4,): length, width, height (m) and the cabin's share of the length."""
     c = np.asarray(centres, dtype=float).reshape(-1, 2)
     f = np.asarray(headings, dtype=float).reshape(-1, 2)
-    d = np.broadcast_to(np.asarray(dims, dtype=float), (len(c), 4))
+    n = len(c)
+    d = np.broadcast_to(np.asarray(dims, dtype=float), (n, 4))
     r = np.column_stack([f[:, 1], -f[:, 0]])
-    length, width, height, cabin = d[:, 0], d[:, 1], d[:, 2], d[:, 3]
+    length, width, height = d[:, 0], d[:, 1], d[:, 2]
     clear = np.minimum(CLEARANCE_M, 0.25 * height)
     belt = BELT_SHARE * height
-    parts = (  # (length share, width share, bottom, top)
-        (1 - 2 * WHEELS_INSET[0], 1 - 2 * WHEELS_INSET[1], np.zeros_like(height), clear),
-        (1.0, 1.0, clear, belt),
-        (cabin, CABIN_WIDTH_SHARE, belt, height),
+    # per part (wheels, body, cabin): its length and width (N, 3), its bottom and top (N, 3)
+    part_len = np.column_stack([np.full(n, 1 - 2 * WHEELS_INSET[0]), np.ones(n), d[:, 3]]) * length[:, None]
+    part_wid = np.array([1 - 2 * WHEELS_INSET[1], 1.0, CABIN_WIDTH_SHARE])[None, :] * width[:, None]
+    z = np.stack(
+        [np.column_stack([np.zeros(n), clear, belt]), np.column_stack([clear, belt, height])], axis=-1
     )
-    out = []
-    for ls, ws, lo, hi in parts:
-        for sl in (-0.5, 0.5):
-            for sw in (-0.5, 0.5):
-                xy = c + (sl * ls * length)[:, None] * f + (sw * ws * width)[:, None] * r
-                out += [np.column_stack([xy, lo]), np.column_stack([xy, hi])]
-    return np.stack(out, axis=1)
+    along = _CORNER_SIGNS[:, 0][None, None, :] * part_len[:, :, None]  # (N, 3, 4)
+    across = _CORNER_SIGNS[:, 1][None, None, :] * part_wid[:, :, None]
+    xy = (
+        c[:, None, None, :] + along[..., None] * f[:, None, None, :] + across[..., None] * r[:, None, None, :]
+    )
+    pts = np.empty((n, 3, 4, 2, 3))
+    pts[..., :2] = xy[:, :, :, None, :]
+    pts[..., 2] = z[:, :, None, :]
+    return pts.reshape(n, 24, 3)
+
+
+_CORNER_SIGNS = np.array([[-0.5, -0.5], [-0.5, 0.5], [0.5, -0.5], [0.5, 0.5]])
 
 
 def project_world(proj: GroundProjector, points: np.ndarray) -> np.ndarray:
@@ -140,7 +147,7 @@ def _box_centres(xyxy: np.ndarray) -> np.ndarray:
 
 
 def place_vehicles(
-    proj: GroundProjector, xyxy: np.ndarray, headings: np.ndarray, dims: np.ndarray, steps: int = 3
+    proj: GroundProjector, xyxy: np.ndarray, headings: np.ndarray, dims: np.ndarray, steps: int = 2
 ) -> np.ndarray:
     """(N, 2) ground centres at which the vehicles' predicted boxes are centred on the observed ones:
     the observed centre's ground point, moved by what the prediction's centre misses (a vehicle's
@@ -190,7 +197,10 @@ def observe(
         return Observation(empty, empty, empty, empty)
     centres = place_vehicles(proj, xyxy, headings, prior.mean)
     dims = np.vstack([prior.mean, prior.mean + np.diag(prior.sd)])  # the mean, then +1 sd of each
-    boxes = np.stack([predicted_boxes(proj, centres, headings, d) for d in dims])  # (5, N, 4)
+    boxes = predicted_boxes(
+        proj, np.tile(centres, (5, 1)), np.tile(headings, (5, 1)), np.repeat(dims, n, axis=0)
+    )
+    boxes = boxes.reshape(5, n, 4)
     ext = np.stack([boxes[..., 2] - boxes[..., 0], boxes[..., 3] - boxes[..., 1]], axis=-1)  # (5, N, 2)
     pred = ext[0] + 2.0 * margin_px
     seen = np.column_stack([xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]])

@@ -42,10 +42,11 @@ from pipelines.scale_check import (
 )
 from pipelines.types import EXTRAPOLATED_KEY, PROPAGATED_KEY, Frame, ScaleInfo
 
-MAX_OBSERVATIONS = 90  # per track: its median is settled long before
+MAX_OBSERVATIONS = 60  # per track (6 s at 30 fps, every third frame): its median is settled long before
 # a track unseen for FINISHED_AFTER frames is done: its value kept, its observations let go (looked
 # for every SWEEP_EVERY frames); the status a frame carries is judged again every EVAL_EVERY frames
 FINISHED_AFTER, SWEEP_EVERY, EVAL_EVERY = 300, 150, 10
+OBSERVE_GAP = 3  # frames between two observations of one vehicle
 # a track whose box sizes scatter (robust sd of its log ratios) beyond this many times the pixel
 # noise, and beyond STEADY_FLOOR, is not a whole vehicle's: a false or partial box
 STEADY_SIGMAS, STEADY_FLOOR = 3.0, 0.08
@@ -193,6 +194,9 @@ class ScaleCheck:
             self._sweep()
         rows, headings, why = usable(self.cfg, width, height, xyxy, labels, carried, velocities)
         self._skipped.update(w for w in why if w)
+        # a vehicle's box hardly changes from one frame to the next: every OBSERVE_GAP-th is enough
+        due = [j for j, i in enumerate(rows) if self._due(int(ids[i]))]
+        rows, headings = rows[due], headings[due]
         if not len(rows):
             self._dirty |= not self._tracks  # the reason nothing is measured may have changed
             return
@@ -219,6 +223,10 @@ class ScaleCheck:
                     float(obs.per_margin_px[j]),
                 )
                 self._dirty = True
+
+    def _due(self, tid: int) -> bool:
+        t = self._tracks.get(tid)
+        return t is None or self._frames - t.last_frame >= OBSERVE_GAP
 
     def _counts(self, t: _Track) -> bool:
         return (
