@@ -329,9 +329,11 @@ def _calibrate(args: argparse.Namespace) -> int:
         )
         for cell in CELLS
     }
-    pooled = float(np.median(list(margins.values())))
+    pooled = [float(np.median([m[i] for m in margins.values()])) for i in (0, 1)]
     (out / "calibration.json").write_text(json.dumps({"per_cell": margins, "pooled": pooled}, indent=1))
-    log.info("box margin on the calibration flights: %s (pooled %.2f px a side)", margins, pooled)
+    log.info(
+        "box margin and its vehicle-to-vehicle sd on the calibration flights: %s (pooled %s)", margins, pooled
+    )
     return 0
 
 
