@@ -28,7 +28,7 @@ from edge_server.schemas import ViolationOut
 from edge_server.settings import ServerSettings
 from edge_server.store import Store, ViolationRow
 from pipelines.rules import crop_with_margin
-from pipelines.types import Telemetry, Violation
+from pipelines.types import ScaleCheckResult, Telemetry, Violation
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,28 @@ class ViolationRecorder:
             )
         )
         return row
+
+    def hold_recorded(self, check: ScaleCheckResult) -> list[int]:
+        """The session's scale check turned to a status the site holds: its enforceable violations
+        stored so far are held for review too (pipelines.pipeline.hold_for_check, live), each
+        announced (``violation.updated``, as a review is); returns their ids."""
+        reason = f"held for review: {check.describe()} (found after it closed)"
+        ids = self.store.hold_enforceable(self.session_id, reason, check.to_dict())
+        if ids:
+            log.warning(
+                "session %s: %s: violations %s held for review", self.session_id, check.describe(), ids
+            )
+        for vid in ids:
+            row = self.store.get_violation(vid)
+            if row is not None:
+                self.bus.publish_threadsafe(
+                    {
+                        "type": "violation.updated",
+                        "session_id": self.session_id,
+                        "violation": ViolationOut.from_row(row).model_dump(mode="json"),
+                    }
+                )
+        return ids
 
     def _write_snapshot(self, rel_path: Path, v: Violation, annotated: np.ndarray | None) -> str | None:
         image = self.snapshot_image(v, annotated)

@@ -35,7 +35,7 @@ from pipelines.annotate import annotate
 from pipelines.config import RulesConfig
 from pipelines.height import HeightReference
 from pipelines.serialize import to_jsonable
-from pipelines.types import Frame, FrameResult
+from pipelines.types import Frame, FrameResult, ScaleCheckResult
 
 if TYPE_CHECKING:  # the engine (torch, models) loads when the first pipeline is built
     from pipelines.pipeline import Pipeline
@@ -240,6 +240,7 @@ class StreamWorker:
         self.stats.gimbal_pitch_deg = telemetry.gimbal_pitch_deg if telemetry is not None else None
         self.stats.gsd_m_per_px = result.gsd_m_per_px
         self.stats.scale = result.scale
+        self._check_turned(self.stats.scale_check, result.scale_check)
         self.stats.scale_check = result.scale_check
         problem = self.pipeline.timestamps.problem
         if problem and not self.stats.clock_problem:
@@ -248,6 +249,12 @@ class StreamWorker:
         if problem:
             self.stats.clock_problems[problem] += 1
         return now
+
+    def _check_turned(self, before: ScaleCheckResult | None, now: ScaleCheckResult | None) -> None:
+        """The scale check turned to a status the site holds: the tickets stored before are held too."""
+        hold = self.rules.hold_scale_check
+        if now is not None and now.status in hold and (before is None or before.status not in hold):
+            self.outputs.violations.hold_recorded(now)
 
     def _process(self, item: IncomingFrame | ReadyFrame) -> None:
         t_start = time.perf_counter()

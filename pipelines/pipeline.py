@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -51,6 +52,7 @@ from pipelines.types import (
     Frame,
     FrameResult,
     HeightReference,
+    ScaleCheckResult,
     SpeedEstimate,
     Violation,
 )
@@ -502,12 +504,18 @@ class Pipeline:
             if problem and v.enforceable:
                 v = dataclasses.replace(v, status=NOT_ENFORCEABLE, status_reason=problem)
             if check is not None:
-                v = dataclasses.replace(v, scale_check=check)
-                if v.enforceable and check.status in self.config.rules.hold_scale_check:
-                    reason = f"held for review: {check.describe()}"
-                    v = dataclasses.replace(v, status=NOT_ENFORCEABLE, status_reason=reason)
+                v = hold_for_check(v, check, self.config.rules.hold_scale_check)
             out.append(v)
         return out
+
+    def rehold(self, violations: Sequence[Violation]) -> list[Violation]:
+        """Violations closed earlier, weighed against the scale check now: an enforceable one from a
+        session the check has since found suspect (a status ``rules.hold_scale_check`` holds) is
+        held for review too, and carries the check that held it."""
+        if self.scale_check is None:
+            return list(violations)
+        check = self.scale_check.result
+        return [hold_for_check(v, check, self.config.rules.hold_scale_check, later=True) for v in violations]
 
     def _stop_detect_thread(self) -> None:
         if self._detect_thread is not None:
@@ -541,6 +549,24 @@ class Pipeline:
         self._stop_detect_thread()
 
 
+def hold_for_check(
+    v: Violation, check: ScaleCheckResult, hold: Sequence[str], later: bool = False
+) -> Violation:
+    """``v`` with the session's scale check; held for review (not enforceable, the check in the
+    reason) when it was enforceable and the check's status is one the site holds. ``later``: only
+    a violation that would be held changes (one closed before the check turned)."""
+    held = v.enforceable and check.status in hold
+    if later and not held:
+        return v
+    v = dataclasses.replace(v, scale_check=check)
+    if held:
+        when = " (found after it closed)" if later else ""
+        v = dataclasses.replace(
+            v, status=NOT_ENFORCEABLE, status_reason=f"held for review: {check.describe()}{when}"
+        )
+    return v
+
+
 class _ClosedDetector:
     def detect(self, frame: Frame) -> sv.Detections:
         raise RuntimeError("the pipeline is closed")
@@ -566,4 +592,4 @@ def _centre_gsd(proj: GroundProjector | None, frame: Frame) -> float | None:
     return float(proj.gsd_at(np.array([[frame.width / 2, frame.height / 2]]))[0])
 
 
-__all__ = ["STAGES", "Pipeline", "Prepared"]
+__all__ = ["STAGES", "Pipeline", "Prepared", "hold_for_check"]

@@ -171,6 +171,8 @@ def run_pipeline(
         bar.close()
         tail = pipeline.finish()
         violations.extend(tail)
+        # the scale check as it ended: earlier tickets of a session since found suspect are held too
+        violations = pipeline.rehold(violations)
     wall = time.perf_counter() - start
     cpu = time.process_time() - cpu_start
     return {
@@ -336,7 +338,7 @@ def process_flight(
 
             summary = run_pipeline(pipeline, frames, on_result=sinks, progress_total=total, progress=progress)
             writer.add_violations(summary.pop("final_violations"))
-            summary.pop("violation_list")
+            writer.restamp(summary.pop("violation_list"))  # as the scale check ended (Pipeline.rehold)
             summary.update(
                 video=str(video),
                 telemetry=str(srt) if srt else None,

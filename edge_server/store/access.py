@@ -27,7 +27,14 @@ from edge_server.store.paging import (
     keyset_nulls_last,
 )
 from pipelines.height import SCALE_SOURCES
-from pipelines.types import ENGINE_STATUSES, NOT_ENFORCEABLE, SCALE_CHECK_STATUSES, Telemetry, Violation
+from pipelines.types import (
+    ENFORCEABLE,
+    ENGINE_STATUSES,
+    NOT_ENFORCEABLE,
+    SCALE_CHECK_STATUSES,
+    Telemetry,
+    Violation,
+)
 
 log = logging.getLogger(__name__)
 
@@ -363,6 +370,23 @@ class Store:
                 setattr(row, key, value)
             row.updated_at = utcnow()
         return row
+
+    def hold_enforceable(self, session_id: str, reason: str, check: dict[str, Any]) -> list[int]:
+        """Hold a session's enforceable violations for review (not enforceable, ``reason``, the
+        scale check ``check`` that held them); returns their ids."""
+        with self._sessions.begin() as s:
+            rows = s.scalars(
+                select(ViolationRow).where(
+                    ViolationRow.session_id == session_id, ViolationRow.ticket_status == ENFORCEABLE
+                )
+            ).all()
+            for row in rows:
+                row.ticket_status = NOT_ENFORCEABLE
+                row.status_reason = reason
+                row.scale_check_status = check.get("status")
+                row.scale_check = check
+                row.updated_at = utcnow()
+            return [row.id for row in rows]
 
     def get_violation(self, violation_id: int) -> ViolationRow | None:
         with self._sessions() as s:

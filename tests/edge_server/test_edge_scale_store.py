@@ -7,6 +7,7 @@ stored before keep their data with NULL there, down to the revision before and u
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 import io
 import math
@@ -215,3 +216,21 @@ def test_a_stored_check_that_no_longer_reads_is_shown_as_none(store: Store) -> N
     with store.engine.begin() as conn:
         conn.execute(text("UPDATE violations SET scale_check = :v"), {"v": '{"status": "maybe"}'})
     assert ViolationOut.from_row(store.get_violation(row.id)).scale_check is None
+
+
+def test_a_sessions_enforceable_tickets_are_held_at_once(store: Store) -> None:
+    store.create_session("t", "webrtc")
+    enforceable = dataclasses.replace(_violation(None), status="enforceable")
+    ids = [
+        store.add_violation(sid, v, occurred_at=T0).id
+        for sid, v in (("s", enforceable), ("s", _violation(None)), ("t", enforceable))
+    ]
+    assert store.hold_enforceable("s", "held for review: scale check suspect", SUSPECT.to_dict()) == [ids[0]]
+    rows = [store.get_violation(i) for i in ids]
+    assert [(r.ticket_status, r.scale_check_status) for r in rows] == [
+        ("not_enforceable", "suspect"),
+        ("not_enforceable", None),
+        ("enforceable", None),
+    ]
+    assert rows[0].status_reason == "held for review: scale check suspect" and rows[0].updated_at is not None
+    assert store.hold_enforceable("s", "again", SUSPECT.to_dict()) == []

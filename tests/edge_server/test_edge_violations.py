@@ -4,6 +4,7 @@ clip, encoded as the settings say, with a real store and a real clip writer."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -117,4 +118,56 @@ async def test_the_live_violation_event_carries_the_ticket(tmp_path, ticket: dic
     assert shown["peak_speed_kmh"] == 66.5
     assert shown["base"] == (None if "base" not in ticket else ticket["base"].to_dict())
     json.dumps(event)  # as the WebSocket sends it
+    store.close()
+
+
+def test_a_session_found_suspect_holds_the_tickets_it_stored_before(tmp_path) -> None:
+    """The scale check turns suspect after two violations were stored: the enforceable one is held
+    for review (not enforceable, the check in its reason and its scale_check), announced as
+    violation.updated; the other keeps its reason; another session's ticket is untouched."""
+    from pipelines.types import ScaleCheckResult
+
+    settings = ServerSettings(data_dir=tmp_path)
+    store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
+    loop = asyncio.new_event_loop()
+    bus = EventBus()
+    bus.bind(loop)
+    sub = bus.subscribe("s1")
+    recorders = {}
+    with ThreadPoolExecutor(1) as clips:
+        for sid in ("s1", "s2"):
+            store.create_session(sid, "test")
+            recorders[sid] = ViolationRecorder(
+                sid, settings=settings, store=store, bus=bus, metrics=Metrics(), clip_executor=clips,
+                snapshot_margin_px=20,
+            )  # fmt: skip
+        now = dt.datetime.now(dt.timezone.utc)
+        ticket = Violation(7, "global", 50.0, 71.0, 68.0, 1.0, 60, 66, 2.0, 2.2, ticket_speed_kmh=70.0)
+        enforceable = dataclasses.replace(ticket, status="enforceable")
+        rows = [
+            recorders["s1"].record(enforceable, None, None, now),
+            recorders["s1"].record(dataclasses.replace(ticket, status_reason="no base"), None, None, now),
+            recorders["s2"].record(enforceable, None, None, now),
+        ]
+        check = ScaleCheckResult("suspect", 1.12, 0.01, 40, "the cars measure 1.12 times their usual size")
+        assert recorders["s1"].hold_recorded(check) == [rows[0].id]
+    loop.run_until_complete(asyncio.sleep(0))
+    events = [sub.queue.get_nowait() for _ in range(sub.queue.qsize())]
+    loop.close()
+    held = store.get_violation(rows[0].id)
+    assert (held.ticket_status, held.scale_check_status, held.scale_check["ratio"]) == (
+        "not_enforceable",
+        "suspect",
+        1.12,
+    )
+    assert held.status_reason.startswith(
+        "held for review: scale check suspect: 1.120 +- 0.010 from 40 vehicles"
+    )
+    assert held.status_reason.endswith("(found after it closed)")
+    assert store.get_violation(rows[1].id).status_reason == "no base"
+    assert store.get_violation(rows[2].id).ticket_status == "enforceable"
+    assert [e["type"] for e in events][-1] == "violation.updated"
+    assert (
+        events[-1]["violation"]["id"] == rows[0].id and events[-1]["violation"]["status"] == "not_enforceable"
+    )
     store.close()

@@ -469,3 +469,30 @@ def test_the_scale_check_finds_a_wrong_height_and_holds_its_tickets(solid_flight
     held = [v for v in violations if v.status_reason.startswith("held for review: scale check suspect")]
     assert (len(held) > 0) == (takeoff != 0.0)
     assert not any(v.enforceable for v in violations if v.scale_check.status == "suspect")
+
+
+@pytest.mark.parametrize(
+    ("status", "was", "now"),
+    [
+        ("suspect", "enforceable", "not_enforceable"),  # found suspect after it closed: held
+        ("ok", "enforceable", "enforceable"),
+        ("suspect", "not_enforceable", "not_enforceable"),  # its own reason stays
+    ],
+)
+def test_tickets_closed_before_the_check_turned_suspect_are_held_too(status, was, now):
+    from pipelines.types import ScaleCheckResult, Violation
+
+    pipeline = build_pipeline(PipelineConfig().with_overrides(road={"enabled": False}), detector=_NoCars())
+    check = ScaleCheckResult(status, 1.12, 0.01, 40, "the cars measure 1.12 times their usual size")
+    pipeline.scale_check._result, pipeline.scale_check._dirty = check, False  # as a session ends
+    v = Violation(3, "global", 50.0, 70.0, 68.0, 1.0, 1, 30, 1.0, 2.0, ticket_speed_kmh=70.0, status=was)
+    (out,) = pipeline.rehold([v])
+    assert out.status == now
+    if was == "enforceable" and status == "suspect":
+        assert out.status_reason == (
+            "held for review: scale check suspect: 1.120 +- 0.010 from 40 vehicles (the cars measure 1.12 "
+            "times their usual size) (found after it closed)"
+        )
+        assert out.scale_check == check
+    else:
+        assert out is v  # untouched

@@ -209,3 +209,22 @@ def test_untracked_detections_write_no_rows(tmp_path: Path) -> None:
         writer.write(FrameResult(result.frame, sv.Detections.empty(), None, result.ego, None, {}))
     assert (tmp_path / "tracks.txt").read_text() == ""
     assert len(read_csv(tmp_path / "speeds.csv")) == 0
+
+
+def test_violations_written_are_restamped_as_they_stand_at_the_end(tmp_path: Path) -> None:
+    """A session found suspect after its first violations closed: violations.json says so, and
+    keeps their snapshots (Pipeline.rehold, then OutputWriter.restamp)."""
+    import dataclasses
+
+    writer = OutputWriter(tmp_path / "run", fps=10.0, size=(W, H), speed_limit_kmh=50.0, write_video=False)
+    snapshot = np.full((20, 30, 3), 255, np.uint8)
+    first = violation(2, 3, snapshot)
+    writer.write(frame_result(3, violations=(first,)))
+    held = dataclasses.replace(first, status="not_enforceable", status_reason="held for review: ...")
+    writer.restamp([held, held])  # not the violations written: left as they are
+    assert json.loads((tmp_path / "run" / "violations.json").read_text())[0]["status_reason"] == ""
+    writer.restamp([held])
+    paths = writer.close({})
+    (record,) = json.loads(Path(paths["violations"]).read_text())
+    assert (record["status"], record["status_reason"]) == ("not_enforceable", "held for review: ...")
+    assert record["snapshot"] and (tmp_path / "run" / record["snapshot"]).is_file()
