@@ -28,28 +28,10 @@ from pipelines.builder import build_detector_model
 from pipelines.config import DetectorConfig
 from pipelines.types import Frame
 from training.datasets import read_aerial_cars, read_auair, read_visdrone_det, visdrone_det_heldout_among
-from training.evaluate import box_iou
+from training.evaluate import box_iou, matched_pairs
 from training.samples import CLASSES
 
 log = logging.getLogger(__name__)
-
-
-def matched_pairs(
-    det_xyxy: np.ndarray, det_conf: np.ndarray, gt_xyxy: np.ndarray, iou_thr: float = 0.5
-) -> list[tuple[int, int]]:
-    """(detection, label) index pairs: greedy by descending confidence, each label once."""
-    if not len(det_xyxy) or not len(gt_xyxy):
-        return []
-    iou = box_iou(det_xyxy, gt_xyxy)
-    taken = np.zeros(len(gt_xyxy), bool)
-    pairs = []
-    for i in np.argsort(-np.asarray(det_conf), kind="stable"):
-        cand = np.where(~taken & (iou[i] >= iou_thr))[0]
-        if len(cand):
-            j = int(cand[np.argmax(iou[i, cand])])
-            taken[j] = True
-            pairs.append((int(i), j))
-    return pairs
 
 
 def _images(args: argparse.Namespace) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:

@@ -155,7 +155,7 @@ def calibrate_margin(record: dict, gt_path: Path, iou: float = 0.5) -> tuple[flo
     vehicle to vehicle: the median of half the differences of the recorded (tracked, detected) car
     boxes' widths and heights and their ground-truth boxes' (matched at IoU >= ``iou`` on the same
     frame) on a calibration flight, and the robust sd of the vehicles' own medians."""
-    from eval.box_bias import matched_pairs
+    from training.evaluate import matched_pairs
 
     gt = np.loadtxt(gt_path, delimiter=",", ndmin=2)
     rows = [r for r in record["rows"] if not r["carried"] and r["label"] == "car"]

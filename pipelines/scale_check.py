@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipelines.displacement import box_anchors
 from pipelines.geometry import GroundProjector, camera_rotation
 from pipelines.lens import distort_points
 from pipelines.types import OK, SCALE_CHECK_STATUSES, SUSPECT, UNVERIFIED, ScaleCheckResult
@@ -142,20 +143,16 @@ def predicted_boxes(
     return np.concatenate([uv.min(axis=1), uv.max(axis=1)], axis=1)
 
 
-def _box_centres(xyxy: np.ndarray) -> np.ndarray:
-    return np.column_stack([(xyxy[:, 0] + xyxy[:, 2]) / 2, (xyxy[:, 1] + xyxy[:, 3]) / 2])
-
-
 def place_vehicles(
     proj: GroundProjector, xyxy: np.ndarray, headings: np.ndarray, dims: np.ndarray, steps: int = 2
 ) -> np.ndarray:
     """(N, 2) ground centres at which the vehicles' predicted boxes are centred on the observed ones:
     the observed centre's ground point, moved by what the prediction's centre misses (a vehicle's
     height shifts its box away from its footprint in an oblique view)."""
-    target = proj.to_ground(_box_centres(xyxy))
+    target = proj.to_ground(box_anchors(xyxy))
     centres = target.copy()
     for _ in range(steps):
-        seen = proj.to_ground(_box_centres(predicted_boxes(proj, centres, headings, dims)))
+        seen = proj.to_ground(box_anchors(predicted_boxes(proj, centres, headings, dims)))
         centres = centres + (target - seen)
     return centres
 

@@ -18,6 +18,7 @@ changes: it checks the scale in use, not a mixture.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -357,36 +358,32 @@ def judge(values: np.ndarray, cfg: ScaleCheckConfig, too_few: Callable[[int], st
     ratio = math.exp(est.mu)
     base = ScaleCheckResult(UNVERIFIED, ratio, ratio * se, est.n)
     if est.spread > cfg.max_spread:
-        return _with(
+        return dataclasses.replace(
             base,
-            UNVERIFIED,
-            f"the vehicles' sizes scatter {est.spread:.1f} times more than cars' do: too many false, "
+            status=UNVERIFIED,
+            reason=f"the vehicles' sizes scatter {est.spread:.1f} times more than cars' do: too many false, "
             "partial or mislabelled boxes to judge the scale",
         )
     off, tol, z = abs(est.mu), math.log1p(cfg.tolerance), cfg.z
     if off > tol + z * se:
         way = "large" if est.mu > 0 else "small"
-        return _with(
+        return dataclasses.replace(
             base,
-            SUSPECT,
-            f"the cars measure {ratio:.2f} times their usual size through the telemetry: its scale "
+            status=SUSPECT,
+            reason=f"the cars measure {ratio:.2f} times their usual size through the telemetry: its scale "
             f"looks {abs(ratio - 1) * 100:.0f} % too {way} (every speed as much too "
             f"{'high' if est.mu > 0 else 'low'})",
         )
     if off + z * se <= tol:
-        return _with(base, OK, "")
+        return dataclasses.replace(base, status=OK)
     if z * margin_se > tol:
-        return _with(
+        return dataclasses.replace(
             base,
-            UNVERIFIED,
-            f"the cars are too small in the image to judge to {cfg.tolerance:.0%}: the detector's box "
+            status=UNVERIFIED,
+            reason=f"the cars are too small in the image to judge to {cfg.tolerance:.0%}: the detector's box "
             f"margin alone is +-{100 * margin_se:.0f} % of their size",
         )
-    return _with(base, UNVERIFIED, f"not yet determined to {cfg.tolerance:.0%}")
-
-
-def _with(base: ScaleCheckResult, status: str, reason: str) -> ScaleCheckResult:
-    return ScaleCheckResult(status, base.ratio, base.sigma, base.n, reason)
+    return dataclasses.replace(base, status=UNVERIFIED, reason=f"not yet determined to {cfg.tolerance:.0%}")
 
 
 def _change(old: tuple, new: tuple) -> str:

@@ -70,22 +70,33 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-9)
 
 
+def matched_pairs(
+    pred_xyxy: np.ndarray, pred_conf: np.ndarray, gt_xyxy: np.ndarray, iou_thr: float = 0.5
+) -> list[tuple[int, int]]:
+    """(prediction, ground truth) index pairs: greedy by descending confidence, each ground-truth
+    box once, to the prediction's best overlap of at least ``iou_thr``."""
+    pred_xyxy = np.asarray(pred_xyxy).reshape(-1, 4)
+    if len(pred_xyxy) == 0 or len(gt_xyxy) == 0:
+        return []
+    iou = box_iou(pred_xyxy, gt_xyxy)
+    taken = np.zeros(len(gt_xyxy), bool)
+    pairs = []
+    for i in np.argsort(-np.asarray(pred_conf), kind="stable"):
+        cand = np.where(~taken & (iou[i] >= iou_thr))[0]
+        if len(cand):
+            j = int(cand[np.argmax(iou[i, cand])])
+            taken[j] = True
+            pairs.append((int(i), j))
+    return pairs
+
+
 def match(
     pred_xyxy: np.ndarray, pred_conf: np.ndarray, gt_xyxy: np.ndarray, iou_thr: float = 0.5
 ) -> np.ndarray:
     """Greedy matching by descending confidence; returns a TP flag per prediction (input order)."""
-    pred_xyxy = np.asarray(pred_xyxy).reshape(-1, 4)
-    tp = np.zeros(len(pred_xyxy), bool)
-    if len(pred_xyxy) == 0 or len(gt_xyxy) == 0:
-        return tp
-    iou = box_iou(pred_xyxy, gt_xyxy)
-    taken = np.zeros(len(gt_xyxy), bool)
-    for i in np.argsort(-np.asarray(pred_conf), kind="stable"):
-        cand = np.where(~taken & (iou[i] >= iou_thr))[0]
-        if len(cand):
-            j = cand[np.argmax(iou[i, cand])]
-            taken[j] = True
-            tp[i] = True
+    tp = np.zeros(len(np.asarray(pred_xyxy).reshape(-1, 4)), bool)
+    for i, _ in matched_pairs(pred_xyxy, pred_conf, gt_xyxy, iou_thr):
+        tp[i] = True
     return tp
 
 
