@@ -400,6 +400,9 @@ class Pipeline:
         anchors = self.displacement.anchors(tracked.xyxy)  # the same anchor the speeds were measured at
         ground_xy = proj.to_ground(anchors) if (proj is not None and n) else np.full((n, 2), np.nan)
         tracked.data["ground_xy_m"] = ground_xy
+        tracked.data["gsd_m_per_px"] = (
+            proj.gsd_at(anchors) if (proj is not None and n) else np.full(n, np.nan)
+        )
         return ground_xy
 
     def process(self, frame: Frame, *, backlog: int = 0, prepared: Prepared | None = None) -> FrameResult:

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,13 +23,12 @@ import supervision as sv
 from pipelines import ticket
 from pipelines.config import RulesConfig, ZoneConfig
 from pipelines.height import reference_key, run_scale, scale_status
+from pipelines.track_log import TrackLog, TrackSample, longest_run, shown_sample, trace_of
 from pipelines.types import (
     PROPAGATED_KEY,
     Frame,
-    MeasuringBase,
     ScaleInfo,
     SpeedEstimate,
-    Telemetry,
     Violation,
 )
 from pipelines.zones import (
@@ -103,33 +102,6 @@ class _Episode:
         return float(np.sum((v[1:] + v[:-1]) * np.diff(t)) / (2.0 * span))
 
 
-@dataclass(slots=True, eq=False)
-class _Sample:
-    """One measured ground position of a track, with what a violation shows of that frame."""
-
-    t: float
-    frame: int
-    x: float  # the speed stage's stabilised ground position (m)
-    y: float
-    segment: int
-    trusted: bool
-    zone: str | None
-    bbox: tuple[float, float, float, float]
-    ground: tuple[float, float] | None  # from the point below the drone (m)
-    telemetry: Telemetry | None
-    class_name: str
-    snapshot: np.ndarray | None = None
-    scale_frac: float = math.nan  # SpeedEstimate.scale_sigma_frac; ``scale``: the frame's (pipelines.height)
-    scale: ScaleInfo | None = None
-
-
-@dataclass(slots=True, eq=False)
-class _TrackLog:
-    samples: deque[_Sample] = field(default_factory=deque)
-    last_seen: float = -math.inf
-    last_snapshot: float = -math.inf
-
-
 class ViolationDetector:
     """Turns a track's speed into speeding violations with a ticket speed.
 
@@ -166,7 +138,7 @@ class ViolationDetector:
         self._pending: dict[tuple[int, str], _Episode] = {}  # (track, zone) -> candidate to measure
         self._emitted: set[tuple[int, str]] = set()  # (track, zone) with a candidate or violation
         self._trails: dict[int, deque[tuple[float, float, float]]] = {}  # tid -> (t, x, y) on the ground
-        self._logs: dict[int, _TrackLog] = {}
+        self._logs: dict[int, TrackLog] = {}
         self._same: dict[int, int] = {}  # track -> the track whose vehicle it is
         self.n_emitted = 0
         self.n_cleared = 0  # candidates measured at or below the limit over their base
@@ -206,7 +178,7 @@ class ViolationDetector:
         ``held``: a reason it may not be enforceable whatever it measures (the limit changed)."""
         self._pending.pop((ep.track_id, ep.zone), None)
         log = self._logs.get(ep.track_id)
-        run = _longest_run(log.samples if log is not None else (), ep.zone)
+        run = longest_run(log.samples if log is not None else (), ep.zone)
         samples = [ticket.BaseSample(s.t, s.frame, s.x, s.y) for s in run]
         fracs = [s.scale_frac for s in run if math.isfinite(s.scale_frac)]  # the config's where none
         scale_frac = float(np.mean(fracs)) if fracs else self.scale_sigma_frac
@@ -228,7 +200,7 @@ class ViolationDetector:
         status, reason, tolerance = self._status(ep, m, run, scale)
         if held:
             status, reason = ticket.NOT_ENFORCEABLE, held
-        shown = _shown_sample(run, m.base if m is not None else None)
+        shown = shown_sample(run, m.base if m is not None else None)
         base = None if m is None else m.base
         if base is not None and shown is not None and base.start_time_s <= shown.t <= base.end_time_s:
             base = dataclasses.replace(base, snapshot_frame=shown.frame, snapshot_time_s=shown.t)
@@ -258,6 +230,7 @@ class ViolationDetector:
             status=status,
             status_reason=reason,
             scale=scale,
+            trace=trace_of(log.samples if log is not None else (), run, base),
         )
         if shown is not None:
             lat, lon = vehicle_position(shown.telemetry, shown.ground)
@@ -279,7 +252,7 @@ class ViolationDetector:
         self,
         ep: _Episode,
         m: ticket.TicketMeasurement | None,
-        run: Sequence[_Sample],
+        run: Sequence[TrackSample],
         scale: ScaleInfo | None,
     ) -> tuple[str, str, float | None]:
         """(status, reason, tolerance) of ``m`` (None: no base): the ticket rule's, not enforceable
@@ -389,7 +362,7 @@ class ViolationDetector:
         """Keep the track's measured ground position of this frame (its base is chosen from these),
         with a snapshot now and then while it may become a violation."""
         tid = est.track_id
-        log = self._logs.setdefault(tid, _TrackLog())
+        log = self._logs.setdefault(tid, TrackLog())
         log.last_seen = frame.timestamp_s
         if est.position_m is None or est.position_t is None:
             return
@@ -400,7 +373,7 @@ class ViolationDetector:
         ground = None
         if gxy is not None and i < len(gxy) and np.all(np.isfinite(gxy[i])):
             ground = (float(gxy[i, 0]), float(gxy[i, 1]))
-        sample = _Sample(
+        sample = TrackSample(
             t=float(est.position_t),
             frame=frame.number,
             x=float(est.position_m[0]),
@@ -414,6 +387,9 @@ class ViolationDetector:
             class_name=str(names[i]) if names is not None else "vehicle",
             scale_frac=est.scale_sigma_frac,
             scale=scale,
+            speed_kmh=float(est.speed_kmh),
+            sigma_kmh=float(est.sigma_kmh),
+            gsd_m_per_px=_column(detections, "gsd_m_per_px", i),
         )
         candidate = tid in self._open or (tid, sample.zone) in self._pending
         near = zl is not None and est.speed_kmh >= SNAPSHOT_SHARE * zl[1]
@@ -552,36 +528,10 @@ class ViolationDetector:
         return closed
 
 
-def _longest_run(samples: Iterable[_Sample], zone: str) -> list[_Sample]:
-    """The longest (in time) contiguous run of trusted samples of one segment in ``zone``: the
-    stretch of one continuous measurement a measuring base is taken from."""
-    runs: list[list[_Sample]] = []
-    run: list[_Sample] = []
-    for s in samples:
-        usable = s.zone == zone and s.trusted
-        if run and (not usable or s.segment != run[-1].segment):
-            runs.append(run)
-            run = []
-        if usable:
-            run.append(s)
-    if run:
-        runs.append(run)
-    return max(runs, key=lambda r: r[-1].t - r[0].t, default=[])  # the first of equal ones
-
-
-def _shown_sample(run: Sequence[_Sample], base: MeasuringBase | None) -> _Sample | None:
-    """The sample whose box and snapshot a violation shows: of those with a snapshot, the one
-    nearest the middle of the base (of the run without a base); None when none has one."""
-    with_snapshot = [s for s in run if s.snapshot is not None]
-    if not with_snapshot:
-        return None
-    if base is not None:
-        inside = [s for s in with_snapshot if base.start_time_s <= s.t <= base.end_time_s]
-        with_snapshot = inside or with_snapshot
-        mid = (base.start_time_s + base.end_time_s) / 2.0
-    else:
-        mid = (run[0].t + run[-1].t) / 2.0
-    return min(with_snapshot, key=lambda s: abs(s.t - mid))
+def _column(detections: sv.Detections, key: str, i: int) -> float:
+    """Detection ``i``'s value of a float column of ``detections.data`` (NaN: no such column)."""
+    values = detections.data.get(key) if detections.data else None
+    return float(values[i]) if values is not None and i < len(values) else math.nan
 
 
 __all__ = [

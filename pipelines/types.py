@@ -364,6 +364,29 @@ class ScaleCheckResult:
         return text + (f" ({self.reason})" if self.reason else "")
 
 
+@dataclass(frozen=True, slots=True)
+class TrackPoint:
+    """One measured ground position of a violation's track, as the engine had it (the record an
+    evidence pack lists): stabilised position (m), box, position below the drone, per-frame speed
+    and sigma, the local ground size of a pixel, whether it lay in the ticket's measuring base, and
+    the frame's telemetry."""
+
+    t: float
+    frame: int  # 1-based
+    x_m: float
+    y_m: float
+    segment: int
+    trusted: bool
+    zone: str | None
+    bbox_xyxy: tuple[float, float, float, float]
+    ground_xy_m: tuple[float, float] | None
+    speed_kmh: float
+    sigma_kmh: float
+    gsd_m_per_px: float  # NaN: no ground projection
+    in_base: bool
+    telemetry: Telemetry | None = None
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Violation:
     """One speeding event: one per track and zone.
@@ -407,6 +430,8 @@ class Violation:
     scale: ScaleInfo | None = None
     # the session's scale check from the vehicles when it closed (pipelines.scale_session)
     scale_check: ScaleCheckResult | None = None
+    # the track's measured positions the engine had when it measured the ticket (oldest first)
+    trace: tuple[TrackPoint, ...] = field(default=(), repr=False)
 
     @property
     def duration_s(self) -> float:

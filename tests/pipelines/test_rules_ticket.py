@@ -205,3 +205,25 @@ def test_the_global_zone_is_named() -> None:
     det = ViolationDetector(RulesConfig(speed_limit_kmh=50.0))
     (v,) = drive(det, 60.0, lambda i: 60.0, 40)
     assert v.zone == GLOBAL_ZONE
+
+
+@pytest.mark.parametrize(
+    ("untrusted", "in_base"),
+    [
+        (set(), 90),  # the whole run is the base
+        (set(range(40, 45)), 45),  # a break: the longer stretch after it is the base (frames 46-90)
+    ],
+)
+def test_the_violation_carries_its_tracks_record(untrusted: set[int], in_base: int) -> None:
+    """Every measured position the engine had (its evidence record), with the per-frame speeds and
+    the points the ticket's base was measured over."""
+    det = ViolationDetector(RulesConfig(speed_limit_kmh=50.0))
+    (v,) = drive(det, 60.0, noisy(60.0, 8.0), 90, trusted=lambda i: i not in untrusted)
+    assert len(v.trace) == 90 and [p.frame for p in v.trace] == list(range(1, 91))
+    assert [p.speed_kmh for p in v.trace[:3]] == pytest.approx([noisy(60.0, 8.0)(i) for i in range(3)])
+    assert all(p.sigma_kmh == 1.0 and p.zone == GLOBAL_ZONE for p in v.trace)
+    based = [p for p in v.trace if p.in_base]
+    assert len(based) == in_base == v.base.n_samples
+    assert (based[0].frame, based[-1].frame) == (v.base.start_frame, v.base.end_frame)
+    assert all(p.trusted for p in based) and not any(p.in_base for p in v.trace if not p.trusted)
+    assert v.trace[5].ground_xy_m == (0.0, 10.0) and np.isnan(v.trace[5].gsd_m_per_px)  # no projector column
