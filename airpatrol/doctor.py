@@ -3,7 +3,8 @@
 Checks: the shipped models (present, sha256 as their cards say), the inference backends (OpenVINO,
 ONNX Runtime, CUDA) and the one the default detector runs on, H.264 encode and decode in PyAV, the
 server's database (reachable, schema up to date), RTMP (nginx with its module, the port) and MQTT
-(Mosquitto or ``mqtt_url``, the port) where the settings turn them on, and free disk for media.
+(Mosquitto or ``mqtt_url``, the port) where the settings turn them on, free disk for media, and
+the evidence-signing key (its fingerprint: the trust anchor to publish).
 Exit status 1 when something would break a run; warnings do not.
 """
 
@@ -247,6 +248,32 @@ def check_disk(path: Path, fail_gb: float = 1.0, warn_gb: float = 5.0) -> Check:
     return Check("disk", WARN if free_gb < warn_gb else OK, detail)
 
 
+def check_signing_key(settings) -> Check:
+    """The evidence-signing key's fingerprint (the trust anchor an agency publishes); it is made
+    at the server's first start, not here."""
+    if not settings.evidence_packs:
+        return Check("evidence", WARN, "evidence packs are off (evidence_packs: false): violations unsigned")
+    from edge_server.evidence.keys import KeyRing, KeyRingError, show_fingerprint
+
+    directory = settings.resolved_keys_dir
+    if not directory.exists():
+        return Check(
+            "evidence", OK, f"no signing key yet: the server makes one in {directory} at its first start"
+        )
+    try:
+        ring = KeyRing.open(directory, create=False)
+    except KeyRingError as exc:
+        return Check("evidence", FAIL, str(exc))
+    retired = len(ring.entries) - 1
+    return Check(
+        "evidence",
+        OK,
+        f"packs signed with key {show_fingerprint(ring.fingerprint)}"
+        + (f" ({retired} retired keys kept)" if retired else "")
+        + ": publish this fingerprint (docs/evidence.md)",
+    )
+
+
 def run_checks(weights: Path, settings_file: Path | None) -> list[Check]:
     from edge_server.settings import ServerSettings
 
@@ -258,6 +285,7 @@ def run_checks(weights: Path, settings_file: Path | None) -> list[Check]:
         lambda: check_database(settings),
         lambda: check_ingest(settings),
         lambda: check_disk(settings.resolved_media_dir),
+        lambda: check_signing_key(settings),
     ]
     out: list[Check] = []
     for step in steps:

@@ -27,6 +27,7 @@ from edge_server.console import mount_console
 from edge_server.console import router as console
 from edge_server.dji_cloud import MqttTarget, OsdSubscriber, parse_mqtt_url
 from edge_server.events import EventBus
+from edge_server.evidence.service import start_evidence
 from edge_server.guides import router as guides
 from edge_server.ice import restrict_ice_host_addresses
 from edge_server.loopback_http import LoopbackCallbacks
@@ -40,7 +41,7 @@ from edge_server.middleware import (
     RequestGuardMiddleware,
 )
 from edge_server.mosquitto import BrokerUnavailable, MosquittoBroker, resolve_password
-from edge_server.routes import dji_apps, health, height, live_events, sessions, violations, webrtc
+from edge_server.routes import dji_apps, evidence, health, height, live_events, sessions, violations, webrtc
 from edge_server.routes.common import ApiError, json_error, require_token
 from edge_server.rtmp import RtmpServer, RtmpUnavailable
 from edge_server.settings import ServerSettings, SettingsError
@@ -148,6 +149,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     sessions.protected,
     height.protected,
     violations.protected,
+    evidence.protected,
     dji_apps.router,
     dji_apps.callbacks,  # nginx's, authenticated by the secret in the path
     dji_apps.pages,
@@ -322,8 +324,13 @@ def _lifespan(
         if partial:
             log.warning("removed %d half-written clips left by a previous run", partial)
         app.state.store = store
+        app.state.evidence = evidence = await asyncio.to_thread(
+            start_evidence, settings, store, app.state.server_id
+        )
         media = MediaLoop().start()  # WebRTC media on a loop of its own, apart from HTTP
-        app.state.manager = manager = StreamManager(settings, store, bus, metrics, pipeline_factory, media)
+        app.state.manager = manager = StreamManager(
+            settings, store, bus, metrics, pipeline_factory, media, evidence
+        )
         callbacks = None
         if settings.tls_certfile is not None and settings.rtmp_port is not None:
             callbacks = LoopbackCallbacks(app)  # nginx-rtmp calls in plain HTTP only

@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -155,6 +156,7 @@ class PendingClip:
     start_s: float
     end_s: float  # violation end + post-roll
     done: threading.Event = field(default_factory=threading.Event)
+    record: Future | None = None  # the engine's record being written (evidence packs; None: off)
 
 
 def remove_partial_clips(media_dir: Path) -> int:

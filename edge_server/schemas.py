@@ -17,6 +17,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from edge_server.evidence.schemas import EvidenceOut
 from edge_server.scale_schemas import ScaleCheckOut, ScaleOut, ScaleSource
 from edge_server.settings import PLAIN_ID
 from edge_server.store import SORTS, SessionRow, TrackRow, ViolationRow, violation_status
@@ -163,6 +164,7 @@ class ViolationOut(BaseModel):
     scale_check: ScaleCheckOut | None = Field(
         None, description="the scale against the cars' sizes: status, ratio, its sigma, vehicles, reason"
     )
+    evidence: EvidenceOut | None = Field(None, description="the signed evidence pack; null: none made yet")
 
     @classmethod
     def from_row(cls, row: ViolationRow, prefix: str = API_PREFIX) -> ViolationOut:
@@ -212,6 +214,7 @@ class ViolationOut(BaseModel):
             scale_sigma_pct=row.scale_sigma_pct,
             scale=ScaleOut.from_stored(row.scale),
             scale_check=ScaleCheckOut.from_stored(row.scale_check),
+            evidence=EvidenceOut.from_row(row, f"{prefix}/violations/{row.id}/evidence.zip"),
         )
 
 

@@ -158,6 +158,11 @@ class ServerSettings(BaseSettings):
     # Clip threads run this much nicer than the streams (Linux), so encoding a clip never takes
     # the CPU a live frame needs; 0: same priority.
     clip_nice: int = Field(10, ge=0, le=19)
+    # Evidence packs (docs/evidence.md): each violation's signed pack, made once its clip is
+    # written. keys_dir holds the Ed25519 signing key and every public key it had (default
+    # <data_dir>/keys; made at the first start: publish its fingerprint, `airpatrol keys show`).
+    evidence_packs: bool = True
+    keys_dir: Path | None = None
     # The live counters of each stream are written to its session row this often (a crash
     # loses at most this much of them).
     session_persist_interval_s: float = Field(5.0, gt=0)
@@ -242,6 +247,10 @@ class ServerSettings(BaseSettings):
     @property
     def resolved_media_dir(self) -> Path:
         return (self.media_dir or self.data_dir / "media").resolve()
+
+    @property
+    def resolved_keys_dir(self) -> Path:
+        return (self.keys_dir or self.data_dir / "keys").resolve()
 
     def resolve_server_id(self) -> str:
         """The configured id, else the one kept in ``<data_dir>/server_id`` (made once)."""

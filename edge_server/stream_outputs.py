@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge_server.events import EventBus
+from edge_server.evidence.service import EvidenceService
 from edge_server.metrics import Metrics
 from edge_server.settings import ServerSettings
 from edge_server.store import Store
@@ -26,13 +27,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class StreamServices:
-    """What every stream on this server shares: settings, store, live events, metrics, clip writer."""
+    """What every stream on this server shares: settings, store, live events, metrics, clip writer,
+    evidence packs."""
 
     settings: ServerSettings
     store: Store
     bus: EventBus
     metrics: Metrics
     clip_executor: Executor
+    evidence: EvidenceService | None = None  # records and signed packs (None: off)
 
 
 class StreamOutputs:
@@ -54,6 +57,7 @@ class StreamOutputs:
             metrics=services.metrics,
             clip_executor=services.clip_executor,
             snapshot_margin_px=snapshot_margin_px,
+            evidence=services.evidence,
         )
         self.tracks = TrackSummaries()
         # the first received frame's media and wall-clock times: what a violation's time is counted from

@@ -5,8 +5,11 @@ the snapshot (the engine's crop, else a crop of the annotated frame), stores the
 drone's telemetry, pushes a ``violation`` event (the stored violation as the API shows it: the
 ticket speed, its sigma, the status and its reason among it), and schedules the clip: pre-roll to post-roll
 frames from a ring of annotated frames, written on the shared clip executor once the post-roll has
-passed, then a ``violation.clip_ready`` event. A violation is stored even when its snapshot or
-clip cannot be written.
+passed, then a ``violation.clip_ready`` event. With evidence packs on (``evidence``), the engine's
+record of the violation (:func:`edge_server.evidence.service.engine_record`: its track, the
+configuration and session state from ``context``) is written beside it at once, and its signed pack
+made once the clip is written (``violation.evidence_ready``). A violation is stored even when its
+snapshot, clip, record or pack cannot be written.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import datetime as dt
 import logging
 import re
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -22,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_server.events import EventBus
+from edge_server.evidence.service import EvidenceService, engine_record
 from edge_server.media import FrameRing, PendingClip, write_clip, write_jpeg
 from edge_server.metrics import Metrics
 from edge_server.schemas import ViolationOut
@@ -61,8 +66,13 @@ class ViolationRecorder:
         metrics: Metrics,
         clip_executor: Executor,
         snapshot_margin_px: int,
+        evidence: EvidenceService | None = None,
     ) -> None:
         self.session_id = session_id
+        self.evidence = evidence
+        # what a violation's record keeps of the stream's state (set by the worker: the
+        # configuration in force, the session's info, the model files); None: the violation only
+        self.context: Callable[[], dict] | None = None
         self.store = store
         self.bus = bus
         self.metrics = metrics
@@ -128,9 +138,22 @@ class ViolationRecorder:
                 path=self.media_dir / rel_dir / f"{stem}.mp4",
                 start_s=v.start_time_s - self.clip_pre_s,
                 end_s=v.end_time_s + self.clip_post_s,
+                record=self._keep_record(row.id, rel_dir / f"{stem}.record.json", v),
             )
         )
         return row
+
+    def _keep_record(self, violation_id: int, rel_path: Path, v: Violation) -> Future | None:
+        """The engine's record of the violation, written on the clip threads now (the pack follows
+        the clip; a crash before keeps the record for a pack made later)."""
+        if self.evidence is None:
+            return None
+        try:
+            record = engine_record(v, self.context() if self.context is not None else None)
+            return self.clip_executor.submit(self.evidence.write_record, violation_id, rel_path, record)
+        except Exception:  # noqa: BLE001 - the violation is stored; its pack will say what is missing
+            log.exception("session %s: the record of violation %d not kept", self.session_id, violation_id)
+            return None
 
     def hold_recorded(self, check: ScaleCheckResult) -> list[int]:
         """The session's scale check turned to a status the site holds: its enforceable violations
@@ -185,12 +208,11 @@ class ViolationRecorder:
                 keep.append(clip)
                 continue
             frames = self.ring.window(clip.start_s, clip.end_s)
-            if frames:
-                self._clip_futures.append(self.clip_executor.submit(self._write_clip, clip, frames))
-            else:
+            if not frames:
                 log.warning(
                     "session %s: no frames for the clip of violation %d", self.session_id, clip.violation_id
                 )
+            self._clip_futures.append(self.clip_executor.submit(self._write_clip, clip, frames))
         self._pending = keep
 
     def wait_for_clips(self, timeout_s: float) -> int:
@@ -209,6 +231,42 @@ class ViolationRecorder:
 
     def _write_clip(self, clip: PendingClip, frames: list) -> None:
         try:
+            if frames:
+                self._encode_clip(clip, frames)
+            self._make_pack(clip)
+        finally:
+            clip.done.set()
+
+    def _make_pack(self, clip: PendingClip) -> None:
+        """The violation's signed pack, once its record is written and its clip too (or failed)."""
+        if self.evidence is None:
+            return
+        try:
+            if clip.record is not None:
+                clip.record.result()  # written by now (submitted before this task); raises its error
+        except Exception:  # noqa: BLE001 - the pack says the record is missing
+            log.warning(
+                "session %s: violation %d packed without its record", self.session_id, clip.violation_id
+            )
+        try:
+            row = self.evidence.make(clip.violation_id, made_later=False)
+        except Exception:  # noqa: BLE001 - the violation stays stored; a pack can be made on request
+            log.exception(
+                "session %s: evidence pack of violation %d not made", self.session_id, clip.violation_id
+            )
+            return
+        out = ViolationOut.from_row(row)
+        self.bus.publish_threadsafe(
+            {
+                "type": "violation.evidence_ready",
+                "session_id": self.session_id,
+                "violation_id": clip.violation_id,
+                "evidence": None if out.evidence is None else out.evidence.model_dump(mode="json"),
+            }
+        )
+
+    def _encode_clip(self, clip: PendingClip, frames: list) -> None:
+        try:
             write_clip(clip.path, frames, self.clip_fps, **self.clip_codec)
             row = self.store.update_violation(
                 clip.violation_id, clip_path=clip.path.relative_to(self.media_dir).as_posix()
@@ -224,8 +282,6 @@ class ViolationRecorder:
                 )
         except Exception:  # noqa: BLE001 - the violation stays stored without a clip
             log.exception("session %s: clip for violation %d not written", self.session_id, clip.violation_id)
-        finally:
-            clip.done.set()
 
 
 __all__ = ["ViolationRecorder"]

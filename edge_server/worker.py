@@ -21,6 +21,7 @@ import contextlib
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import cv2
@@ -71,6 +72,7 @@ class StreamWorker:
         self.outputs = StreamOutputs(
             session_id, services, self.stats, pipeline.config.rules.snapshot_margin_px
         )
+        self.outputs.violations.context = self._evidence_context  # what a violation's record keeps
         # settings.prepare_ahead: received frames -> ``incoming`` -> prepare thread (BGR, grey,
         # camera motion) -> ``slot`` -> worker; else received frames go to ``slot`` directly
         self._prepare_thread = (
@@ -396,6 +398,24 @@ class StreamWorker:
         if self.pipeline.scale_check is not None:  # the scale against the vehicles' sizes
             info["scale_check"] = self.pipeline.scale_check.summary()
         return info
+
+    def _evidence_context(self) -> dict[str, Any]:
+        """The stream's state a violation's evidence record keeps (this thread, when it closes): the
+        configuration in force (the rules as the operator last set them), the session's info, and
+        the model files to hash."""
+        config = self.pipeline.config
+        sections = {
+            name: getattr(config, name).model_dump(mode="json")
+            for name in ("camera", "speed", "scale_check", "detector", "road", "tracker")
+        }
+        sections["rules"] = self.pipeline.rules.cfg.model_dump(mode="json")
+        meta = self.pipeline.metadata
+        models = {k: meta[k] for k in ("detector", "road_weights") if isinstance(meta.get(k), str)}
+        return {
+            "config": sections,
+            "session": self._session_info(),
+            "model_paths": {k: p for k, p in models.items() if Path(p).exists()},
+        }
 
     def _announce_end(self, status: str, reason: str) -> None:
         self.outputs.publish_end(status, reason)

@@ -18,7 +18,7 @@ import binascii
 import hashlib
 import json
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,7 +125,7 @@ def _signature(members: Mapping[str, bytes], report: VerifyReport) -> tuple[Ed25
     return key, sig
 
 
-def _check_trust(report: VerifyReport, trusted: Mapping[str, Ed25519PublicKey] | None) -> None:
+def _check_trust(report: VerifyReport, trusted: Collection[str] | None) -> None:
     if trusted is None:
         return
     report.anchored = True
@@ -195,9 +195,9 @@ def _check_container(
         )
 
 
-def verify_pack(path: Path | str, trusted: Mapping[str, Ed25519PublicKey] | None = None) -> VerifyReport:
-    """Check the pack at ``path``; ``trusted``: fingerprint -> key of the keys it may be signed by
-    (None: not anchored; the report says so and gives the fingerprint to compare)."""
+def verify_pack(path: Path | str, trusted: Collection[str] | None = None) -> VerifyReport:
+    """Check the pack at ``path``; ``trusted``: the fingerprints of the keys it may be signed by (a
+    key ring's fingerprint -> key mapping will do; None: not anchored, the report says so)."""
     path = Path(path)
     report = VerifyReport(str(path))
     members = _read_members(path, report)

@@ -171,7 +171,7 @@ def _media_file(request: Request, row: Any, what: str) -> Path:
     """A violation's snapshot or clip in this server's media folder. In a fleet each server keeps
     the media it recorded: one recorded elsewhere is found here only on shared storage (media_dir
     mounted by every server), else the 404 names the server that has it."""
-    rel = row.snapshot_path if what == "snapshot" else row.clip_path
+    rel = {"snapshot": row.snapshot_path, "clip": row.clip_path, "evidence pack": row.evidence_path}[what]
     if not rel:
         raise ApiError(404, "not_found", f"violation {row.id} has no {what} (yet)")
     media_dir: Path = request.app.state.settings.resolved_media_dir

@@ -187,6 +187,14 @@ class ViolationRow(Base):
     # 0006; NULL before it and where the check is off): its status, and ScaleCheckResult.to_dict()
     scale_check_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
     scale_check: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    # evidence (issue 41, migration 0007; NULL before it): the engine's record of the violation
+    # (edge_server.evidence.contents), the signed pack, its SHA-256, when it was made and whether
+    # later than the violation (on request); paths relative to the media dir
+    record_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    evidence_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    evidence_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    evidence_made_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    evidence_made_later: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
 
     @hybrid_property
     def status(self) -> str:

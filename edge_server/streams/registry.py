@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from edge_server.engine_link import PeerLink
 from edge_server.events import EventBus
+from edge_server.evidence.service import EvidenceService
 from edge_server.media import lower_thread_priority
 from edge_server.media_loop import MediaLoop
 from edge_server.metrics import Metrics
@@ -61,6 +62,7 @@ class StreamManager:
         metrics: Metrics,
         pipeline_factory: Callable[[], Pipeline],
         media: MediaLoop | None = None,
+        evidence: EvidenceService | None = None,
     ) -> None:
         self.settings = settings
         self.media = media  # where the peers live (None: the caller's loop)
@@ -75,7 +77,7 @@ class StreamManager:
             initializer=lower_thread_priority,
             initargs=(settings.clip_nice,),
         )
-        self.services = StreamServices(settings, store, bus, metrics, self._clip_executor)
+        self.services = StreamServices(settings, store, bus, metrics, self._clip_executor, evidence)
         self.loop: asyncio.AbstractEventLoop | None = None  # the streams' loop, once one was set up
         self._shutting_down = False
         self._background: set[asyncio.Task] = set()

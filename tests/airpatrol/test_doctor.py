@@ -15,7 +15,7 @@ from edge_server.store import Store
 
 pytestmark = pytest.mark.timeout(120)
 
-NAMES = ["models", "openvino", "onnxruntime", "torch", "h264", "database", "rtmp", "mqtt", "disk"]
+NAMES = ["models", "openvino", "onnxruntime", "torch", "h264", "database", "rtmp", "mqtt", "disk", "evidence"]
 
 
 def _free_port() -> int:

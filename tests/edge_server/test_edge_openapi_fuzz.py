@@ -60,6 +60,8 @@ OPERATIONS = [
     "GET /api/v1/violations/{violation_id}",
     "GET /api/v1/violations/{violation_id}/snapshot.jpg",
     "GET /api/v1/violations/{violation_id}/clip.mp4",
+    "GET /api/v1/violations/{violation_id}/evidence.zip",
+    "POST /api/v1/violations/{violation_id}/evidence",
     "PUT /api/v1/violations/{violation_id}/false_positive",
     "POST /api/v1/rtmp/keys",
     "GET /api/v1/rtmp/keys",

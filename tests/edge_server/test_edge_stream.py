@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
+import zipfile
 from fractions import Fraction
 
 import av
@@ -14,11 +16,13 @@ import pytest
 import websockets
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
-from edge_helpers import TOKEN, assert_documented, speeding_in_view, wait_for
+from edge_helpers import TOKEN, assert_documented, speeding_in_view, wait_for, wait_until
 
 from edge_client.publish import publish
 from edge_client.synthetic import BrightBlobDetector, SyntheticScene
 from edge_client.tracks import PlaybackTrack, iter_frames
+from edge_server.evidence.keys import KeyRing
+from edge_server.evidence.verify import verify_pack
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -98,6 +102,7 @@ async def test_phone_stream_end_to_end(server) -> None:
         with av.open(str(path)) as container:
             frames = [f for f in container.decode(video=0)]
         assert len(frames) >= 5
+        _check_evidence_pack(server, c, vid)
 
         metrics = c.get("/metrics").text
         assert "airpatrol_frames_processed_total" in metrics
@@ -107,6 +112,33 @@ async def test_phone_stream_end_to_end(server) -> None:
     ws_task.cancel()
     ws_types = {e["type"] for e in ws_events}
     assert {"session.started", "violation", "session.ended"} <= ws_types
+
+
+def _check_evidence_pack(server, c, vid: int) -> None:
+    """The violation's signed pack, made once its clip was: it verifies against the server's key
+    ring, holds the track's per-frame record and the stream's telemetry, rules and software."""
+    evidence = wait_until(lambda: c.get(f"/api/v1/violations/{vid}").json()["evidence"], 20, "the pack")
+    assert evidence["made_later"] is False and evidence["url"] == f"/api/v1/violations/{vid}/evidence.zip"
+    pack = c.get(evidence["url"])
+    assert pack.status_code == 200 and pack.headers["content-type"] == "application/zip"
+    assert hashlib.sha256(pack.content).hexdigest() == evidence["sha256"]
+    path = server.settings.resolved_media_dir / "check.evidence.zip"
+    path.write_bytes(pack.content)
+    ring = KeyRing.open(server.settings.resolved_keys_dir, create=False)
+    report = verify_pack(path, ring.trusted())
+    assert report.ok and report.anchored, report.problems
+    with zipfile.ZipFile(path) as zf:
+        names = set(zf.namelist())
+        assert {"snapshot.jpg", "clip.mp4", "track.csv", "telemetry.csv", "rules.json"} <= names, names
+        track = zf.read("track.csv").decode().splitlines()
+        telemetry = zf.read("telemetry.csv").decode().splitlines()
+        provenance = json.loads(zf.read("provenance.json"))
+        rules = json.loads(zf.read("rules.json"))
+    assert len(track) > 10 and any(line.split(",")[6] == "1" for line in track[1:])  # points in the base
+    assert telemetry[1].split(",")[5] == "50.0"  # altitude_m of the synthetic flight
+    assert rules["speed_limit_kmh"] == 50
+    assert provenance["software"]["version"] and provenance["made_later"] is False
+    assert provenance["clock_when_recorded"]["source"] == "adjtimex"
 
 
 async def test_whip_session_lifecycle(server) -> None:

@@ -1,0 +1,138 @@
+"""``airpatrol verify PACK``: check an evidence pack offline; ``airpatrol keys``: the server's
+signing keys (show their fingerprints, rotate, export the public keys).
+
+``verify`` trusts the keys given by ``--key`` (a fingerprint as published, or a public-key PEM file)
+and, with ``--keyring DIR``, a server's key ring (every key it had); with neither it checks the
+pack's integrity and prints the signer's fingerprint to compare (exit 3: not anchored). Exit 0:
+intact and signed by a trusted key; 1: tampered or damaged (each problem on a line); 2: bad usage.
+Imports nothing beyond the standard library and ``cryptography``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_TAMPERED, EXIT_UNANCHORED = 1, 3
+
+
+def _trusted(args: argparse.Namespace) -> dict | None:
+    from edge_server.evidence.keys import KeyRing, fingerprint, load_public, parse_fingerprint
+
+    trusted: dict = {}
+    given = False
+    for item in args.key or []:
+        given = True
+        path = Path(item)
+        if path.is_file():
+            key = load_public(path.read_bytes())
+            trusted[fingerprint(key)] = key
+        else:
+            trusted[parse_fingerprint(item)] = None  # the pack's key is checked against it
+    if args.keyring is not None:
+        given = True
+        trusted.update(KeyRing.open(args.keyring, create=False).trusted())
+    return trusted if given else None
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from edge_server.evidence.verify import verify_pack
+
+    trusted = _trusted(args)
+    worst = 0
+    for pack in args.packs:
+        report = verify_pack(pack, trusted)
+        if args.json:
+            sys.stdout.write(
+                json.dumps(
+                    {
+                        "pack": report.path,
+                        "ok": report.ok,
+                        "anchored": report.anchored,
+                        "problems": report.problems,
+                        "signing_key": report.fingerprint,
+                        "violation_id": report.manifest.get("violation_id"),
+                        "files_checked": report.files_checked,
+                    }
+                )
+                + "\n"
+            )
+        else:
+            sys.stdout.write(report.summary().split(": ", 1)[0] if report.problems else report.summary())
+            if report.problems:
+                sys.stdout.write(f": {report.path}\n" + "".join(f"  - {p}\n" for p in report.problems))
+            else:
+                sys.stdout.write("\n")
+        code = EXIT_TAMPERED if report.problems else (0 if report.anchored else EXIT_UNANCHORED)
+        worst = code if code == EXIT_TAMPERED or worst == 0 else worst
+    return worst
+
+
+def _ring(args: argparse.Namespace, create: bool):  # noqa: ANN202 - a KeyRing
+    from edge_server.evidence.keys import KeyRing
+
+    if args.keys_dir is not None:
+        return KeyRing.open(args.keys_dir, create=create)
+    from edge_server.settings import ServerSettings
+
+    return KeyRing.open(ServerSettings.load(args.settings).resolved_keys_dir, create=create)
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from edge_server.evidence.keys import public_pem, show_fingerprint
+
+    if args.action == "rotate":
+        ring = _ring(args, create=False)
+        old, new = ring.rotate()
+        sys.stdout.write(
+            f"retired {show_fingerprint(old)}\ncurrent {show_fingerprint(new)}\n"
+            "Publish the new fingerprint; packs signed with the old key still verify (its public key is kept). "
+            "Restart the server to sign with the new key.\n"
+        )
+        return 0
+    ring = _ring(args, create=args.action == "init")
+    if args.action == "export":
+        for entry in ring.entries:
+            sys.stdout.write(f"# {entry.fingerprint} made {entry.created_at}"
+                             + (f" retired {entry.retired_at}" if entry.retired_at else "") + "\n")  # fmt: skip
+            sys.stdout.write(public_pem(entry.key()).decode())
+        return 0
+    for entry in ring.entries:
+        state = f"retired {entry.retired_at}" if entry.retired_at else "current"
+        sys.stdout.write(f"{show_fingerprint(entry.fingerprint)}  made {entry.created_at}  {state}\n")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "verify",
+        help="check evidence packs offline (signature, trusted key, every file, the zip itself)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("packs", nargs="+", type=Path, metavar="PACK", help="a pack (.zip) or its unpacked folder")
+    p.add_argument(
+        "--key",
+        action="append",
+        metavar="FINGERPRINT|PEM",
+        help="a trusted signing key: its published fingerprint, or a public-key PEM file (repeatable)",
+    )
+    p.add_argument("--keyring", type=Path, default=None, help="trust every key of this key ring folder")
+    p.add_argument("--json", action="store_true", help="one JSON object per pack")
+    p.set_defaults(func=cmd_verify)
+
+    k = subparsers.add_parser(
+        "keys",
+        help="the server's evidence-signing keys: show fingerprints, rotate, export public keys",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    k.add_argument("action", choices=["show", "init", "rotate", "export"], help="init: make the key now")
+    k.add_argument("--settings", type=Path, default=None, help="server settings YAML (its data_dir/keys_dir)")
+    k.add_argument("--keys-dir", type=Path, default=None, help="the key folder itself")
+    k.set_defaults(func=cmd_keys)
+
+
+__all__ = ["cmd_keys", "cmd_verify", "register"]

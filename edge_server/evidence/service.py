@@ -1,0 +1,150 @@
+"""The server's side of evidence packs: the engine's record of a violation when it is stored, and
+its pack once its clip is ready (or on request, for a violation stored before packs: marked as
+made later).
+
+* :func:`engine_record`: the record (``<stem>.record.json`` beside the snapshot): the engine's
+  violation and its track's measured positions, the configuration and session state in force
+  (``context``, from the stream's worker), the software, the model files' SHA-256 and the clock;
+* :class:`EvidenceService`: writes records and makes packs (:class:`~edge_server.evidence.pack.
+  EvidencePacker`) for stored violations, and keeps the pack's path, SHA-256 and time in the row.
+
+Runs on the clip writers' threads (the stream's worker only builds the record's dictionaries).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from edge_server.evidence.contents import RECORD_FORMAT, track_point_dict
+from edge_server.evidence.keys import KeyRing, show_fingerprint
+from edge_server.evidence.pack import PACK_SUFFIX, EvidencePacker, remove_partials
+from edge_server.evidence.provenance import clock_state, model_files, software
+from edge_server.schemas import ViolationOut
+from edge_server.settings import ServerSettings
+from edge_server.store import Store, ViolationRow
+from pipelines.types import Violation
+
+log = logging.getLogger(__name__)
+
+
+class EvidenceError(Exception):
+    """A pack that cannot be made (the violation is gone, its media dir unwritable)."""
+
+
+def engine_record(v: Violation, context: dict[str, Any] | None) -> dict[str, Any]:
+    """What the engine knew of a violation when it closed (plain dictionaries; the model files
+    are hashed later, off the stream's thread: ``context["model_paths"]``)."""
+    context = dict(context or {})
+    return {
+        "format": RECORD_FORMAT,
+        "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
+        "clock": clock_state(),
+        "violation": v.to_dict(),
+        "trace": [track_point_dict(p) for p in v.trace],
+        "config": context.get("config"),
+        "session": context.get("session"),
+        "model_paths": context.get("model_paths") or {},
+    }
+
+
+class EvidenceService:
+    """Records and packs of this server's violations (thread-safe; one per server)."""
+
+    def __init__(self, packer: EvidencePacker, store: Store, media_dir: Path) -> None:
+        self.packer = packer
+        self.store = store
+        self.media_dir = media_dir
+        self._locks: dict[int, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def remove_partials(self) -> int:
+        return remove_partials(self.media_dir)
+
+    def write_record(self, violation_id: int, rel_path: Path, record: dict[str, Any]) -> None:
+        """Finish ``record`` (software, model hashes) and keep it beside the violation's media."""
+        paths = record.get("model_paths") or {}
+        record = {k: v for k, v in record.items() if k != "model_paths"}
+        record.update(software=software(), models=model_files(paths))
+        path = self.media_dir / rel_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(record, indent=1, allow_nan=False, default=str), encoding="utf-8")
+        tmp.replace(path)
+        self.store.update_violation(violation_id, record_path=rel_path.as_posix())
+
+    def _lock(self, violation_id: int) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(violation_id, threading.Lock())
+
+    def _file(self, rel: str | None) -> Path | None:
+        if not rel:
+            return None
+        path = (self.media_dir / rel).resolve()
+        return path if path.is_file() and path.is_relative_to(self.media_dir.resolve()) else None
+
+    def _record(self, row: ViolationRow) -> dict[str, Any] | None:
+        path = self._file(row.record_path)
+        if path is None:
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            log.warning("violation %d: its engine record %s is unreadable", row.id, path, exc_info=True)
+            return None
+
+    def make(self, violation_id: int, *, made_later: bool, remake: bool = False) -> ViolationRow:
+        """The violation's pack (made now unless it has one and not ``remake``); its row after."""
+        with self._lock(violation_id):
+            row = self.store.get_violation(violation_id)
+            if row is None:
+                raise EvidenceError(f"violation {violation_id} does not exist")
+            if row.evidence_path and not remake and self._file(row.evidence_path) is not None:
+                return row
+            rel = Path(row.session_id) / f"v{row.id}{PACK_SUFFIX}"
+            stored = ViolationOut.from_row(row).model_dump(mode="json")
+            media = {
+                "snapshot.jpg": self._file(row.snapshot_path),
+                "clip.mp4": self._file(row.clip_path),
+            }
+            try:
+                info = self.packer.make(
+                    self.media_dir / rel, stored, record=self._record(row), media=media, made_later=made_later
+                )
+            except OSError as exc:
+                raise EvidenceError(
+                    f"the pack of violation {violation_id} could not be written: {exc}"
+                ) from exc
+            updated = self.store.update_violation(
+                violation_id,
+                evidence_path=rel.as_posix(),
+                evidence_sha256=info.sha256,
+                evidence_made_at=info.made_at,
+                evidence_made_later=made_later,
+            )
+            log.info(
+                "violation %d: evidence pack %s (%d files, %.1f MB, sha256 %s)%s",
+                violation_id, rel, info.files, info.bytes / 1e6, info.sha256[:16],
+                " made later, on request" if made_later else "",
+            )  # fmt: skip
+            return updated if updated is not None else row
+
+
+def start_evidence(settings: ServerSettings, store: Store, server_id: str) -> EvidenceService | None:
+    """The server's packs at its start: the signing key (made at the first start), half-written
+    packs of a crash removed; None: packs are off (``evidence_packs: false``)."""
+    if not settings.evidence_packs:
+        log.warning("evidence packs are off (evidence_packs: false): violations are stored unsigned")
+        return None
+    ring = KeyRing.open(settings.resolved_keys_dir)
+    log.info("evidence packs signed with key %s", show_fingerprint(ring.fingerprint))
+    service = EvidenceService(EvidencePacker(ring, server_id), store, settings.resolved_media_dir)
+    service.remove_partials()
+    return service
+
+
+__all__ = ["EvidenceError", "EvidenceService", "engine_record", "start_evidence"]
