@@ -45,6 +45,14 @@ def print_report(report: dict[str, Any], args: argparse.Namespace, out: Any) -> 
                 f"stream 1 mean stage ms (per processed frame): {stages}; detector runs: "
                 f"{run['sessions'][0].get('detection') or 'every frame'}\n"
             )
+        for k, sess in enumerate(run["sessions"], 1):
+            ev = sess.get("evidence") or {}
+            if ev.get("packs"):
+                out.write(
+                    f"  stream {k}: {sess['violations']} violations, {ev['packs']} evidence packs, made "
+                    f"{ev['after_clip_ms_p50']} / {ev['after_clip_ms_p95']} / {ev['after_clip_ms_max']} ms "
+                    "(p50 / p95 / max) after their clips\n"
+                )
     if "long_run" in report:
         lr = report["long_run"]
         rss = lr["rss_mb"]

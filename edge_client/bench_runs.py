@@ -24,6 +24,32 @@ def tracks_with_speed(session: dict[str, Any]) -> int:
     return sum(1 for t in session.get("tracks") or () if t.get("peak_speed_kmh") is not None)
 
 
+def evidence_lags(events: list[dict[str, Any]], times: list[float]) -> dict[str, Any]:
+    """From a stream's events as its publisher received them: each violation's evidence pack after
+    its clip (ms between ``violation.clip_ready`` and ``violation.evidence_ready``)."""
+    clips: dict[int, float] = {}
+    lags: list[float] = []
+    packs = 0
+    for event, t in zip(events, times, strict=True):
+        if event.get("type") == "violation.clip_ready":
+            clips[event["violation_id"]] = t
+        elif event.get("type") == "violation.evidence_ready":
+            packs += 1
+            if event["violation_id"] in clips:
+                lags.append(1000.0 * (t - clips[event["violation_id"]]))
+    lags.sort()
+
+    def pct(q: float) -> float | None:
+        return round(lags[min(len(lags) - 1, int(q * len(lags)))], 1) if lags else None
+
+    return {
+        "packs": packs,
+        "after_clip_ms_p50": pct(0.5),
+        "after_clip_ms_p95": pct(0.95),
+        "after_clip_ms_max": pct(1.0),
+    }
+
+
 async def run_streams(
     url: str, token: str, n: int, args: argparse.Namespace, server: ServerProcess
 ) -> dict[str, Any]:
@@ -87,6 +113,7 @@ async def run_streams(
                     "return_frames": r.return_frames,
                     "stage_ms_mean": (s.get("info") or {}).get("stage_ms_mean"),
                     "detection": ((s.get("info") or {}).get("pipeline") or {}).get("keyframes"),
+                    "evidence": evidence_lags(r.events, r.event_times),
                 }
             )
     return {

@@ -47,6 +47,7 @@ class PublishResult:
     telemetry_sent: int = 0
     return_frames: int = 0
     events: list[dict[str, Any]] = field(default_factory=list)
+    event_times: list[float] = field(default_factory=list)  # time.monotonic() at each event's arrival
     duration_s: float = 0.0
     error: str | None = None  # why the stream did not run to its end (None: it did)
 
@@ -316,6 +317,7 @@ class _PublishingPeer:
             log.warning("non-JSON event: %r", message[:100])
             return
         self.result.events.append(event)
+        self.result.event_times.append(time.monotonic())
         if event.get("type") == "session.ended":
             self.ended.set()
         if self.on_event is not None:

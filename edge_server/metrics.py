@@ -62,6 +62,15 @@ class Metrics:
             registry=r,
         )
         self.violations = Counter("airpatrol_violations_total", "Violations detected", registry=r)
+        self.evidence_pack_seconds = Histogram(
+            "airpatrol_evidence_pack_seconds",
+            "A violation's clip written (or given up) -> its signed evidence pack on disk",
+            buckets=(0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0),
+            registry=r,
+        )
+        self.evidence_packs = Counter(
+            "airpatrol_evidence_packs_total", "Evidence packs made live, by result", ["result"], registry=r
+        )
         self.api_read_wait = Histogram(
             "airpatrol_api_read_wait_seconds",
             "Time each API read paced while a stream was live waited for its turn",

@@ -241,6 +241,7 @@ class ViolationRecorder:
         """The violation's signed pack, once its record is written and its clip too (or failed)."""
         if self.evidence is None:
             return
+        t0 = time.perf_counter()
         try:
             if clip.record is not None:
                 clip.record.result()  # written by now (submitted before this task); raises its error
@@ -254,7 +255,10 @@ class ViolationRecorder:
             log.exception(
                 "session %s: evidence pack of violation %d not made", self.session_id, clip.violation_id
             )
+            self.metrics.evidence_packs.labels("failed").inc()
             return
+        self.metrics.evidence_pack_seconds.observe(time.perf_counter() - t0)
+        self.metrics.evidence_packs.labels("made").inc()
         out = ViolationOut.from_row(row)
         self.bus.publish_threadsafe(
             {

@@ -167,6 +167,11 @@ def computation(stored: dict, record: dict | None) -> dict:
     }
 
 
+def _fmt(value: Any) -> str:
+    """A number with one decimal; anything else (None: not recorded) as it is."""
+    return f"{value:.1f}" if isinstance(value, int | float) else ("?" if value is None else str(value))
+
+
 def _row(label: str, value: Any) -> str:
     return (
         f"<tr><th>{html.escape(label)}</th><td>{html.escape('' if value is None else str(value))}</td></tr>"
@@ -185,7 +190,7 @@ def summary_html(manifest: dict, stored: dict, record: dict | None, files: list[
     speed = (
         "none (no measuring base)"
         if t["speed_kmh"] is None
-        else f"{t['speed_kmh']:.1f} ± {t['sigma_kmh']:.1f} km/h"
+        else f"{_fmt(t['speed_kmh'])} ± {_fmt(t['sigma_kmh'])} km/h"
     )
     rows = [
         _row("Violation", f"#{manifest['violation_id']} (session {manifest['session_id']}, server {manifest['server_id']})"),
@@ -195,7 +200,7 @@ def summary_html(manifest: dict, stored: dict, record: dict | None, files: list[
         _row("Zone and limit", f"{stored.get('zone')}: {stored.get('speed_limit_kmh')} km/h"),
         _row("Vehicle", stored.get("class_name")),
         _row("Ticket speed", speed),
-        _row("Tolerance", None if t["tolerance_kmh"] is None else f"{t['tolerance_kmh']:.1f} km/h ({t['rule']})"),
+        _row("Tolerance", None if t["tolerance_kmh"] is None else f"{_fmt(t['tolerance_kmh'])} km/h ({t['rule']})"),
         _row("Status", f"{t['status']}" + (f": {t['status_reason']}" if t["status_reason"] else "")),
         _row("Measuring base", f"{base.get('duration_s')} s, {base.get('distance_m')} m, {base.get('n_samples')} positions" if base else "none"),
         _row("Scale", f"{scale.get('source')}: {scale.get('height_above_road_m')} ± {scale.get('height_sigma_m')} m above the road" if scale else "not recorded"),

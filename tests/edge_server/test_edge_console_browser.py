@@ -1,5 +1,6 @@
 """The operator console (/console) in headless chromium against a real server on 127.0.0.1: a wrong
-token is refused; the violations page filters, shows a snapshot and plays a clip, exports CSV, and a
+token is refused; the violations page filters, shows a snapshot and plays a clip, has a violation's
+evidence pack made and downloads it (it verifies), exports CSV, and a
 false positive marked there persists across a reload; a real stream (`airpatrol publish synthetic`
 over WebRTC, speeding vehicles) appears on the live page, its violations arrive in the table without
 a reload, and the sessions page ends it; its card's height tool measures a base on the frozen video
@@ -22,6 +23,9 @@ import httpx
 import pytest
 from browser_helpers import WAIT_S, console_errors, require_selenium, screenshot
 from edge_helpers import SEED_T0, TOKEN, RunningServer, seed_store, synthetic_stream
+
+from edge_server.evidence.keys import KeyRing
+from edge_server.evidence.verify import verify_pack
 
 require_selenium()
 
@@ -50,7 +54,9 @@ def click(driver: WebDriver, locator: tuple[str, str]) -> None:
     """Find and click in one step, again if the element was redrawn in between."""
 
     def attempt(d: WebDriver) -> bool:
-        d.find_element(*locator).click()
+        element = d.find_element(*locator)
+        d.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        element.click()
         return True
 
     wait(driver).until(attempt)
@@ -69,7 +75,8 @@ def sign_in(driver: WebDriver, server: RunningServer, token: str = TOKEN) -> Non
 
 
 def go(driver: WebDriver, page: str) -> None:
-    driver.find_element(By.CSS_SELECTOR, f"#nav a[data-page='{page}']").click()
+    # the nav shows once the sign-in's token check has answered: not at once on a loaded machine
+    wait(driver).until(ec.element_to_be_clickable((By.CSS_SELECTOR, f"#nav a[data-page='{page}']"))).click()
     wait(driver).until(lambda d: d.find_element(By.ID, "page").get_attribute("data-page") == page)
 
 
@@ -155,10 +162,20 @@ def test_violations_review_persists_a_false_positive(
     )
     shot(chromium, "violations")
 
-    # CSV export of what the filters select, downloaded by the browser
+    # its evidence pack: made on request (a violation stored without one), then downloaded; it verifies
     chromium.execute_cdp_cmd(
         "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)}
     )
+    click(chromium, (By.ID, "make-evidence"))
+    click(chromium, (By.ID, "download-evidence"))
+    assert "(later, on request)" in chromium.find_element(By.ID, "evidence").text
+    pack = tmp_path / f"violation-{first}-evidence.zip"
+    wait(chromium).until(lambda d: pack.exists() and pack.stat().st_size > 1000)
+    ring = KeyRing.open(seeded.settings.resolved_keys_dir, create=False)
+    report = wait(chromium).until(lambda d: (r := verify_pack(pack, ring.trusted())).ok and r)
+    assert report.manifest["violation_id"] == first
+
+    # CSV export of what the filters select, downloaded by the browser
     form.find_element(By.NAME, "session_id").send_keys("sess-b")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait(chromium).until(lambda d: len(row_ids(d)) == 2)

@@ -297,3 +297,20 @@ def test_a_broken_key_file_is_named(tmp_path: Path) -> None:
         KeyRing.open(keys)
     with pytest.raises(KeyRingError, match="no signing key"):
         KeyRing.open(tmp_path / "empty", create=False)
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"id": 1, "session_id": "s"},  # the least a row has
+        {**STORED, "ticket_sigma_kmh": None, "tolerance_kmh": None, "base": None, "scale": None},
+        {**STORED, "zone": "<script>alert(1)</script>", "status_reason": "a & b"},  # escaped in the page
+    ],
+)
+def test_any_stored_row_makes_a_verifiable_pack(tmp_path: Path, ring: KeyRing, stored: dict) -> None:
+    info = EvidencePacker(ring, "edge-a").make(
+        tmp_path / "p.zip", stored, record=None, media={}, made_later=True
+    )
+    assert verify_pack(info.path, ring.trusted()).ok
+    page = dict(_members(info.path))["summary.html"].decode()
+    assert "<script>" not in page

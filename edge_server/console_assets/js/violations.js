@@ -194,6 +194,7 @@ export function mount(container, { events, params }) {
       ["Scale check", scaleCheckText(v.scale_check)],
       ["Session", v.session_id],
       ["Recorded by", v.server_id || "–"],
+      ["Evidence pack", evidencePart(v)],
     ];
     detail.hidden = false;
     detail.replaceChildren(
@@ -230,16 +231,58 @@ export function mount(container, { events, params }) {
     }
   }
 
+  function saveBlob(blob, name) {
+    const url = URL.createObjectURL(blob);
+    const link = h("a", { href: url, download: name });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  }
+
+  // The signed evidence pack (docs/evidence.md): download it, or have it made for an older violation.
+  function evidencePart(v) {
+    const out = h("span", { id: "evidence" });
+    if (v.evidence) {
+      const save = h("button", { type: "button", id: "download-evidence" }, "Download");
+      save.addEventListener("click", () => download(v.evidence.url, `violation-${v.id}-evidence.zip`, save));
+      out.append(
+        save,
+        ` signed, SHA-256 ${v.evidence.sha256.slice(0, 16)}…, made ${when(v.evidence.made_at)}`,
+        v.evidence.made_later ? " (later, on request)" : "",
+      );
+    } else {
+      const make = h("button", { type: "button", id: "make-evidence" }, "Make evidence pack");
+      make.addEventListener("click", async () => {
+        make.disabled = true;
+        try {
+          await request("POST", `/api/v1/violations/${v.id}/evidence`);
+          if (selected === v.id) select(v.id);
+        } catch (error) {
+          out.replaceChildren(`Not made: ${errorText(error)}`);
+        }
+      });
+      out.append(make, v.clip_url ? " none yet (made once the clip is written)" : " none");
+    }
+    return out;
+  }
+
+  async function download(path, name, button) {
+    button.disabled = true;
+    try {
+      saveBlob(await request("GET", path, { as: "blob" }), name);
+    } catch (error) {
+      button.after(` ${errorText(error)}`);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
   async function exportCsv() {
     table.say("Exporting…");
     try {
       const blob = await request("GET", "/api/v1/violations.csv", { params: filters, as: "blob" });
-      const url = URL.createObjectURL(blob);
-      const link = h("a", { href: url, download: `violations-${new Date().toISOString().slice(0, 19)}.csv` });
-      document.body.append(link);
-      link.click();
-      link.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 10000);
+      saveBlob(blob, `violations-${new Date().toISOString().slice(0, 19)}.csv`);
       table.showStatus();
     } catch (error) {
       table.say(`Export failed: ${errorText(error)}`, true);
@@ -270,12 +313,14 @@ export function mount(container, { events, params }) {
   events.addEventListener("violation", onViolation);
   events.addEventListener("violation.updated", onUpdated);
   events.addEventListener("violation.clip_ready", onClip);
+  events.addEventListener("violation.evidence_ready", onClip);
   table.load(true);
 
   return () => {
     events.removeEventListener("violation", onViolation);
     events.removeEventListener("violation.updated", onUpdated);
     events.removeEventListener("violation.clip_ready", onClip);
+    events.removeEventListener("violation.evidence_ready", onClip);
     release();
   };
 }
