@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from edge_server.height_reference import SessionHeight
@@ -45,7 +47,8 @@ class PeerLink:
     ``telemetry_at(media_time_s)``: the drone's telemetry at a frame's media time. ``return_sink``
     takes annotated frames back to the publisher while ``return_wanted()`` says someone watches.
     ``on_finished(session_id, status, reason)`` is called once the stream is closed and stored;
-    ``session_info()`` adds transport details to the stored session.
+    ``session_info()`` adds transport details to the stored session; ``source_segment(start_s,
+    end_s, path)`` writes the received video of that span (evidence; RTMP and RTSP keep it).
     """
 
     telemetry_at: Callable[[float], Telemetry | None] = _no_telemetry
@@ -53,6 +56,9 @@ class PeerLink:
     return_wanted: Callable[[], bool] = lambda: True
     on_finished: Callable[[str, str, str | None], None] | None = None
     session_info: Callable[[], dict[str, Any]] | None = None
+    # write the received video between two media times to a path, as it arrived (no re-encoding),
+    # returning what was written; None here or from it: the transport keeps no source video
+    source_segment: Callable[[float, float, Path], dict | None] | None = None
 
 
 class StreamEngine(Protocol):

@@ -18,6 +18,8 @@ from typing import Any
 
 import av
 
+from edge_server.source_ring import SourceRing
+
 log = logging.getLogger(__name__)
 
 
@@ -95,9 +97,12 @@ class PullReader:
         options: PullOptions | None = None,
         name: str = "pull",
         container: Any = None,
+        source: SourceRing | None = None,
     ) -> None:
-        """``container``: the stream opened already (:func:`open_stream`), else the thread opens it."""
+        """``container``: the stream opened already (:func:`open_stream`), else the thread opens it;
+        ``source``: where the received packets are kept for evidence (None: not kept)."""
         self.url = url
+        self.source = source
         self._container = container
         self.options = options or PullOptions()
         self._on_frame = on_frame
@@ -138,6 +143,15 @@ class PullReader:
         self._last_time = t
         return float(t)
 
+    def _attach_source(self, stream: Any) -> None:
+        if self.source is None:
+            return
+        try:
+            self.source.attach(stream)
+        except (av.error.FFmpegError, ValueError) as exc:  # the stream runs on without its source kept
+            log.warning("%s: the received video cannot be kept (%s)", redact(self.url), exc)
+            self.source = None
+
     @property
     def failed(self) -> bool:
         return self.failure is not None
@@ -177,9 +191,12 @@ class PullReader:
             stream.thread_type = "SLICE"  # frame threads would hold frames back (latency)
             self.codec = stream.codec_context.name
             self.opened_after_s = time.perf_counter() - t0
+            self._attach_source(stream)
             for packet in container.demux(stream):
                 if self._stop.is_set():
                     return "stopped"
+                if self.source is not None:
+                    self.source.add(packet)
                 try:
                     frames = packet.decode()
                 except av.error.InvalidDataError:

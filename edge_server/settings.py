@@ -163,6 +163,11 @@ class ServerSettings(BaseSettings):
     # <data_dir>/keys; made at the first start: publish its fingerprint, `airpatrol keys show`).
     evidence_packs: bool = True
     keys_dir: Path | None = None
+    # Seconds of a pulled stream's received video (RTMP, RTSP) kept as it arrived, so a violation's
+    # pack holds its source segment without re-encoding (~1 MB/s at 8 Mbit/s per stream); it must
+    # span a violation's wait before it is measured (up to ~20 s) and its post-roll. 0: not kept.
+    # WebRTC streams cannot keep it (docs/evidence.md).
+    source_video_s: float = Field(30.0, ge=0, le=600)
     # The live counters of each stream are written to its session row this often (a crash
     # loses at most this much of them).
     session_persist_interval_s: float = Field(5.0, gt=0)

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_server.events import EventBus
-from edge_server.evidence.service import EvidenceService, engine_record
+from edge_server.evidence.service import EvidenceService, record_stamp
 from edge_server.media import FrameRing, PendingClip, write_clip, write_jpeg
 from edge_server.metrics import Metrics
 from edge_server.schemas import ViolationOut
@@ -73,6 +73,8 @@ class ViolationRecorder:
         # what a violation's record keeps of the stream's state (set by the worker: the
         # configuration in force, the session's info, the model files); None: the violation only
         self.context: Callable[[], dict] | None = None
+        # writes the received video of a span (PeerLink.source_segment; None: the transport keeps none)
+        self.source_segment: Callable[[float, float, Path], dict | None] | None = None
         self.store = store
         self.bus = bus
         self.metrics = metrics
@@ -149,8 +151,10 @@ class ViolationRecorder:
         if self.evidence is None:
             return None
         try:
-            record = engine_record(v, self.context() if self.context is not None else None)
-            return self.clip_executor.submit(self.evidence.write_record, violation_id, rel_path, record)
+            context = self.context() if self.context is not None else None
+            return self.clip_executor.submit(
+                self.evidence.write_record, violation_id, rel_path, v, context, record_stamp()
+            )
         except Exception:  # noqa: BLE001 - the violation is stored; its pack will say what is missing
             log.exception("session %s: the record of violation %d not kept", self.session_id, violation_id)
             return None
@@ -233,9 +237,33 @@ class ViolationRecorder:
         try:
             if frames:
                 self._encode_clip(clip, frames)
+            self._keep_source(clip)
             self._make_pack(clip)
         finally:
             clip.done.set()
+
+    def _keep_source(self, clip: PendingClip) -> None:
+        """The received video of the clip's span, as it arrived (RTMP, RTSP), beside the clip."""
+        if self.source_segment is None or self.evidence is None:
+            return
+        path = clip.path.with_name(f"{clip.path.stem}.source.mp4")
+        try:
+            kept = self.source_segment(clip.start_s, clip.end_s, path)
+        except Exception:  # noqa: BLE001 - the pack says the source is missing
+            log.exception(
+                "session %s: source video of violation %d not kept", self.session_id, clip.violation_id
+            )
+            return
+        if kept is None:
+            return
+        if not kept["covers_start"]:
+            log.warning(
+                "session %s: the source video of violation %d starts at %.2f s, after its clip (%.2f s): "
+                "raise source_video_s", self.session_id, clip.violation_id, kept["start_s"], clip.start_s,
+            )  # fmt: skip
+        self.store.update_violation(
+            clip.violation_id, source_path=path.relative_to(self.media_dir).as_posix()
+        )
 
     def _make_pack(self, clip: PendingClip) -> None:
         """The violation's signed pack, once its record is written and its clip too (or failed)."""

@@ -73,6 +73,7 @@ class StreamWorker:
             session_id, services, self.stats, pipeline.config.rules.snapshot_margin_px
         )
         self.outputs.violations.context = self._evidence_context  # what a violation's record keeps
+        self.outputs.violations.source_segment = self.peer.source_segment  # RTMP/RTSP: the received video
         # settings.prepare_ahead: received frames -> ``incoming`` -> prepare thread (BGR, grey,
         # camera motion) -> ``slot`` -> worker; else received frames go to ``slot`` directly
         self._prepare_thread = (

@@ -141,17 +141,17 @@ class EvidencePacker:
         stored: dict,
         *,
         record: dict | None,
-        media: dict[str, Path | None],
+        media: dict[str, Path | str | None],
         made_later: bool,
     ) -> PackInfo:
         """Write the pack of one violation: ``stored`` (the API's view of its row), ``record`` (the
-        engine's, None: lost or from before packs), ``media`` (pack name -> file, None: none)."""
+        engine's, None: lost or from before packs), ``media`` (pack name -> file, or why there is none)."""
         made_at = dt.datetime.now(dt.timezone.utc)
         missing: list[dict] = []
         members: list[tuple[str, bytes]] = []
         for name, path in media.items():
-            if path is None:
-                missing.append({"what": name, "why": "not recorded for this violation"})
+            if not isinstance(path, Path):  # None, or why it is missing
+                missing.append({"what": name, "why": path or "not recorded for this violation"})
                 continue
             try:
                 members.append((name, path.read_bytes()))

@@ -8,7 +8,7 @@ made later).
 * :class:`EvidenceService`: writes records and makes packs (:class:`~edge_server.evidence.pack.
   EvidencePacker`) for stored violations, and keeps the pack's path, SHA-256 and time in the row.
 
-Runs on the clip writers' threads (the stream's worker only builds the record's dictionaries).
+Runs on the clip writers' threads (the stream's worker only takes the state a record keeps).
 """
 
 from __future__ import annotations
@@ -36,14 +36,22 @@ class EvidenceError(Exception):
     """A pack that cannot be made (the violation is gone, its media dir unwritable)."""
 
 
-def engine_record(v: Violation, context: dict[str, Any] | None) -> dict[str, Any]:
-    """What the engine knew of a violation when it closed (plain dictionaries; the model files
-    are hashed later, off the stream's thread: ``context["model_paths"]``)."""
+def record_stamp() -> dict[str, Any]:
+    """When a violation's record was taken, and the clock's state then (on the stream's thread)."""
+    return {
+        "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
+        "clock": clock_state(),
+    }
+
+
+def engine_record(v: Violation, context: dict[str, Any] | None, stamp: dict[str, Any]) -> dict[str, Any]:
+    """What the engine knew of a violation when it closed, as plain dictionaries: ``context`` (the
+    stream's state, taken on its thread then) and ``stamp`` (:func:`record_stamp`); the model files
+    are hashed by :meth:`EvidenceService.write_record` (``context["model_paths"]``)."""
     context = dict(context or {})
     return {
         "format": RECORD_FORMAT,
-        "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
-        "clock": clock_state(),
+        **stamp,
         "violation": v.to_dict(),
         "trace": [track_point_dict(p) for p in v.trace],
         "config": context.get("config"),
@@ -65,15 +73,20 @@ class EvidenceService:
     def remove_partials(self) -> int:
         return remove_partials(self.media_dir)
 
-    def write_record(self, violation_id: int, rel_path: Path, record: dict[str, Any]) -> None:
-        """Finish ``record`` (software, model hashes) and keep it beside the violation's media."""
-        paths = record.get("model_paths") or {}
-        record = {k: v for k, v in record.items() if k != "model_paths"}
+    def write_record(
+        self, violation_id: int, rel_path: Path, v: Violation, context: dict[str, Any] | None, stamp: dict
+    ) -> None:
+        """The engine's record of ``v`` (:func:`engine_record`, with the software and the model
+        files' hashes), kept beside the violation's media; on a clip thread, off the stream's."""
+        record = engine_record(v, context, stamp)
+        paths = record.pop("model_paths")
         record.update(software=software(), models=model_files(paths))
         path = self.media_dir / rel_path
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(record, indent=1, allow_nan=False, default=str), encoding="utf-8")
+        tmp.write_text(
+            json.dumps(record, separators=(",", ":"), allow_nan=False, default=str), encoding="utf-8"
+        )
         tmp.replace(path)
         self.store.update_violation(violation_id, record_path=rel_path.as_posix())
 
@@ -97,6 +110,12 @@ class EvidenceService:
             log.warning("violation %d: its engine record %s is unreadable", row.id, path, exc_info=True)
             return None
 
+    def _no_source(self, session_id: str) -> str:
+        session = self.store.get_session(session_id)
+        if session is not None and session.kind in ("webrtc", "whip"):
+            return "not kept: a WebRTC stream reaches the server as decoded frames only (docs/evidence.md)"
+        return "not kept (source_video_s 0, a violation stored before it, or gone from the stream's ring)"
+
     def make(self, violation_id: int, *, made_later: bool, remake: bool = False) -> ViolationRow:
         """The violation's pack (made now unless it has one and not ``remake``); its row after."""
         with self._lock(violation_id):
@@ -107,9 +126,10 @@ class EvidenceService:
                 return row
             rel = Path(row.session_id) / f"v{row.id}{PACK_SUFFIX}"
             stored = ViolationOut.from_row(row).model_dump(mode="json")
-            media = {
-                "snapshot.jpg": self._file(row.snapshot_path),
-                "clip.mp4": self._file(row.clip_path),
+            media: dict[str, Path | str] = {
+                "snapshot.jpg": self._file(row.snapshot_path) or "not recorded for this violation",
+                "clip.mp4": self._file(row.clip_path) or "not written (no frames of it were kept)",
+                "source.mp4": self._file(row.source_path) or self._no_source(row.session_id),
             }
             try:
                 info = self.packer.make(
@@ -147,4 +167,4 @@ def start_evidence(settings: ServerSettings, store: Store, server_id: str) -> Ev
     return service
 
 
-__all__ = ["EvidenceError", "EvidenceService", "engine_record", "start_evidence"]
+__all__ = ["EvidenceError", "EvidenceService", "engine_record", "record_stamp", "start_evidence"]

@@ -188,9 +188,10 @@ class ViolationRow(Base):
     scale_check_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
     scale_check: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     # evidence (issue 41, migration 0007; NULL before it): the engine's record of the violation
-    # (edge_server.evidence.contents), the signed pack, its SHA-256, when it was made and whether
+    # (edge_server.evidence.contents), the received video's segment, the signed pack, its SHA-256, when it was made and whether
     # later than the violation (on request); paths relative to the media dir
     record_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    source_path: Mapped[str | None] = mapped_column(Text, nullable=True)  # the received video's segment
     evidence_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     evidence_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     evidence_made_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from edge_server.engine_link import IncomingFrame
 from edge_server.pull import PullOptions, PullReader, open_stream
+from edge_server.source_ring import SourceRing
 
 if TYPE_CHECKING:
     from edge_server.streams.host import StreamHost
@@ -63,6 +64,8 @@ class PullIngest:
             if sess.device_sn:  # OSD over MQTT: its own latency against the video (docs/dji-apps.md)
                 sess.telemetry_offset_s = self.settings.osd_time_offset_s
             await admission.start(sess)
+            if self.settings.source_video_s > 0:  # the received video, kept for evidence packs
+                sess.source = SourceRing(self.settings.source_video_s + self.settings.clip_pre_s)
             sess.reader = self._reader(sess, url, container)
             container = None  # the reader owns it now
             sess.reader.start()
@@ -94,8 +97,9 @@ class PullIngest:
             self.host.end_soon(sess.id, reason, failure is not None)
 
         return PullReader(
-            url, on_frame, on_end, self.options(), name=f"pull-{sess.id[:8]}", container=container
-        )
+            url, on_frame, on_end, self.options(), name=f"pull-{sess.id[:8]}", container=container,
+            source=sess.source,
+        )  # fmt: skip
 
 
 __all__ = ["PullIngest"]

@@ -167,6 +167,7 @@ class StreamManager:
                 return_wanted=sess.return_wanted,
                 on_finished=self._on_worker_finished,
                 session_info=sess.info,
+                source_segment=sess.source_segment,
             ),
             stats=sess.stats,
         )

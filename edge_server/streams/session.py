@@ -15,11 +15,14 @@ from edge_server.stream_stats import StreamStats
 from edge_server.telemetry import ClockSync, TelemetryBuffer
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
     from aiortc import RTCPeerConnection
 
     from edge_server.engine_link import StreamEngine
     from edge_server.pull import PullReader
+    from edge_server.source_ring import SourceRing
     from edge_server.streams.peers import ReturnVideoTrack
     from pipelines.types import Telemetry
 
@@ -43,6 +46,7 @@ class StreamSession:
     video_track: Any = None
     events_channel: Any = None
     reader: PullReader | None = None
+    source: SourceRing | None = None  # a pulled stream's received packets, kept for evidence
     rtmp_key: RtmpKeyRef | None = None  # the RTMP stream key this stream was published with
     device_sn: str | None = None  # the aircraft whose DJI Cloud API OSD is this stream's telemetry
     # altitude, gimbal pitch, camera the operator set (a stream without telemetry: DJI Fly's RTMP)
@@ -62,6 +66,12 @@ class StreamSession:
     def _return_tracks(self) -> list[ReturnVideoTrack]:
         tracks = [track for _, track in list(self.viewers.values())]
         return [self.return_track, *tracks] if self.return_track is not None else tracks
+
+    def source_segment(self, start_s: float, end_s: float, path: Path) -> dict | None:
+        """The received video of that span written to ``path`` without re-encoding (None: not kept:
+        a WebRTC stream, ``source_video_s`` 0, or the span is gone from the ring)."""
+        source = self.source
+        return None if source is None else source.write(path, start_s, end_s)
 
     def return_wanted(self) -> bool:
         """Someone receives the annotated video: the publisher's return track or a viewer."""

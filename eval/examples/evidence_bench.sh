@@ -28,6 +28,8 @@ done
 
 "$PY" -m eval.evidence_bench --json "$OUT/evidence_pack.json"
 V60=(--video "$OUT/v60.mp4" --srt "$OUT/v60.SRT" --camera dji_mavic_3)
+echo "== serve-bench: warm-up (not counted: the first run after the flight is made runs slow)"
+"$AP" serve-bench --duration 10 --detector-factory none --streams 1 "${V60[@]}" >/dev/null
 for pair in $(seq 1 "$PAIRS"); do
   for packs in true false; do
     echo "== serve-bench: dense, evidence packs $packs (pair $pair)"

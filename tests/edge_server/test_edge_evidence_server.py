@@ -91,7 +91,7 @@ async def test_the_recorder_packs_each_violation_after_its_clip(tmp_path: Path, 
         comp = json.loads(zf.read("computation.json"))
     assert ("clip.mp4" in names) is frames and "snapshot.jpg" in names
     missing = {m["what"] for m in manifest["missing"]}
-    assert missing == (set() if frames else {"clip.mp4"})
+    assert missing == ({"source.mp4"} if frames else {"clip.mp4", "source.mp4"})  # WebRTC-like: no source
     assert len(track) == 46 and sum(line.split(",")[6] == "1" for line in track[1:]) == 35
     assert telemetry[1].split(",")[5] == "61.5"
     assert comp["gsd"]["mean_cm_per_px"] == 2.0 and comp["ticket"]["speed_kmh"] == 61.0
@@ -126,7 +126,9 @@ def test_an_older_violation_is_packed_on_request(server_factory) -> None:
     path.write_bytes(pack.content)
     report = verify_pack(path, KeyRing.open(server.settings.resolved_keys_dir, create=False).trusted())
     assert report.ok and report.manifest["made_later"] is True
-    assert [m["what"] for m in report.manifest["missing"]][0].startswith("the engine's record")
+    why = {m["what"]: m["why"] for m in report.manifest["missing"]}
+    assert any(w.startswith("the engine's record") for w in why)
+    assert why["source.mp4"].startswith("not kept: a WebRTC stream")  # seeded as a webrtc session
     names = zipfile.ZipFile(path).namelist()
     assert {"snapshot.jpg", "clip.mp4", "violation.json", "summary.html"} <= set(names)
     assert "track.csv" not in names
@@ -153,11 +155,13 @@ def test_upgrade_from_0006_and_back(database_url: str) -> None:
     }  # fmt: skip
     before = seed_old_violation(engine, row, "2026-06-01 11:59:00")
     migrate(engine)
-    cols = ("record_path", "evidence_path", "evidence_sha256", "evidence_made_at", "evidence_made_later")
+    cols = (
+        "record_path", "source_path", "evidence_path", "evidence_sha256", "evidence_made_at", "evidence_made_later",
+    )  # fmt: skip
     with engine.connect() as conn:
         assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0007"
         assert conn.execute(text(f"SELECT {', '.join(row)} FROM violations")).all() == before
-        assert tuple(conn.execute(text(f"SELECT {', '.join(cols)} FROM violations")).one()) == (None,) * 5
+        assert tuple(conn.execute(text(f"SELECT {', '.join(cols)} FROM violations")).one()) == (None,) * 6
     alembic_to(engine, "downgrade", "0006")
     assert not {c["name"] for c in inspect(engine).get_columns("violations")} & set(cols)
     with engine.connect() as conn:

@@ -14,14 +14,18 @@ import signal
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
+import av
 import httpx
 import pytest
 from edge_helpers import RunningServer, free_port, wait_until
 from shared_material import REPO
 
 from edge_client import synthetic
+from edge_server.evidence.keys import KeyRing
+from edge_server.evidence.verify import verify_pack
 from edge_server.rtmp import RtmpUnavailable, find_nginx, render_config
 from edge_server.streams import with_operator_values
 from pipelines.types import Telemetry
@@ -149,6 +153,25 @@ def test_rtmp_stream_runs_through_the_pipeline(rtmp_server: RunningServer) -> No
     assert all(v["altitude_m"] == OPERATOR["altitude_m"] for v in violations)
     assert keys[0]["id"] == key["id"] and keys[0]["last_used_at"] is not None
     assert "key" not in keys[0] and keys[0]["live_session_id"] is None
+    _check_source_kept(srv, violations[0]["id"])
+
+
+def _check_source_kept(srv: RunningServer, vid: int) -> None:
+    """An RTMP violation's evidence pack holds the received video of its span, not re-encoded."""
+    with srv.client() as c:
+        evidence = wait_until(lambda: c.get(f"/api/v1/violations/{vid}").json()["evidence"], 30, "the pack")
+        pack = srv.settings.resolved_media_dir / "got.evidence.zip"
+        pack.write_bytes(c.get(evidence["url"]).content)
+    assert verify_pack(pack, KeyRing.open(srv.settings.resolved_keys_dir, create=False).trusted()).ok
+    with zipfile.ZipFile(pack) as zf:
+        assert "source.mp4" in zf.namelist(), zf.namelist()
+        (srv.settings.resolved_media_dir / "source.mp4").write_bytes(zf.read("source.mp4"))
+    with av.open(str(srv.settings.resolved_media_dir / "source.mp4")) as container:
+        stream = container.streams.video[0]
+        packets = [p for p in container.demux(stream) if p.size]
+    # 640x360 as published (the clip is re-encoded at clip_max_width; this is the stream itself)
+    assert packets[0].is_keyframe and (stream.width, stream.height) == (640, 360)
+    assert len(packets) >= 30  # pre-roll to post-roll at the publisher's 30 fps
 
 
 @needs_nginx
