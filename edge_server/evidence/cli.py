@@ -1,5 +1,6 @@
 """``airpatrol verify PACK``: check an evidence pack offline; ``airpatrol keys``: the server's
-signing keys (show their fingerprints, rotate, export the public keys).
+signing keys (show their fingerprints, rotate, export the public keys); ``airpatrol evidence
+backfill``: packs for the violations stored before packs (made later).
 
 ``verify`` trusts the keys given by ``--key`` (a fingerprint as published, or a public-key PEM file)
 and, with ``--keyring DIR``, a server's key ring (every key it had); with neither it checks the
@@ -105,6 +106,42 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evidence(args: argparse.Namespace) -> int:
+    """Packs for this server's violations that have none (stored before packs, or whose pack
+    failed): made now, marked as made later."""
+    from edge_server.evidence.service import EvidenceError, start_evidence
+    from edge_server.settings import ServerSettings
+    from edge_server.store import Store
+
+    settings = ServerSettings.load(args.settings)
+    if not settings.evidence_packs:
+        sys.stderr.write(
+            "airpatrol evidence: evidence packs are off in these settings (evidence_packs: false)\n"
+        )
+        return 2
+    store = Store.from_url(settings.resolved_database_url)
+    try:
+        server_id = settings.resolve_server_id()
+        service = start_evidence(settings, store, server_id)
+        assert service is not None
+        ids = store.without_evidence(server_id, args.limit)
+        made, failed = 0, []
+        for vid in ids:
+            try:
+                service.make(vid, made_later=True)
+                made += 1
+            except EvidenceError as exc:
+                failed.append(f"violation {vid}: {exc}")
+        sys.stdout.write(
+            f"{made} evidence packs made (marked as made later) for {len(ids)} violations of {server_id} without one"
+            + "".join(f"\n  not made: {f}" for f in failed)
+            + "\n"
+        )
+        return 1 if failed else 0
+    finally:
+        store.close()
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "verify",
@@ -134,5 +171,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     k.add_argument("--keys-dir", type=Path, default=None, help="the key folder itself")
     k.set_defaults(func=cmd_keys)
 
+    e = subparsers.add_parser(
+        "evidence",
+        help="make the evidence packs this server's violations lack (stored before packs): made later",
+        description=cmd_evidence.__doc__,
+    )
+    e.add_argument("action", choices=["backfill"])
+    e.add_argument(
+        "--settings", type=Path, default=None, help="server settings YAML (its database, media, keys)"
+    )
+    e.add_argument("--limit", type=int, default=None, help="at most this many (oldest first)")
+    e.set_defaults(func=cmd_evidence)
 
-__all__ = ["cmd_keys", "cmd_verify", "register"]
+
+__all__ = ["cmd_evidence", "cmd_keys", "cmd_verify", "register"]

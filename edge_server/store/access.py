@@ -9,7 +9,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
@@ -435,6 +435,19 @@ class Store:
             stmt = stmt.where(ViolationRow.session_id == session_id)
         with self._sessions() as s:
             return int(s.scalar(stmt) or 0)
+
+    def without_evidence(self, server_id: str, limit: int | None = None) -> list[int]:
+        """Ids of violations with no evidence pack that this server recorded (or no server: rows from
+        before fleets), oldest first."""
+        stmt = (
+            select(ViolationRow.id)
+            .where(ViolationRow.evidence_path.is_(None))
+            .where(or_(ViolationRow.server_id == server_id, ViolationRow.server_id.is_(None)))
+            .order_by(ViolationRow.id)
+            .limit(limit)
+        )
+        with self._sessions() as s:
+            return list(s.scalars(stmt))
 
     def violations_of(self, session_id: str) -> Sequence[ViolationRow]:
         with self._sessions() as s:

@@ -212,3 +212,28 @@ def test_verify_keys_and_doctor_commands(tmp_path: Path, capsys) -> None:
     assert airpatrol(["keys", "export", "--keys-dir", str(keys)]) == 0
     assert capsys.readouterr().out.count("BEGIN PUBLIC KEY") == 2
     assert "1 retired keys kept" in check_signing_key(settings).detail
+
+
+def test_backfill_packs_this_servers_older_violations(tmp_path: Path, monkeypatch, capsys) -> None:
+    """`airpatrol evidence backfill`: a pack (made later) for each violation of this server (or of no
+    server: before fleets) that has none; another server's are left to it; a second run makes none."""
+    monkeypatch.delenv("AIRPATROL_SETTINGS_FILE", raising=False)
+    monkeypatch.setenv("AIRPATROL_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("AIRPATROL_SERVER_ID", "edge-a")
+    store = Store.from_url(f"sqlite:///{tmp_path / 'airpatrol.db'}")
+    store.create_session("s1", "rtmp")
+    now = dt.datetime.now(dt.timezone.utc)
+    mine = [store.add_violation("s1", _violation(), occurred_at=now).id for _ in range(2)]
+    other = Store(store.engine, server_id="edge-b").add_violation("s1", _violation(), occurred_at=now).id
+    assert airpatrol(["evidence", "backfill"]) == 0
+    assert capsys.readouterr().out.startswith("2 evidence packs made (marked as made later) for 2 violations")
+    ring = KeyRing.open(tmp_path / "keys", create=False)
+    for vid in mine:
+        row = store.get_violation(vid)
+        assert row.evidence_made_later is True
+        report = verify_pack(tmp_path / "media" / row.evidence_path, ring.trusted())
+        assert report.ok and report.manifest["made_later"] is True
+    assert store.get_violation(other).evidence_path is None
+    assert airpatrol(["evidence", "backfill"]) == 0
+    assert capsys.readouterr().out.startswith("0 evidence packs made")
+    store.close()
