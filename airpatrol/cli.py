@@ -21,7 +21,7 @@ COMMAND_MODULES = (
     "airpatrol.doctor",  # doctor
     "eval.cli",  # eval, simulate
     "edge_server.cli",  # serve
-    "edge_server.evidence.cli",  # verify, keys, evidence
+    "edge_server.evidence.cli",  # verify, keys, evidence, audit
     "edge_client.cli",  # publish, serve-bench
     "training.cli",  # train
 )

@@ -324,12 +324,13 @@ def _lifespan(
         if partial:
             log.warning("removed %d half-written clips left by a previous run", partial)
         app.state.store = store
-        app.state.evidence = evidence = await asyncio.to_thread(
+        evidence, app.state.auditor = await asyncio.to_thread(
             start_evidence, settings, store, app.state.server_id
         )
+        app.state.evidence = evidence
         media = MediaLoop().start()  # WebRTC media on a loop of its own, apart from HTTP
         app.state.manager = manager = StreamManager(
-            settings, store, bus, metrics, pipeline_factory, media, evidence
+            settings, store, bus, metrics, pipeline_factory, media, evidence, app.state.auditor
         )
         callbacks = None
         if settings.tls_certfile is not None and settings.rtmp_port is not None:

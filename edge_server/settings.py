@@ -168,6 +168,9 @@ class ServerSettings(BaseSettings):
     # span a violation's wait before it is measured (up to ~20 s) and its post-roll. 0: not kept.
     # WebRTC streams cannot keep it (docs/evidence.md).
     source_video_s: float = Field(30.0, ge=0, le=600)
+    # The audit trail (docs/evidence.md): a checkpoint of its head, signed with the evidence key,
+    # after every this many entries (and one in each evidence pack)
+    audit_checkpoint_every: int = Field(100, ge=1, le=100000)
     # The live counters of each stream are written to its session row this often (a crash
     # loses at most this much of them).
     session_persist_interval_s: float = Field(5.0, gt=0)

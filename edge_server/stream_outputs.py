@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge_server.events import EventBus
+from edge_server.evidence.audit import ENGINE, Auditor
 from edge_server.evidence.service import EvidenceService
 from edge_server.metrics import Metrics
 from edge_server.settings import ServerSettings
@@ -36,6 +37,7 @@ class StreamServices:
     metrics: Metrics
     clip_executor: Executor
     evidence: EvidenceService | None = None  # records and signed packs (None: off)
+    auditor: Auditor | None = None  # the audit trail (None: a test's services without one)
 
 
 class StreamOutputs:
@@ -58,6 +60,7 @@ class StreamOutputs:
             clip_executor=services.clip_executor,
             snapshot_margin_px=snapshot_margin_px,
             evidence=services.evidence,
+            auditor=services.auditor,
         )
         self.tracks = TrackSummaries()
         # the first received frame's media and wall-clock times: what a violation's time is counted from
@@ -161,6 +164,11 @@ class StreamOutputs:
     def publish_end(self, status: str, reason: str) -> None:
         """The stream is closed and stored: count it, forget its gauges, send ``session.ended``."""
         self.metrics.stream_end_total.labels(status).inc()
+        if self.services.auditor is not None:
+            self.services.auditor.record(
+                ENGINE, "session.ended", "session", self.session_id, None,
+                {"status": status, "reason": reason, "violations": self.stats.violations},
+            )  # fmt: skip
         self.metrics.forget_stream(self.session_id)
         self.services.bus.publish_threadsafe(
             {

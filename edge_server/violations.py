@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_server.events import EventBus
+from edge_server.evidence.audit import ENGINE, Auditor
 from edge_server.evidence.service import EvidenceService, record_stamp
 from edge_server.media import FrameRing, PendingClip, write_clip, write_jpeg
 from edge_server.metrics import Metrics
@@ -67,9 +68,11 @@ class ViolationRecorder:
         clip_executor: Executor,
         snapshot_margin_px: int,
         evidence: EvidenceService | None = None,
+        auditor: Auditor | None = None,
     ) -> None:
         self.session_id = session_id
         self.evidence = evidence
+        self.auditor = auditor
         # what a violation's record keeps of the stream's state (set by the worker: the
         # configuration in force, the session's info, the model files); None: the violation only
         self.context: Callable[[], dict] | None = None
@@ -122,6 +125,12 @@ class ViolationRecorder:
         )
         self.count += 1
         self.metrics.violations.inc()
+        if self.auditor is not None:  # on the clip threads: the stream's thread does not wait for it
+            self.clip_executor.submit(
+                self.auditor.record, ENGINE, "violation.created", "violation", row.id, None,
+                {"session_id": self.session_id, "status": v.status, "ticket_speed_kmh": v.ticket_speed_kmh,
+                 "speed_limit_kmh": v.speed_limit_kmh, "zone": v.zone, "track_id": v.track_id},
+            )  # fmt: skip
         log.info(
             "session %s: violation %d track %d %s (limit %.0f, zone %s): %s%s",
             self.session_id, row.id, v.track_id, _ticket_text(v), v.speed_limit_kmh, v.zone, v.status,
@@ -170,6 +179,11 @@ class ViolationRecorder:
                 "session %s: %s: violations %s held for review", self.session_id, check.describe(), ids
             )
         for vid in ids:
+            if self.auditor is not None:
+                self.auditor.record(
+                    ENGINE, "violation.held", "violation", vid, {"status": "enforceable"},
+                    {"status": "not_enforceable", "status_reason": reason},
+                )  # fmt: skip
             row = self.store.get_violation(vid)
             if row is not None:
                 self.bus.publish_threadsafe(

@@ -1,6 +1,7 @@
 """``airpatrol verify PACK``: check an evidence pack offline; ``airpatrol keys``: the server's
 signing keys (show their fingerprints, rotate, export the public keys); ``airpatrol evidence
-backfill``: packs for the violations stored before packs (made later).
+backfill``: packs for the violations stored before packs (made later); ``airpatrol audit verify``:
+the audit trail checked.
 
 ``verify`` trusts the keys given by ``--key`` (a fingerprint as published, or a public-key PEM file)
 and, with ``--keyring DIR``, a server's key ring (every key it had); with neither it checks the
@@ -122,13 +123,13 @@ def cmd_evidence(args: argparse.Namespace) -> int:
     store = Store.from_url(settings.resolved_database_url)
     try:
         server_id = settings.resolve_server_id()
-        service = start_evidence(settings, store, server_id)
+        service, _ = start_evidence(settings, store, server_id)
         assert service is not None
         ids = store.without_evidence(server_id, args.limit)
         made, failed = 0, []
         for vid in ids:
             try:
-                service.make(vid, made_later=True)
+                service.make(vid, made_later=True, actor="cli:evidence-backfill")
                 made += 1
             except EvidenceError as exc:
                 failed.append(f"violation {vid}: {exc}")
@@ -140,6 +141,37 @@ def cmd_evidence(args: argparse.Namespace) -> int:
         return 1 if failed else 0
     finally:
         store.close()
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Check the audit trail: every entry present and in its place (no gap), linked to the one
+    before, matching its hash; every signed checkpoint (the database's and those of the packs given
+    with --pack) signed by a trusted key and still matching the chain. Exit 1 with one line per
+    problem (a removed, changed or cut entry, a forged checkpoint)."""
+    from edge_server.evidence.audit import pack_checkpoints, verify_trail
+    from edge_server.settings import ServerSettings
+    from edge_server.store import Store
+
+    settings = ServerSettings.load(args.settings)
+    trusted = _trusted(args)
+    if trusted is None:  # the server's own key ring: the keys it signed checkpoints with
+        from edge_server.evidence.keys import KeyRing
+
+        trusted = KeyRing.open(settings.resolved_keys_dir, create=False).trusted()
+    store = Store.from_url(settings.resolved_database_url, run_migrations=False)
+    try:
+        report = verify_trail(store, trusted, pack_checkpoints(args.pack or []))
+    finally:
+        store.close()
+    if args.json:
+        sys.stdout.write(
+            json.dumps({"ok": report.ok, "problems": report.problems, "entries": report.entries,
+                        "checkpoints": report.checkpoints, "head": report.head}) + "\n"
+        )  # fmt: skip
+    else:
+        sys.stdout.write(report.summary().split(": ", 1)[0] if report.problems else report.summary())
+        sys.stdout.write("".join(f"\n  - {p}" for p in report.problems) + "\n")
+    return 0 if report.ok else EXIT_TAMPERED
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -171,6 +203,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     k.add_argument("--keys-dir", type=Path, default=None, help="the key folder itself")
     k.set_defaults(func=cmd_keys)
 
+    a = subparsers.add_parser(
+        "audit",
+        help="check the audit trail: a removed, changed or cut entry, a forged checkpoint",
+        description=cmd_audit.__doc__,
+    )
+    a.add_argument("action", choices=["verify"])
+    a.add_argument("--settings", type=Path, default=None, help="server settings YAML (its database, keys)")
+    a.add_argument(
+        "--key", action="append", metavar="PEM", help="trust this public key (default: the key ring)"
+    )
+    a.add_argument("--keyring", type=Path, default=None, help="trust every key of this key ring folder")
+    a.add_argument(
+        "--pack", action="append", type=Path, help="also check the checkpoint this evidence pack holds"
+    )
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=cmd_audit)
+
     e = subparsers.add_parser(
         "evidence",
         help="make the evidence packs this server's violations lack (stored before packs): made later",
@@ -184,4 +233,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_evidence)
 
 
-__all__ = ["cmd_evidence", "cmd_keys", "cmd_verify", "register"]
+__all__ = ["cmd_audit", "cmd_evidence", "cmd_keys", "cmd_verify", "register"]

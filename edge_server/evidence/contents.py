@@ -31,6 +31,8 @@ DESCRIPTIONS = {
     "rules.json": "the speed rules and tolerance in force",
     "session.json": "the stream's state when the violation closed (pipeline, height reference, clock)",
     "provenance.json": "software version and commit, model files' SHA-256, server, UTC times, clock sync",
+    "audit.json": "the violation's audit-trail entries (who did what, when, before/after) and a signed "
+    "checkpoint of the whole trail when the pack was made",
 }
 
 TRACK_COLUMNS = [
@@ -50,7 +52,7 @@ def _num(value: Any, digits: int = 4) -> Any:
     return "" if value is None else value
 
 
-def _json(data: Any) -> bytes:
+def to_json(data: Any) -> bytes:
     return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False, default=str).encode() + b"\n"
 
 
@@ -242,19 +244,19 @@ def data_files(stored: dict, record: dict | None, manifest_meta: dict) -> list[t
     record = record or {}
     trace = record.get("trace") or []
     out: list[tuple[str, bytes]] = [
-        ("violation.json", _json({"stored": stored, "engine": record.get("violation")})),
+        ("violation.json", to_json({"stored": stored, "engine": record.get("violation")})),
     ]
     if trace:
         out += [("track.csv", track_csv(trace)), ("telemetry.csv", telemetry_csv(trace))]
-    out.append(("computation.json", _json(computation(stored, record if record else None))))
+    out.append(("computation.json", to_json(computation(stored, record if record else None))))
     if record.get("config", {}).get("rules") is not None:
-        out.append(("rules.json", _json(record["config"]["rules"])))
+        out.append(("rules.json", to_json(record["config"]["rules"])))
     if record.get("session") is not None:
-        out.append(("session.json", _json(record["session"])))
+        out.append(("session.json", to_json(record["session"])))
     out.append(
         (
             "provenance.json",
-            _json(
+            to_json(
                 {
                     "software": record.get("software"),
                     "models": record.get("models"),
@@ -282,6 +284,7 @@ __all__ = [
     "data_files",
     "summary_html",
     "telemetry_csv",
+    "to_json",
     "track_csv",
     "track_point_dict",
 ]

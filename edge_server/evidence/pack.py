@@ -143,6 +143,7 @@ class EvidencePacker:
         record: dict | None,
         media: dict[str, Path | str | None],
         made_later: bool,
+        audit: dict | None = None,
     ) -> PackInfo:
         """Write the pack of one violation: ``stored`` (the API's view of its row), ``record`` (the
         engine's, None: lost or from before packs), ``media`` (pack name -> file, or why there is none)."""
@@ -178,6 +179,8 @@ class EvidencePacker:
             "missing": missing,
         }
         members += contents.data_files(stored, record, meta)
+        if audit is not None:  # the violation's audit entries and a signed checkpoint of the trail
+            members.append(("audit.json", contents.to_json(audit)))
         for attempt in range(2):
             fp = self.keyring.fingerprint
             page = contents.summary_html({**meta, "signing_key": fp}, stored, record, file_list(members))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -27,4 +28,32 @@ class EvidenceOut(BaseModel):
         )
 
 
-__all__ = ["EvidenceOut"]
+class AuditEntryOut(BaseModel):
+    seq: int = Field(description="the entry's place in the chain (1, 2, 3, ... without gaps)")
+    at: str = Field(description="UTC, ISO 8601")
+    actor: str = Field(
+        description="who: api-token@<address> (today's shared token), engine, pre-audit, cli:..."
+    )
+    action: str = Field(description="e.g. violation.created, violation.false_positive, evidence.made")
+    target_type: str
+    target_id: str
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    detail: str = ""
+    server_id: str | None = None
+    prev_hash: str = Field(description="the hash of the entry before (64 zeros for the first)")
+    hash: str = Field(description="SHA-256 of this entry's fields and prev_hash (docs/evidence.md)")
+
+
+class AuditHistoryOut(BaseModel):
+    entries: list[AuditEntryOut]
+
+
+class AuditPageOut(BaseModel):
+    entries: list[AuditEntryOut]
+    next_after_seq: int | None = Field(
+        None, description="pass as ?after_seq= for the next page; null: the end"
+    )
+
+
+__all__ = ["AuditEntryOut", "AuditHistoryOut", "AuditPageOut", "EvidenceOut"]

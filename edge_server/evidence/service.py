@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from edge_server.evidence.audit import ENGINE, Auditor
 from edge_server.evidence.contents import RECORD_FORMAT, track_point_dict
 from edge_server.evidence.keys import KeyRing, show_fingerprint
 from edge_server.evidence.pack import PACK_SUFFIX, EvidencePacker, remove_partials
@@ -63,10 +64,11 @@ def engine_record(v: Violation, context: dict[str, Any] | None, stamp: dict[str,
 class EvidenceService:
     """Records and packs of this server's violations (thread-safe; one per server)."""
 
-    def __init__(self, packer: EvidencePacker, store: Store, media_dir: Path) -> None:
+    def __init__(self, packer: EvidencePacker, store: Store, media_dir: Path, auditor: Auditor) -> None:
         self.packer = packer
         self.store = store
         self.media_dir = media_dir
+        self.auditor = auditor
         self._locks: dict[int, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -116,7 +118,17 @@ class EvidenceService:
             return "not kept: a WebRTC stream reaches the server as decoded frames only (docs/evidence.md)"
         return "not kept (source_video_s 0, a violation stored before it, or gone from the stream's ring)"
 
-    def make(self, violation_id: int, *, made_later: bool, remake: bool = False) -> ViolationRow:
+    def _audit(self, violation_id: int) -> dict[str, Any]:
+        """What the pack says of the audit trail: the violation's entries so far, and a checkpoint
+        of the whole trail signed now (a tail cut later is found from the pack)."""
+        return {
+            "entries": self.store.audit.history("violation", violation_id),
+            "checkpoint": self.auditor.checkpoint(),
+        }
+
+    def make(
+        self, violation_id: int, *, made_later: bool, remake: bool = False, actor: str = ENGINE
+    ) -> ViolationRow:
         """The violation's pack (made now unless it has one and not ``remake``); its row after."""
         with self._lock(violation_id):
             row = self.store.get_violation(violation_id)
@@ -133,7 +145,12 @@ class EvidenceService:
             }
             try:
                 info = self.packer.make(
-                    self.media_dir / rel, stored, record=self._record(row), media=media, made_later=made_later
+                    self.media_dir / rel,
+                    stored,
+                    record=self._record(row),
+                    media=media,
+                    made_later=made_later,
+                    audit=self._audit(violation_id),
                 )
             except OSError as exc:
                 raise EvidenceError(
@@ -146,6 +163,10 @@ class EvidenceService:
                 evidence_made_at=info.made_at,
                 evidence_made_later=made_later,
             )
+            self.auditor.record(
+                actor, "evidence.made", "violation", violation_id, None,
+                {"path": rel.as_posix(), "sha256": info.sha256, "bytes": info.bytes, "made_later": made_later},
+            )  # fmt: skip
             log.info(
                 "violation %d: evidence pack %s (%d files, %.1f MB, sha256 %s)%s",
                 violation_id, rel, info.files, info.bytes / 1e6, info.sha256[:16],
@@ -154,17 +175,22 @@ class EvidenceService:
             return updated if updated is not None else row
 
 
-def start_evidence(settings: ServerSettings, store: Store, server_id: str) -> EvidenceService | None:
-    """The server's packs at its start: the signing key (made at the first start), half-written
-    packs of a crash removed; None: packs are off (``evidence_packs: false``)."""
+def start_evidence(
+    settings: ServerSettings, store: Store, server_id: str
+) -> tuple[EvidenceService | None, Auditor]:
+    """At the server's start: the signing key (made at the first start), the audit trail's service
+    (its pre-audit entries made once), and the packs' service with half-written packs of a crash
+    removed (None: packs are off, ``evidence_packs: false``; the audit trail is kept either way)."""
+    ring = KeyRing.open(settings.resolved_keys_dir)
+    log.info("evidence and audit checkpoints signed with key %s", show_fingerprint(ring.fingerprint))
+    auditor = Auditor(store, ring, server_id, settings.audit_checkpoint_every)
+    auditor.genesis()
     if not settings.evidence_packs:
         log.warning("evidence packs are off (evidence_packs: false): violations are stored unsigned")
-        return None
-    ring = KeyRing.open(settings.resolved_keys_dir)
-    log.info("evidence packs signed with key %s", show_fingerprint(ring.fingerprint))
-    service = EvidenceService(EvidencePacker(ring, server_id), store, settings.resolved_media_dir)
+        return None, auditor
+    service = EvidenceService(EvidencePacker(ring, server_id), store, settings.resolved_media_dir, auditor)
     service.remove_partials()
-    return service
+    return service, auditor
 
 
 __all__ = ["EvidenceError", "EvidenceService", "engine_record", "record_stamp", "start_evidence"]

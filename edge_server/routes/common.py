@@ -4,6 +4,7 @@ them, and how starting or ending a stream answers (:func:`start_errors`, :func:`
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 from collections.abc import Iterator
@@ -67,6 +68,29 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def actor_of(request: Request) -> str:
+    """Who acts, for the audit trail: the server's API token (today every client shares it: an
+    administrator's) and the client's address."""
+    return f"api-token@{request.client.host if request.client else '?'}"
+
+
+async def audit(
+    request: Request,
+    action: str,
+    target_type: str,
+    target_id: str | int,
+    before: dict | None = None,
+    after: dict | None = None,
+    detail: str = "",
+) -> None:
+    """An entry in the audit trail for what this request did (edge_server.evidence.audit)."""
+    auditor = getattr(request.app.state, "auditor", None)
+    if auditor is not None:
+        await asyncio.to_thread(
+            auditor.record, actor_of(request), action, target_type, target_id, before, after, detail
+        )
+
+
 def remote_of(request: Request) -> str | None:
     host = request.client.host if request.client else None
     agent = request.headers.get("user-agent")
@@ -107,6 +131,9 @@ async def stop_stream(
     outcome = await manager_of(request).close(session_id, reason)
     if outcome is None:
         raise ApiError(404, "not_found", f"no active {what} {session_id}")
+    await audit(
+        request, "session.stopped", "session", session_id, None, {"reason": reason, "outcome": outcome}
+    )
     if outcome == "ended":
         return JSONResponse(StopOut(session_id=session_id, status="ended").model_dump(exclude_none=True))
     detail = "the stream is stopped and still being stored; session.ended follows when it is done"

@@ -23,6 +23,7 @@ from edge_server.routes.common import (
     STOP_RESPONSES,
     ApiError,
     SessionId,
+    audit,
     manager_of,
     remote_of,
     require_token,
@@ -157,6 +158,14 @@ async def create_rtmp_key(request: Request, body: RtmpKeyIn) -> RtmpKeyCreated:
         operator=operator,
     )
     log.info("RTMP key %s made (%s)", key_id, body.name or "no name")
+    await audit(
+        request,
+        "rtmp_key.created",
+        "rtmp_key",
+        key_id,
+        None,
+        {"name": body.name, "device_sn": body.device_sn},
+    )
     return RtmpKeyCreated(**_key_out(row, request), key=key, url=_rtmp_url(request, key))
 
 
@@ -182,6 +191,7 @@ async def list_rtmp_keys(request: Request) -> list[RtmpKeyOut]:
 async def delete_rtmp_key(request: Request, key_id: KeyId) -> Response:
     if not await asyncio.to_thread(store_of(request).delete_rtmp_key, key_id):
         raise ApiError(404, "not_found", f"no RTMP key {key_id}")
+    await audit(request, "rtmp_key.revoked", "rtmp_key", key_id)
     live = manager_of(request).rtmp.find_id(key_id)
     if live is not None:
         await manager_of(request).close(live.id, "RTMP key revoked")

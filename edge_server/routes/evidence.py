@@ -1,17 +1,21 @@
 """A violation's signed evidence pack: download it, or have it made now (a violation stored before
-packs, or whose pack was not made: marked as made later). docs/evidence.md says what it holds."""
+packs, or whose pack was not made: marked as made later); its history in the audit trail, and the
+trail itself. docs/evidence.md says what they hold."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse
 
+from edge_server.evidence.schemas import AuditHistoryOut, AuditPageOut
 from edge_server.evidence.service import EvidenceError, EvidenceService
-from edge_server.routes.common import ERRORS, ApiError, require_token
+from edge_server.routes.common import ERRORS, ApiError, actor_of, audit, require_token, store_of
 from edge_server.routes.violations import MediaFileResponse, ViolationId, _media_file, _violation_or_404
 from edge_server.schemas import API_PREFIX, ErrorOut, ViolationOut
+from edge_server.store import MAX_ROW_ID
 
 protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
 
@@ -26,6 +30,9 @@ protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
 async def violation_evidence(request: Request, violation_id: ViolationId) -> FileResponse:
     row = await _violation_or_404(request, violation_id)
     path = _media_file(request, row, "evidence pack")
+    await audit(
+        request, "evidence.downloaded", "violation", violation_id, None, {"sha256": row.evidence_sha256}
+    )
     return MediaFileResponse(
         path, media_type="application/zip", filename=f"violation-{violation_id}-evidence.zip"
     )
@@ -52,7 +59,7 @@ async def make_evidence(request: Request, violation_id: ViolationId) -> Violatio
             f"ask it for the pack (this is {here})",
         )
     try:
-        row = await asyncio.to_thread(service.make, violation_id, made_later=True)
+        row = await asyncio.to_thread(service.make, violation_id, made_later=True, actor=actor_of(request))
     except EvidenceError as exc:
         raise ApiError(409, "conflict", str(exc)) from exc
     out = ViolationOut.from_row(row)
@@ -66,3 +73,32 @@ async def make_evidence(request: Request, violation_id: ViolationId) -> Violatio
             }
         )
     return out
+
+
+@protected.get(
+    f"{API_PREFIX}/violations/{{violation_id}}/history",
+    response_model=AuditHistoryOut,
+    tags=["evidence"],
+    summary="The violation's entries in the audit trail: who did what to it, when, before and after",
+    responses={404: {"model": ErrorOut}},
+)
+async def violation_history(request: Request, violation_id: ViolationId) -> AuditHistoryOut:
+    await _violation_or_404(request, violation_id)
+    entries = await asyncio.to_thread(store_of(request).audit.history, "violation", violation_id)
+    return AuditHistoryOut(entries=entries)
+
+
+@protected.get(
+    f"{API_PREFIX}/audit",
+    response_model=AuditPageOut,
+    tags=["evidence"],
+    summary="The audit trail in order (hash-chained; `airpatrol audit verify` checks it)",
+)
+async def audit_trail(
+    request: Request,
+    after_seq: Annotated[int, Query(ge=0, le=MAX_ROW_ID)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> AuditPageOut:
+    entries = await asyncio.to_thread(store_of(request).audit.entries, after_seq, limit)
+    more = len(entries) == limit
+    return AuditPageOut(entries=entries, next_after_seq=entries[-1]["seq"] if more else None)

@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from edge_server.height_reference import HeightReferenceError, measure_base, site_reference, utc_now_iso
-from edge_server.routes.common import ERRORS, ApiError, SessionId, manager_of, require_token, store_of
+from edge_server.routes.common import ERRORS, ApiError, SessionId, audit, manager_of, require_token, store_of
 from edge_server.scale_schemas import HeightReferenceIn, HeightStateOut
 from edge_server.schemas import API_PREFIX, ErrorOut
 from pipelines.calibrate import BaseLine
@@ -51,8 +51,10 @@ async def _live_engine(request: Request, session_id: str) -> Any:
 
 
 async def _announce(request: Request, session_id: str, engine: Any, entry: dict[str, Any]) -> HeightStateOut:
-    """The change in the session's stored info and on the event bus; what the API answers."""
+    """The change in the session's stored info, the audit trail and on the event bus; what the API
+    answers."""
     state = HeightStateOut.model_validate(engine.height.state())
+    await audit(request, "session.height_reference", "session", session_id, None, entry)
     try:
         await asyncio.to_thread(store_of(request).merge_session_info, session_id, engine.height.info())
     except Exception:  # noqa: BLE001 - applied and logged; the row gets it again when the stream ends

@@ -14,6 +14,7 @@ from edge_server.routes.common import (
     ERRORS,
     ApiError,
     SessionId,
+    audit,
     manager_of,
     require_token,
     start_errors,
@@ -171,6 +172,7 @@ async def get_rules(request: Request, session_id: SessionId) -> RulesOut:
 )
 async def set_rules(request: Request, session_id: SessionId, body: RulesIn) -> RulesOut:
     worker = _live_worker(request, session_id)
+    worker_rules_before = worker.rules
     current = worker.rules.model_dump()
     update = body.model_dump(exclude_none=True)
     update["speed_limit_kmh"] = body.speed_limit_kmh  # null is a value here: zones only
@@ -182,6 +184,10 @@ async def set_rules(request: Request, session_id: SessionId, body: RulesIn) -> R
         raise ApiError(422, "invalid_request", validation_summary(exc)) from exc
     worker.set_rules(rules)
     out = _rules_out(rules)
+    await audit(
+        request, "session.rules", "session", session_id, _rules_out(worker_rules_before).model_dump(mode="json"),
+        out.model_dump(mode="json"),
+    )  # fmt: skip
     log.info("session %s: rules set by the operator: %s", session_id, out.model_dump_json())
     request.app.state.bus.publish(
         {"type": "session.rules", "session_id": session_id, "rules": out.model_dump()}

@@ -16,7 +16,7 @@ from starlette.datastructures import Headers
 from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 from starlette.types import Receive, Scope, Send
 
-from edge_server.routes.common import ERRORS, ApiError, json_error, require_token, store_of
+from edge_server.routes.common import ERRORS, ApiError, audit, json_error, require_token, store_of
 from edge_server.schemas import (
     API_PREFIX,
     ErrorOut,
@@ -223,12 +223,18 @@ async def violation_clip(request: Request, violation_id: ViolationId) -> FileRes
 async def set_false_positive(
     request: Request, violation_id: ViolationId, body: FalsePositiveIn
 ) -> ViolationOut:
+    before = await _violation_or_404(request, violation_id)
+    was = {"false_positive": bool(before.false_positive), "status": before.status}
     row = await asyncio.to_thread(
         store_of(request).update_violation, violation_id, false_positive=body.false_positive
     )
     if row is None:
         raise ApiError(404, "not_found", f"no violation {violation_id}")
     out = ViolationOut.from_row(row)
+    await audit(
+        request, "violation.false_positive", "violation", violation_id, was,
+        {"false_positive": out.false_positive, "status": out.status},
+    )  # fmt: skip
     request.app.state.bus.publish(
         {"type": "violation.updated", "session_id": row.session_id, "violation": out.model_dump(mode="json")}
     )

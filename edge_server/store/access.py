@@ -13,6 +13,7 @@ from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
+from edge_server.store.audit import AuditLog
 from edge_server.store.database import make_engine, migrate
 from edge_server.store.models import RtmpKeyRow, SessionRow, TrackRow, ViolationRow, utcnow
 from edge_server.store.paging import (
@@ -173,6 +174,7 @@ class Store:
         self.engine = engine
         self.server_id = server_id
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self.audit = AuditLog(self._sessions, server_id)  # the audit trail (edge_server.store.audit)
 
     @classmethod
     def from_url(

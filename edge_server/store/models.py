@@ -230,3 +230,42 @@ class RtmpKeyRow(Base):
     operator: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_used_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class AuditEntryRow(Base):
+    """One entry of the audit trail (issue 41): who did what to which record, when, with the
+    record's fields before and after; ``hash`` chains it to the entry before it (``prev_hash``), so
+    a changed or removed entry breaks the chain (edge_server.store.audit). Append-only: nothing in
+    the server updates or deletes a row."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_target", "target_type", "target_id", "seq"),)
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)  # 1, 2, 3, ...
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    actor: Mapped[str] = mapped_column(String(128))  # "api-token", "engine", "pre-audit", a user later
+    action: Mapped[str] = mapped_column(String(64))  # e.g. "violation.false_positive"
+    target_type: Mapped[str] = mapped_column(String(32))  # violation, session, evidence, rtmp_key, keys
+    target_id: Mapped[str] = mapped_column(String(64))
+    before: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    after: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    detail: Mapped[str] = mapped_column(Text, default="")
+    server_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+
+
+class AuditCheckpointRow(Base):
+    """A signed statement of the audit trail's head: entry ``seq`` had hash ``head_hash`` (Ed25519,
+    the server's evidence key); one every ``audit_checkpoint_every`` entries, and one in each
+    evidence pack, so a cut tail (entries removed from the end) is found too."""
+
+    __tablename__ = "audit_checkpoints"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    seq: Mapped[int] = mapped_column(Integer, index=True)
+    head_hash: Mapped[str] = mapped_column(String(64))
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    server_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    key_fingerprint: Mapped[str] = mapped_column(String(64))
+    signature: Mapped[str] = mapped_column(Text)  # base64

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from edge_server.engine_link import PeerLink
 from edge_server.events import EventBus
+from edge_server.evidence.audit import ENGINE, Auditor
 from edge_server.evidence.service import EvidenceService
 from edge_server.media import lower_thread_priority
 from edge_server.media_loop import MediaLoop
@@ -63,6 +64,7 @@ class StreamManager:
         pipeline_factory: Callable[[], Pipeline],
         media: MediaLoop | None = None,
         evidence: EvidenceService | None = None,
+        auditor: Auditor | None = None,
     ) -> None:
         self.settings = settings
         self.media = media  # where the peers live (None: the caller's loop)
@@ -77,7 +79,7 @@ class StreamManager:
             initializer=lower_thread_priority,
             initargs=(settings.clip_nice,),
         )
-        self.services = StreamServices(settings, store, bus, metrics, self._clip_executor, evidence)
+        self.services = StreamServices(settings, store, bus, metrics, self._clip_executor, evidence, auditor)
         self.loop: asyncio.AbstractEventLoop | None = None  # the streams' loop, once one was set up
         self._shutting_down = False
         self._background: set[asyncio.Task] = set()
@@ -147,6 +149,11 @@ class StreamManager:
         """Store the session, start its worker (which owns ``pipeline`` from here) and list it."""
         info = {"operator_telemetry": operator_fields(sess.operator)} if sess.operator else None
         await asyncio.to_thread(self.store.create_session, sess.id, sess.kind, sess.remote, info=info)
+        if self.services.auditor is not None:
+            await asyncio.to_thread(
+                self.services.auditor.record, ENGINE, "session.started", "session", sess.id, None,
+                {"kind": sess.kind, "remote": sess.remote},
+            )  # fmt: skip
         sess.worker = worker = self._worker(sess, pipeline)
         worker.start()
         self.sessions[sess.id] = sess

@@ -174,6 +174,8 @@ def test_violations_review_persists_a_false_positive(
     ring = KeyRing.open(seeded.settings.resolved_keys_dir, create=False)
     report = wait(chromium).until(lambda d: (r := verify_pack(pack, ring.trusted())).ok and r)
     assert report.manifest["violation_id"] == first
+    # the violation's history: the pack made and downloaded, by the token's holder
+    wait(chromium).until(lambda d: "evidence.made" in d.find_element(By.ID, "history").text)
 
     # CSV export of what the filters select, downloaded by the browser
     form.find_element(By.NAME, "session_id").send_keys("sess-b")

@@ -19,6 +19,7 @@ from sqlalchemy import inspect, text
 from airpatrol.cli import main as airpatrol
 from airpatrol.doctor import check_signing_key
 from edge_server.events import EventBus
+from edge_server.evidence.audit import Auditor
 from edge_server.evidence.keys import KeyRing, show_fingerprint
 from edge_server.evidence.pack import EvidencePacker
 from edge_server.evidence.service import EvidenceService
@@ -55,7 +56,8 @@ async def test_the_recorder_packs_each_violation_after_its_clip(tmp_path: Path, 
     store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
     store.create_session("s1", "test")
     ring = KeyRing.open(settings.resolved_keys_dir)
-    service = EvidenceService(EvidencePacker(ring, "edge-a"), store, settings.resolved_media_dir)
+    auditor = Auditor(store, ring, "edge-a")
+    service = EvidenceService(EvidencePacker(ring, "edge-a"), store, settings.resolved_media_dir, auditor)
     bus = EventBus(asyncio.get_running_loop())
     sub = bus.subscribe("s1")
     with ThreadPoolExecutor(2) as clips:
@@ -140,7 +142,7 @@ def test_with_packs_off_a_request_says_so(server_factory) -> None:
     with server.client() as c:
         r = c.post(f"/api/v1/violations/{vid}/evidence")
     assert r.status_code == 409 and "evidence packs are off" in r.json()["detail"]
-    assert not server.settings.resolved_keys_dir.exists()
+    assert server.settings.resolved_keys_dir.exists()  # the audit trail's checkpoints are signed anyway
 
 
 def test_upgrade_from_0006_and_back(database_url: str) -> None:
@@ -159,11 +161,12 @@ def test_upgrade_from_0006_and_back(database_url: str) -> None:
         "record_path", "source_path", "evidence_path", "evidence_sha256", "evidence_made_at", "evidence_made_later",
     )  # fmt: skip
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0007"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0008"
         assert conn.execute(text(f"SELECT {', '.join(row)} FROM violations")).all() == before
         assert tuple(conn.execute(text(f"SELECT {', '.join(cols)} FROM violations")).one()) == (None,) * 6
     alembic_to(engine, "downgrade", "0006")
     assert not {c["name"] for c in inspect(engine).get_columns("violations")} & set(cols)
+    assert not {"audit_log", "audit_checkpoints"} & set(inspect(engine).get_table_names())
     with engine.connect() as conn:
         assert conn.execute(text(f"SELECT {', '.join(row)} FROM violations")).all() == before
     engine.dispose()

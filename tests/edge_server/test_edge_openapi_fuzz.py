@@ -62,6 +62,8 @@ OPERATIONS = [
     "GET /api/v1/violations/{violation_id}/clip.mp4",
     "GET /api/v1/violations/{violation_id}/evidence.zip",
     "POST /api/v1/violations/{violation_id}/evidence",
+    "GET /api/v1/violations/{violation_id}/history",
+    "GET /api/v1/audit",
     "PUT /api/v1/violations/{violation_id}/false_positive",
     "POST /api/v1/rtmp/keys",
     "GET /api/v1/rtmp/keys",

@@ -196,13 +196,17 @@ export function mount(container, { events, params }) {
       ["Recorded by", v.server_id || "–"],
       ["Evidence pack", evidencePart(v)],
     ];
+    const history = h("ol", { id: "history", class: "history" }, h("li", {}, "Loading history…"));
     detail.hidden = false;
     detail.replaceChildren(
       h("h2", {}, `Violation ${v.id} `, statusBadge(v), v.false_positive ? h("span", { class: "tag" }, "false positive") : null),
       snapshot,
       clip,
       h("dl", {}, ...facts.flatMap(([k, val]) => [h("dt", {}, k), h("dd", {}, val)])),
+      h("h3", {}, "History (audit trail)"),
+      history,
     );
+    loadHistory(id);
     if (v.snapshot_url) {
       objectUrl(v.snapshot_url)
         .then((url) => {
@@ -229,6 +233,27 @@ export function mount(container, { events, params }) {
     } else {
       clip.replaceChildren("Clip not written yet.");
     }
+  }
+
+  // The selected violation's entries in the audit trail (again when it changes).
+  function loadHistory(id) {
+    get(`/api/v1/violations/${id}/history`)
+      .then(({ entries }) => {
+        const history = detail.querySelector("#history");
+        if (selected !== id || !history) return;
+        history.replaceChildren(
+          ...(entries.length ? entries.map(historyItem) : [h("li", {}, "No entries (stored before the audit trail, untouched since).")]),
+        );
+      })
+      .catch((error) => detail.querySelector("#history")?.replaceChildren(h("li", {}, `No history: ${errorText(error)}`)));
+  }
+
+  // One audit-trail entry: when, who, what, and what changed.
+  function historyItem(e) {
+    const change = (e.before || e.after)
+      ? ` ${e.before ? JSON.stringify(e.before) : "–"} → ${e.after ? JSON.stringify(e.after) : "–"}`
+      : "";
+    return h("li", {}, h("code", {}, `#${e.seq}`), ` ${when(e.at)} `, h("b", {}, e.actor), ` ${e.action}${change}`, e.detail ? ` (${e.detail})` : "");
   }
 
   function saveBlob(blob, name) {
@@ -307,6 +332,9 @@ export function mount(container, { events, params }) {
     const v = e.detail.violation;
     if (table.has(v.id)) table.put(v);
   };
+  const onHistory = (e) => {
+    if (selected === e.detail.violation.id) loadHistory(selected);
+  };
   const onClip = (e) => {
     if (selected === e.detail.violation_id) select(selected);
   };
@@ -314,6 +342,7 @@ export function mount(container, { events, params }) {
   events.addEventListener("violation.updated", onUpdated);
   events.addEventListener("violation.clip_ready", onClip);
   events.addEventListener("violation.evidence_ready", onClip);
+  events.addEventListener("violation.updated", onHistory);
   table.load(true);
 
   return () => {
@@ -321,6 +350,7 @@ export function mount(container, { events, params }) {
     events.removeEventListener("violation.updated", onUpdated);
     events.removeEventListener("violation.clip_ready", onClip);
     events.removeEventListener("violation.evidence_ready", onClip);
+    events.removeEventListener("violation.updated", onHistory);
     release();
   };
 }
