@@ -144,10 +144,14 @@ class TrailReport:
 
 
 def pack_checkpoints(packs: Iterable[Path]) -> list[dict]:
-    """The audit checkpoint each evidence pack carries (``audit.json``)."""
+    """The audit checkpoint each evidence pack carries (``audit.json``; a pack from before the
+    trail has none and adds nothing)."""
     out = []
     for pack in packs:
         with zipfile.ZipFile(pack) as zf:
+            if "audit.json" not in zf.namelist():  # a pack made before the audit trail
+                log.warning("%s holds no audit checkpoint (made before the audit trail)", pack)
+                continue
             data = json.loads(zf.read("audit.json"))
         cp = data.get("checkpoint")
         if cp:

@@ -158,9 +158,24 @@ def cmd_audit(args: argparse.Namespace) -> int:
         from edge_server.evidence.keys import KeyRing
 
         trusted = KeyRing.open(settings.resolved_keys_dir, create=False).trusted()
-    store = Store.from_url(settings.resolved_database_url, run_migrations=False)
+    import zipfile
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    store = Store.from_url(
+        settings.resolved_database_url, run_migrations=False
+    )  # read only: never migrated here
     try:
         report = verify_trail(store, trusted, pack_checkpoints(args.pack or []))
+    except SQLAlchemyError as exc:
+        sys.stderr.write(
+            f"airpatrol audit: the audit trail cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0]}): "
+            "is this the server's database, upgraded by a server of this version?\n"
+        )
+        return 2
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:  # a --pack that is no pack
+        sys.stderr.write(f"airpatrol audit: {exc}\n")
+        return 2
     finally:
         store.close()
     if args.json:

@@ -193,3 +193,15 @@ def test_audit_verify_command(tmp_path: Path, monkeypatch, capsys) -> None:
     out = capsys.readouterr().out
     assert out.startswith("AUDIT TRAIL BROKEN") and "entries 2 are missing (removed)" in out
     store.close()
+
+
+def test_audit_verify_says_what_it_cannot_read(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.delenv("AIRPATROL_SETTINGS_FILE", raising=False)
+    monkeypatch.setenv("AIRPATROL_DATA_DIR", str(tmp_path))
+    KeyRing.open(tmp_path / "keys")
+    assert airpatrol(["audit", "verify"]) == 2  # no database there: not migrated by a verify
+    assert "the audit trail cannot be read" in capsys.readouterr().err
+    (tmp_path / "not-a-pack.zip").write_text("x")
+    Store.from_url(f"sqlite:///{tmp_path / 'airpatrol.db'}").close()
+    assert airpatrol(["audit", "verify", "--pack", str(tmp_path / "not-a-pack.zip")]) == 2
+    assert capsys.readouterr().err.startswith("airpatrol audit: ")
