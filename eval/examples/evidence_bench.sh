@@ -16,14 +16,6 @@ cd "$(dirname "$0")/../.."
 OUT=${1:-runs/throughput}
 SECONDS_PER_RUN=${2:-30}
 PAIRS=${3:-2}
-SHARED=${AIRPATROL_SHARED_DATA:-../shared/data}
-AP=${AIRPATROL:-.venv/bin/airpatrol}
-PY=${PYTHON:-.venv/bin/python}
-FRAMES="$SHARED/aerial_cars_dji_frames/dji_video_frames"
-UAVDT="$SHARED/uavdt_M1303_overlay_clip/demo_M1303.mp4"
-for need in "$FRAMES" "$UAVDT"; do
-  [ -e "$need" ] || { echo "evidence_bench.sh: missing $need (third-party material in ../shared/data)" >&2; exit 2; }
-done
 . eval/examples/prepare_1080.sh
 
 "$PY" -m eval.evidence_bench --json "$OUT/evidence_pack.json"

@@ -1,8 +1,18 @@
-# Sourced by eval/examples/throughput.sh and evidence_bench.sh (after they set OUT, SHARED, AP, PY,
-# FRAMES, UAVDT): the 1080p30 flights their live benchmarks stream, made once into $OUT.
+# Sourced by eval/examples/throughput.sh and evidence_bench.sh (from the repository root, after they
+# set OUT): the 1080p30 flights their live benchmarks stream, made once into $OUT. Sets SHARED, AP,
+# PY (overridable by AIRPATROL_SHARED_DATA, AIRPATROL, PYTHON), FRAMES and UAVDT, and stops when the
+# third-party material is missing.
 # 1. two 1080p simulated flights at 60 m (15 and 60 vehicles, real crops of DJI-00760): $OUT/v15.mp4,
 #    $OUT/v60.mp4 with their .SRT; 2. UAVDT M1303 upscaled to 1920x1012: $OUT/uavdt_1080.mp4; each
 #    re-encoded as a phone relays it over WebRTC (libx264 baseline, no B-frames, GOP 30, crf 20).
+SHARED=${AIRPATROL_SHARED_DATA:-../shared/data}
+AP=${AIRPATROL:-.venv/bin/airpatrol}
+PY=${PYTHON:-.venv/bin/python}
+FRAMES="$SHARED/aerial_cars_dji_frames/dji_video_frames"
+UAVDT="$SHARED/uavdt_M1303_overlay_clip/demo_M1303.mp4"
+for need in "$FRAMES" "$UAVDT"; do
+  [ -e "$need" ] || { echo "$(basename "$0"): missing $need (third-party material in ../shared/data)" >&2; exit 2; }
+done
 mkdir -p "$OUT/sprites-DJI-00760"
 for f in "$FRAMES"/DJI-00760-*; do ln -sf "$(realpath "$f")" "$OUT/sprites-DJI-00760/"; done
 
