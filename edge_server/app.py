@@ -31,7 +31,7 @@ from edge_server.evidence.service import start_evidence
 from edge_server.guides import router as guides
 from edge_server.ice import restrict_ice_host_addresses
 from edge_server.loopback_http import LoopbackCallbacks
-from edge_server.media import remove_partial_clips
+from edge_server.media import remove_partial_files
 from edge_server.media_loop import MediaLoop
 from edge_server.metrics import Metrics
 from edge_server.middleware import (
@@ -320,9 +320,9 @@ def _lifespan(
         abandoned = await asyncio.to_thread(store.mark_abandoned_sessions)
         if abandoned:
             log.warning("marked %d sessions left active by a previous run as failed", abandoned)
-        partial = await asyncio.to_thread(remove_partial_clips, settings.resolved_media_dir)
+        partial = await asyncio.to_thread(remove_partial_files, settings.resolved_media_dir)
         if partial:
-            log.warning("removed %d half-written clips left by a previous run", partial)
+            log.warning("removed %d half-written clips and evidence packs left by a previous run", partial)
         app.state.store = store
         evidence, app.state.auditor = await asyncio.to_thread(
             start_evidence, settings, store, app.state.server_id

@@ -6,9 +6,27 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from edge_server.schemas import ViolationOut
 
 log = logging.getLogger(__name__)
+
+
+def violation_event(kind: str, out: ViolationOut) -> dict[str, Any]:
+    """A ``violation`` or ``violation.updated`` event: the violation as the API shows it."""
+    return {"type": kind, "session_id": out.session_id, "violation": out.model_dump(mode="json")}
+
+
+def evidence_ready_event(out: ViolationOut) -> dict[str, Any]:
+    """The ``violation.evidence_ready`` event of a violation whose evidence pack was made."""
+    return {
+        "type": "violation.evidence_ready",
+        "session_id": out.session_id,
+        "violation_id": out.id,
+        "evidence": None if out.evidence is None else out.evidence.model_dump(mode="json"),
+    }
 
 
 class Subscription:

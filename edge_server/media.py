@@ -159,13 +159,15 @@ class PendingClip:
     record: Future | None = None  # the engine's record being written (evidence packs; None: off)
 
 
-def remove_partial_clips(media_dir: Path) -> int:
-    """Delete clips a killed server left half written (``*.part.mp4``); returns how many."""
+def remove_partial_files(media_dir: Path) -> int:
+    """Delete what a killed server left half written under the media dir: every media file is
+    written as ``<name>.part.<ext>`` and renamed once complete (clips and source segments
+    ``*.part.mp4``, evidence packs ``*.part.zip``); one walk finds them all. Returns how many."""
     removed = 0
-    for path in media_dir.rglob("*.part.mp4"):
+    for path in media_dir.rglob("*.part.*"):
         try:
             path.unlink()
             removed += 1
         except OSError:
-            log.warning("could not remove the partial clip %s", path, exc_info=True)
+            log.warning("could not remove the partial file %s", path, exc_info=True)
     return removed

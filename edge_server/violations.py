@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_server.events import EventBus
+from edge_server.events import EventBus, evidence_ready_event, violation_event
 from edge_server.evidence.audit import ENGINE, Auditor
 from edge_server.evidence.service import EvidenceService, record_stamp
 from edge_server.media import FrameRing, PendingClip, write_clip, write_jpeg
@@ -136,13 +136,7 @@ class ViolationRecorder:
             self.session_id, row.id, v.track_id, _ticket_text(v), v.speed_limit_kmh, v.zone, v.status,
             f" ({v.status_reason})" if v.status_reason else "",
         )  # fmt: skip
-        self.bus.publish_threadsafe(
-            {
-                "type": "violation",
-                "session_id": self.session_id,
-                "violation": ViolationOut.from_row(row).model_dump(mode="json"),
-            }
-        )
+        self.bus.publish_threadsafe(violation_event("violation", ViolationOut.from_row(row)))
         self._pending.append(
             PendingClip(
                 violation_id=row.id,
@@ -186,13 +180,7 @@ class ViolationRecorder:
                 )  # fmt: skip
             row = self.store.get_violation(vid)
             if row is not None:
-                self.bus.publish_threadsafe(
-                    {
-                        "type": "violation.updated",
-                        "session_id": self.session_id,
-                        "violation": ViolationOut.from_row(row).model_dump(mode="json"),
-                    }
-                )
+                self.bus.publish_threadsafe(violation_event("violation.updated", ViolationOut.from_row(row)))
         return ids
 
     def _write_snapshot(self, rel_path: Path, v: Violation, annotated: np.ndarray | None) -> str | None:
@@ -301,15 +289,7 @@ class ViolationRecorder:
             return
         self.metrics.evidence_pack_seconds.observe(time.perf_counter() - t0)
         self.metrics.evidence_packs.labels("made").inc()
-        out = ViolationOut.from_row(row)
-        self.bus.publish_threadsafe(
-            {
-                "type": "violation.evidence_ready",
-                "session_id": self.session_id,
-                "violation_id": clip.violation_id,
-                "evidence": None if out.evidence is None else out.evidence.model_dump(mode="json"),
-            }
-        )
+        self.bus.publish_threadsafe(evidence_ready_event(ViolationOut.from_row(row)))
 
     def _encode_clip(self, clip: PendingClip, frames: list) -> None:
         try:

@@ -29,8 +29,8 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from edge_server.evidence.keys import KeyRing, show_fingerprint
-from edge_server.store import Store
+from edge_server.evidence.keys import KeyRing, fingerprint, show_fingerprint
+from edge_server.store import Store, ViolationFilter
 from edge_server.store.audit import check_chain
 
 log = logging.getLogger(__name__)
@@ -92,8 +92,6 @@ class Auditor:
             "server_id": self.server_id,
         }
         signature, pub = self.keyring.sign(checkpoint_message(cp))
-        from edge_server.evidence.keys import fingerprint
-
         cp["key_fingerprint"] = fingerprint(pub)
         cp["signature"] = base64.b64encode(signature).decode()
         self.store.audit.add_checkpoint(cp)
@@ -104,22 +102,14 @@ class Auditor:
         (made before the trail existed, by whom unknown). Returns how many."""
         if self.store.audit.head() is not None:
             return 0
-        from edge_server.store import ViolationFilter
-
-        marked = self.store.list_violations(ViolationFilter(false_positive=True), sort="id", limit=500)
         n = 0
-        while True:
-            for row in marked.items:
+        for page in self.store.violation_pages(ViolationFilter(false_positive=True), sort="id"):
+            for row in page:
                 self.record(
                     PRE_AUDIT, "violation.false_positive", "violation", row.id, None, {"false_positive": True},
                     "marked a false positive before the audit trail existed (by whom and when is not known)",
                 )  # fmt: skip
                 n += 1
-            if not marked.next_cursor:
-                break
-            marked = self.store.list_violations(
-                ViolationFilter(false_positive=True), sort="id", limit=500, cursor=marked.next_cursor
-            )
         if n:
             log.warning("audit: %d false-positive marks from before the audit trail got a pre-audit entry", n)
         return n

@@ -3,7 +3,8 @@ SHA-256, its Ed25519 signature, written atomically as one canonical zip.
 
 :func:`write_pack` is the signing and writing: the zip is written beside its final name and
 renamed onto it once complete and on disk (fsync), so a crash mid-write leaves no pack (only a
-``.partial`` file, removed by :func:`remove_partials` when the server starts). :class:`EvidencePacker`
+``.part.zip`` file, which :func:`edge_server.media.remove_partial_files` removes with the other
+half-written media when the server starts). :class:`EvidencePacker`
 gathers a violation's files (the stored row, the engine's record, snapshot, clip, source segment)
 and says in the manifest what is missing and why.
 """
@@ -28,7 +29,7 @@ from edge_server.evidence.verify import FORMAT, MANIFEST, PUBLIC_KEY, SIGNATURE
 
 log = logging.getLogger(__name__)
 
-PARTIAL_SUFFIX = ".partial"
+PARTIAL_SUFFIX = ".part.zip"  # what edge_server.media.remove_partial_files sweeps at the start
 PACK_SUFFIX = ".evidence.zip"
 
 
@@ -114,20 +115,6 @@ def write_pack(
     return digest.hexdigest(), size
 
 
-def remove_partials(root: Path) -> int:
-    """Delete pack files left half-written by a crash (under ``root``); returns how many."""
-    n = 0
-    for p in root.rglob(f"*{PACK_SUFFIX}*{PARTIAL_SUFFIX}") if root.is_dir() else ():
-        try:
-            p.unlink()
-            n += 1
-        except OSError:
-            log.warning("could not remove the partial pack %s", p)
-    if n:
-        log.warning("removed %d evidence packs left half-written (a crash while writing them)", n)
-    return n
-
-
 class EvidencePacker:
     """Makes the packs of one server (its key ring and id); thread-safe."""
 
@@ -199,6 +186,5 @@ __all__ = [
     "PackInfo",
     "file_list",
     "manifest_bytes",
-    "remove_partials",
     "write_pack",
 ]

@@ -23,11 +23,12 @@ from typing import Any
 from edge_server.evidence.audit import ENGINE, Auditor
 from edge_server.evidence.contents import RECORD_FORMAT, track_point_dict
 from edge_server.evidence.keys import KeyRing, show_fingerprint
-from edge_server.evidence.pack import PACK_SUFFIX, EvidencePacker, remove_partials
+from edge_server.evidence.pack import PACK_SUFFIX, EvidencePacker
 from edge_server.evidence.provenance import clock_state, model_files, software
 from edge_server.schemas import ViolationOut
 from edge_server.settings import ServerSettings
 from edge_server.store import Store, ViolationRow
+from pipelines.sinks import atomic_write_text
 from pipelines.types import Violation
 
 log = logging.getLogger(__name__)
@@ -72,9 +73,6 @@ class EvidenceService:
         self._locks: dict[int, threading.Lock] = {}
         self._guard = threading.Lock()
 
-    def remove_partials(self) -> int:
-        return remove_partials(self.media_dir)
-
     def write_record(
         self, violation_id: int, rel_path: Path, v: Violation, context: dict[str, Any] | None, stamp: dict
     ) -> None:
@@ -85,11 +83,7 @@ class EvidenceService:
         record.update(software=software(), models=model_files(paths))
         path = self.media_dir / rel_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(
-            json.dumps(record, separators=(",", ":"), allow_nan=False, default=str), encoding="utf-8"
-        )
-        tmp.replace(path)
+        atomic_write_text(path, json.dumps(record, separators=(",", ":"), allow_nan=False, default=str))
         self.store.update_violation(violation_id, record_path=rel_path.as_posix())
 
     def _lock(self, violation_id: int) -> threading.Lock:
@@ -179,8 +173,8 @@ def start_evidence(
     settings: ServerSettings, store: Store, server_id: str
 ) -> tuple[EvidenceService | None, Auditor]:
     """At the server's start: the signing key (made at the first start), the audit trail's service
-    (its pre-audit entries made once), and the packs' service with half-written packs of a crash
-    removed (None: packs are off, ``evidence_packs: false``; the audit trail is kept either way)."""
+    (its pre-audit entries made once), and the packs' service (None: packs are off,
+    ``evidence_packs: false``; the audit trail is kept either way)."""
     ring = KeyRing.open(settings.resolved_keys_dir)
     log.info("evidence and audit checkpoints signed with key %s", show_fingerprint(ring.fingerprint))
     auditor = Auditor(store, ring, server_id, settings.audit_checkpoint_every)
@@ -189,7 +183,6 @@ def start_evidence(
         log.warning("evidence packs are off (evidence_packs: false): violations are stored unsigned")
         return None, auditor
     service = EvidenceService(EvidencePacker(ring, server_id), store, settings.resolved_media_dir, auditor)
-    service.remove_partials()
     return service, auditor
 
 

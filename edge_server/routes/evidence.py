@@ -10,6 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse
 
+from edge_server.events import evidence_ready_event
 from edge_server.evidence.schemas import AuditHistoryOut, AuditPageOut
 from edge_server.evidence.service import EvidenceError, EvidenceService
 from edge_server.routes.common import ERRORS, ApiError, actor_of, audit, require_token, store_of
@@ -64,14 +65,7 @@ async def make_evidence(request: Request, violation_id: ViolationId) -> Violatio
         raise ApiError(409, "conflict", str(exc)) from exc
     out = ViolationOut.from_row(row)
     if out.evidence is not None:
-        request.app.state.bus.publish(
-            {
-                "type": "violation.evidence_ready",
-                "session_id": row.session_id,
-                "violation_id": row.id,
-                "evidence": out.evidence.model_dump(mode="json"),
-            }
-        )
+        request.app.state.bus.publish(evidence_ready_event(out))
     return out
 
 

@@ -16,6 +16,7 @@ from starlette.datastructures import Headers
 from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 from starlette.types import Receive, Scope, Send
 
+from edge_server.events import violation_event
 from edge_server.routes.common import ERRORS, ApiError, audit, json_error, require_token, store_of
 from edge_server.schemas import (
     API_PREFIX,
@@ -95,15 +96,9 @@ async def export_violations(
 
     async def rows() -> AsyncIterator[str]:
         yield csv_line(CSV_COLUMNS)
-        cursor = None
-        while True:  # keyset pages: memory stays flat whatever the count; rows added meanwhile are safe
-            page = await asyncio.to_thread(
-                store.list_violations, flt, sort=query.sort, limit=CSV_PAGE, cursor=cursor
-            )
-            yield "".join(csv_line(csv_values(ViolationOut.from_row(r))) for r in page.items)
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        pages = store.violation_pages(flt, sort=query.sort, limit=CSV_PAGE)  # read in a thread, a page each
+        while (page := await asyncio.to_thread(next, pages, None)) is not None:
+            yield "".join(csv_line(csv_values(ViolationOut.from_row(r))) for r in page)
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     headers = {
@@ -235,7 +230,5 @@ async def set_false_positive(
         request, "violation.false_positive", "violation", violation_id, was,
         {"false_positive": out.false_positive, "status": out.status},
     )  # fmt: skip
-    request.app.state.bus.publish(
-        {"type": "violation.updated", "session_id": row.session_id, "violation": out.model_dump(mode="json")}
-    )
+    request.app.state.bus.publish(violation_event("violation.updated", out))
     return out

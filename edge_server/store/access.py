@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import delete, func, or_, select, update
@@ -430,6 +430,19 @@ class Store:
             last = rows[-1]
             next_cursor = encode_cursor(sort, getattr(last, attr), last.id)
         return Page(rows, next_cursor)
+
+    def violation_pages(
+        self, flt: ViolationFilter = ViolationFilter(), *, sort: str = "-occurred_at", limit: int = 500
+    ) -> Iterator[list[ViolationRow]]:
+        """Every violation ``flt`` selects, a keyset page at a time (memory stays flat whatever the
+        count; rows added meanwhile are safe); the first page even when it is empty."""
+        cursor = None
+        while True:
+            page = self.list_violations(flt, sort=sort, limit=limit, cursor=cursor)
+            yield list(page.items)
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     def count_violations(self, session_id: str | None = None) -> int:
         stmt = select(func.count(ViolationRow.id))

@@ -15,8 +15,9 @@ import pytest
 
 from edge_server.evidence.canonical_zip import canonical_bytes
 from edge_server.evidence.keys import KeyRing, KeyRingError, parse_fingerprint, public_pem, show_fingerprint
-from edge_server.evidence.pack import EvidencePacker, file_list, manifest_bytes, remove_partials
+from edge_server.evidence.pack import EvidencePacker, file_list, manifest_bytes
 from edge_server.evidence.verify import MANIFEST, PUBLIC_KEY, SIGNATURE, verify_pack
+from edge_server.media import remove_partial_files
 
 STORED = {
     "id": 7,
@@ -257,7 +258,7 @@ P.EvidencePacker(ring, "edge-a").make(Path({str(tmp_path / "out" / "v.evidence.z
     out = tmp_path / "out"
     assert not (out / "v.evidence.zip").exists()
     assert len(list(out.iterdir())) == 1  # the partial file
-    assert remove_partials(tmp_path) == 1 and list(out.iterdir()) == []
+    assert remove_partial_files(tmp_path) == 1 and list(out.iterdir()) == []
 
 
 def test_rotation_keeps_old_keys_verifying(tmp_path: Path, pack: Path, ring: KeyRing) -> None:
