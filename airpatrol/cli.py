@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "eval.cli",  # eval, simulate
     "edge_server.cli",  # serve
     "edge_server.evidence.cli",  # verify, keys, evidence, audit
+    "edge_server.auth.cli",  # users, tokens
     "edge_client.cli",  # publish, serve-bench
     "training.cli",  # train
 )

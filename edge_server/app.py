@@ -14,14 +14,16 @@ from contextlib import asynccontextmanager
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import HTMLResponse, JSONResponse
-from fastapi.staticfiles import StaticFiles
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from edge_server import __version__
+from edge_server.api_docs import install_docs
+from edge_server.auth.accounts import start_accounts
+from edge_server.auth.authenticator import Authenticator
 from edge_server.child_process import loopback
 from edge_server.console import mount_console
 from edge_server.console import router as console
@@ -35,14 +37,24 @@ from edge_server.media import remove_partial_files
 from edge_server.media_loop import MediaLoop
 from edge_server.metrics import Metrics
 from edge_server.middleware import (
-    UNPACED_PATHS,
     InternalErrorMiddleware,
     LiveReadPacingMiddleware,
     RequestGuardMiddleware,
 )
 from edge_server.mosquitto import BrokerUnavailable, MosquittoBroker, resolve_password
-from edge_server.routes import dji_apps, evidence, health, height, live_events, sessions, violations, webrtc
-from edge_server.routes.common import ApiError, json_error, require_token
+from edge_server.routes import (
+    auth,
+    dji_apps,
+    evidence,
+    health,
+    height,
+    live_events,
+    sessions,
+    users,
+    violations,
+    webrtc,
+)
+from edge_server.routes.common import ApiError, json_error
 from edge_server.rtmp import RtmpServer, RtmpUnavailable
 from edge_server.settings import ServerSettings, SettingsError
 from edge_server.store import Store
@@ -72,68 +84,13 @@ _STATUS_CODES = {
 }
 
 
-# Swagger UI for /docs. The page is the same for everyone and holds no secret: a token given as
-# ?token= (browsers cannot send headers when opening a page) is read by the page's script in the
-# browser, removed from the address bar and history, sent as "Authorization: Bearer" to fetch
-# /openapi.json, and put into Swagger UI's own Authorize dialog (the spec's "bearer" scheme) for
-# "Try it out". The server never writes it into HTML.
-# Its assets (Swagger UI 5, which renders the OpenAPI 3.1 documents FastAPI writes) come from the
-# fastapi-offline package and are served by the server itself, so the docs work on an edge box
-# without internet and no third party sees who reads them.
-SWAGGER_UI_ASSETS = "/docs/assets"
-SWAGGER_UI_JS = f"{SWAGGER_UI_ASSETS}/swagger-ui-bundle.js"
-SWAGGER_UI_CSS = f"{SWAGGER_UI_ASSETS}/swagger-ui.css"
-SWAGGER_UI_ICON = f"{SWAGGER_UI_ASSETS}/favicon.png"
-DOCS_HTML = f"""<!DOCTYPE html>
-<html>
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1.0">
-<meta name="referrer" content="no-referrer">
-<link type="text/css" rel="stylesheet" href="{SWAGGER_UI_CSS}">
-<link rel="icon" type="image/png" href="{SWAGGER_UI_ICON}">
-<title>AirPatrol edge server API</title>
-</head>
-<body>
-<div id="swagger-ui"></div>
-<script src="{SWAGGER_UI_JS}"></script>
-<script>
-(function () {{
-  const params = new URLSearchParams(window.location.search);
-  const token = params.get("token");
-  if (token !== null) {{
-    params.delete("token");
-    const rest = params.toString();
-    window.history.replaceState(null, "", window.location.pathname + (rest ? "?" + rest : "") + window.location.hash);
-  }}
-  const ui = SwaggerUIBundle({{
-    url: "/openapi.json",
-    dom_id: "#swagger-ui",
-    layout: "BaseLayout",
-    deepLinking: true,
-    presets: [SwaggerUIBundle.presets.apis, SwaggerUIBundle.SwaggerUIStandalonePreset],
-    requestInterceptor: function (req) {{
-      if (token && req.url.endsWith("/openapi.json") && !req.headers.Authorization) {{
-        req.headers.Authorization = "Bearer " + token;
-      }}
-      return req;
-    }},
-    onComplete: function () {{
-      if (token) {{ ui.preauthorizeApiKey("bearer", token); }}
-    }},
-  }});
-  window.ui = ui;
-}})();
-</script>
-</body>
-</html>
-"""
-DOCS_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
-
 DESCRIPTION = (
     "Live drone traffic monitoring: WebRTC ingest (phone app offer API and WHIP), telemetry over a "
-    "data channel, live violation events, and the violation store. All routes but /healthz and the "
-    "guides need `Authorization: Bearer <token>`. Guides, served by this server: "
+    "data channel, live violation events, and the violation store. All routes but /healthz, the "
+    "sign-in and the guides need `Authorization: Bearer <token>`: a user's sign-in token (POST "
+    "/api/v1/auth/login), a machine token, or the server's API token (an admin machine token). "
+    "Each route needs a role (read: viewer, officer, admin; publish: publisher, officer, admin; "
+    "operate: officer, admin; admin: admin): 403 otherwise. Guides, served by this server: "
     "[API and settings](/guide/api), [telemetry data channel](/guide/telemetry-datachannel), "
     "[DJI apps](/guide/dji-apps), [all](/guide)."
 )
@@ -142,14 +99,17 @@ DESCRIPTION = (
 # document's paths: the public routes (no token) first, then those behind the token.
 ROUTERS: tuple[APIRouter, ...] = (
     health.public,
+    auth.public,
     webrtc.public,
     live_events.public,
+    auth.protected,
     health.protected,
     webrtc.protected,
     sessions.protected,
     height.protected,
     violations.protected,
     evidence.protected,
+    users.protected,
     dji_apps.router,
     dji_apps.callbacks,  # nginx's, authenticated by the secret in the path
     dji_apps.pages,
@@ -249,18 +209,19 @@ def create_app(
     )
     app.state.settings = settings
     app.state.api_token = api_token
+    app.state.auth = auth = Authenticator(api_token)
     app.state.server_id = server_id
     app.state.metrics = metrics
     app.state.bus = bus
-    _add_middleware(app, settings, api_token, metrics)
+    _add_middleware(app, settings, auth, metrics)
     _include_routers(app)
-    _install_docs(app)
+    install_docs(app)
     mount_console(app)
     _install_error_handlers(app)
     return app
 
 
-def _add_middleware(app: FastAPI, settings: ServerSettings, api_token: str, metrics: Metrics) -> None:
+def _add_middleware(app: FastAPI, settings: ServerSettings, auth: Authenticator, metrics: Metrics) -> None:
     """The middleware around the routes. The last one added is the outermost: CORS -> InternalError
     -> RequestGuard -> LiveReadPacing -> routes, so a 401, 413, 503 or 500 still carries the CORS
     headers, and a body over the limit is refused by the guard (not turned into a 500)."""
@@ -271,7 +232,7 @@ def _add_middleware(app: FastAPI, settings: ServerSettings, api_token: str, metr
 
     app.add_middleware(
         LiveReadPacingMiddleware,
-        api_token=api_token,
+        auth=auth,
         live=live,
         share=settings.live_read_share,
         burst_s=settings.live_read_burst_s,
@@ -279,9 +240,7 @@ def _add_middleware(app: FastAPI, settings: ServerSettings, api_token: str, metr
         on_paced=metrics.api_read_wait.observe,
         on_refused=metrics.api_reads_refused.inc,
     )
-    app.add_middleware(
-        RequestGuardMiddleware, api_token=api_token, max_body_bytes=settings.max_request_body_bytes
-    )
+    app.add_middleware(RequestGuardMiddleware, auth=auth, max_body_bytes=settings.max_request_body_bytes)
     app.add_middleware(InternalErrorMiddleware)
     if settings.cors_origins:
         app.add_middleware(
@@ -328,6 +287,7 @@ def _lifespan(
             start_evidence, settings, store, app.state.server_id
         )
         app.state.evidence = evidence
+        app.state.accounts = start_accounts(app.state.auth, store, app.state.auditor, settings)
         media = MediaLoop().start()  # WebRTC media on a loop of its own, apart from HTTP
         app.state.manager = manager = StreamManager(
             settings, store, bus, metrics, pipeline_factory, media, evidence, app.state.auditor
@@ -438,62 +398,6 @@ def _start_mqtt(app: FastAPI, settings: ServerSettings, manager: StreamManager) 
         )
     app.state.mqtt = subscriber
     return broker
-
-
-def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
-    """Make the OpenAPI document say what the server sends on errors: every error is an
-    ``ErrorOut`` (FastAPI documents its own ``HTTPValidationError`` for 422, which this server
-    never sends), a request with a body may get 413 from the request guard, and a read 503 from
-    the read pacing while streams run."""
-    error_ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
-    for path, operations in schema.get("paths", {}).items():
-        for method, operation in operations.items():
-            responses = operation.setdefault("responses", {})
-            if method in ("get", "head") and path not in UNPACED_PATHS:
-                responses.setdefault(
-                    "503",
-                    {
-                        "description": "busy: too many API reads waiting while streams run (Retry-After)",
-                        "content": error_ref,
-                    },
-                )
-            if "422" in responses:
-                responses["422"] = {
-                    "description": "invalid request: the fields at fault in detail",
-                    "content": error_ref,
-                }
-            if method in ("post", "put", "patch"):
-                responses.setdefault("413", {"description": "request body too large", "content": error_ref})
-                responses.setdefault(
-                    "400", {"description": "unreadable body (e.g. not UTF-8)", "content": error_ref}
-                )
-    components = schema.get("components", {}).get("schemas", {})
-    for unused in ("HTTPValidationError", "ValidationError"):
-        components.pop(unused, None)
-    return schema
-
-
-def _install_docs(app: FastAPI) -> None:
-    """The OpenAPI schema and its docs page, behind the token like the API itself; the page's
-    Swagger UI assets (public, no secret in them) from the installed fastapi-offline."""
-    assets = importlib.resources.files("fastapi_offline") / "static"
-    app.mount(SWAGGER_UI_ASSETS, StaticFiles(directory=str(assets)), name="swagger-ui")
-    generate = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            app.openapi_schema = document_errors(generate())
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
-
-    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
-    async def openapi_json() -> JSONResponse:
-        return JSONResponse(app.openapi())
-
-    @app.get("/docs", include_in_schema=False, dependencies=[Depends(require_token)])
-    async def docs() -> HTMLResponse:
-        return HTMLResponse(DOCS_HTML, headers=DOCS_HEADERS)
 
 
 def _install_error_handlers(app: FastAPI) -> None:

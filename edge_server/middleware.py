@@ -1,7 +1,7 @@
 """ASGI middleware around the API: what every request passes before any route sees it.
 
 :class:`RequestGuardMiddleware` refuses a request that carries a body before that body is read:
-without a valid bearer token (401), or larger than ``max_request_body_bytes`` (413, from its
+without a valid bearer token (401; a sign-in, which has no token yet, only to its small body limit), or larger than ``max_request_body_bytes`` (413, from its
 ``Content-Length`` or, for a chunked body, as soon as the bytes received pass the limit).
 FastAPI reads a route's body before it runs the route's dependencies, so the token check in
 ``routes.common.require_token`` alone would let anyone make the server buffer a body of any size.
@@ -24,11 +24,15 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from edge_server.routes.common import UNAUTHORIZED_DETAIL, json_error, token_ok
+from edge_server.auth.authenticator import Authenticator
+from edge_server.routes.common import UNAUTHORIZED_DETAIL, json_error
+from edge_server.schemas import API_PREFIX
 
 log = logging.getLogger(__name__)
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# bodies taken without a token, and their limit: a sign-in is a user name and a password
+OPEN_BODY_PATHS = {f"{API_PREFIX}/auth/login": 4096}
 
 
 class _BodyTooLarge(Exception):
@@ -68,22 +72,27 @@ class _StartTracking:
 class RequestGuardMiddleware:
     """Bearer token and body size checked before a request body is read (see the module doc)."""
 
-    def __init__(self, app: ASGIApp, api_token: str, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, auth: Authenticator, max_body_bytes: int) -> None:
         self.app = app
-        self.api_token = api_token
+        self.auth = auth
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") not in BODY_METHODS:
             await self.app(scope, receive, send)
             return
-        if not token_ok(_bearer_token(scope), self.api_token):
-            response = json_error(401, "unauthorized", UNAUTHORIZED_DETAIL, {"WWW-Authenticate": "Bearer"})
-            await response(scope, receive, send)
-            return
+        limit = OPEN_BODY_PATHS.get(scope.get("path", ""))
+        if limit is None:
+            limit = self.max_body_bytes
+            if await self.auth.principal(_bearer_token(scope)) is None:
+                response = json_error(
+                    401, "unauthorized", UNAUTHORIZED_DETAIL, {"WWW-Authenticate": "Bearer"}
+                )
+                await response(scope, receive, send)
+                return
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_body_bytes:
-            await self._too_large(scope, receive, send)
+        if declared is not None and declared > limit:
+            await self._too_large(scope, receive, send, limit)
             return
         received = 0
 
@@ -92,7 +101,7 @@ class RequestGuardMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_body_bytes:
+                if received > limit:
                     raise _BodyTooLarge
             return message
 
@@ -102,14 +111,12 @@ class RequestGuardMiddleware:
         except _BodyTooLarge:
             if tracked.started:
                 raise
-            await self._too_large(scope, receive, send)
+            await self._too_large(scope, receive, send, limit)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        log.info(
-            "refused a %s %s body over %d bytes", scope.get("method"), scope.get("path"), self.max_body_bytes
-        )
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        log.info("refused a %s %s body over %d bytes", scope.get("method"), scope.get("path"), limit)
         response = json_error(
-            413, "too_large", f"request body larger than {self.max_body_bytes} bytes", {"Connection": "close"}
+            413, "too_large", f"request body larger than {limit} bytes", {"Connection": "close"}
         )
         await response(scope, receive, send)
 
@@ -192,7 +199,7 @@ class LiveReadPacingMiddleware:
     def __init__(
         self,
         app: ASGIApp,
-        api_token: str,
+        auth: Authenticator,
         live: Callable[[], bool],
         share: float,
         burst_s: float,
@@ -201,7 +208,7 @@ class LiveReadPacingMiddleware:
         on_refused: Callable[[], None] | None = None,
     ) -> None:
         self.app = app
-        self.api_token = api_token
+        self.auth = auth
         self.live = live
         self.pacer = ReadPacer(share, burst_s) if share < 1 else None
         self.queue_max = queue_max
@@ -217,18 +224,18 @@ class LiveReadPacingMiddleware:
             self._lock, self._lock_loop = asyncio.Lock(), loop
         return self._lock
 
-    def _paced(self, scope: Scope) -> bool:
+    async def _paced(self, scope: Scope) -> bool:
         return (
             self.pacer is not None
             and scope["type"] == "http"
             and scope.get("method") in READ_METHODS
             and scope.get("path") not in UNPACED_PATHS
             and self.live()
-            and token_ok(_bearer_token(scope), self.api_token)
+            and await self.auth.principal(_bearer_token(scope)) is not None
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self._paced(scope):
+        if not await self._paced(scope):
             await self.app(scope, receive, send)
             return
         assert self.pacer is not None

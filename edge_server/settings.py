@@ -171,6 +171,13 @@ class ServerSettings(BaseSettings):
     # The audit trail (docs/evidence.md): a checkpoint of its head, signed with the evidence key,
     # after every this many entries (and one in each evidence pack)
     audit_checkpoint_every: int = Field(100, ge=1, le=100000)
+    # People (issue 41): a sign-in token lasts login_hours (a shift); sign-ins are refused for a
+    # while after login_failures_per_user wrong passwords for one name, or
+    # login_failures_per_address from one address, within login_window_s.
+    login_hours: float = Field(12.0, gt=0, le=24 * 30)
+    login_failures_per_user: int = Field(5, ge=1)
+    login_failures_per_address: int = Field(20, ge=1)
+    login_window_s: float = Field(900.0, gt=0)
     # The live counters of each stream are written to its session row this often (a crash
     # loses at most this much of them).
     session_persist_interval_s: float = Field(5.0, gt=0)

@@ -1,12 +1,13 @@
-"""What every route module shares: the API's errors (:class:`ApiError`, :func:`json_error`), the
-bearer token check (:func:`require_token`), the app's store and stream manager as a request sees
-them, and how starting or ending a stream answers (:func:`start_errors`, :func:`stop_stream`)."""
+"""What every route module shares: the API's errors (:class:`ApiError`, :func:`json_error`), who
+may call a route (:data:`READ`, :data:`PUBLISH`, :data:`OPERATE`, :data:`ADMIN`, :data:`SIGNED_IN`:
+the bearer token to a principal, its role checked; edge_server.auth), the app's store and stream
+manager as a request sees them, and how starting or ending a stream answers (:func:`start_errors`,
+:func:`stop_stream`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 from collections.abc import Iterator
 from typing import Annotated, Any
 
@@ -15,6 +16,8 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from edge_server.auth.authenticator import Authenticator, Principal
+from edge_server.auth.roles import Access, allowed, who_may
 from edge_server.schemas import ErrorOut, StopOut
 from edge_server.store import Store
 from edge_server.streams import CapacityError, OfferError, PipelineUnavailable, StreamManager
@@ -26,7 +29,10 @@ SessionId = Annotated[
 ]
 
 bearer = HTTPBearer(
-    auto_error=False, scheme_name="bearer", description="the server's API token (AIRPATROL_API_TOKEN)"
+    auto_error=False,
+    scheme_name="bearer",
+    description="a user's sign-in token (POST /api/v1/auth/login), a machine token, or the server's "
+    "API token (AIRPATROL_API_TOKEN: an admin machine token)",
 )
 
 
@@ -38,21 +44,52 @@ class ApiError(HTTPException):
         self.code = code
 
 
-UNAUTHORIZED_DETAIL = "missing or wrong bearer token (send 'Authorization: Bearer <AIRPATROL_API_TOKEN>')"
+UNAUTHORIZED_DETAIL = (
+    "missing, wrong, expired or revoked bearer token (sign in: POST /api/v1/auth/login; or send "
+    "'Authorization: Bearer <token>')"
+)
 
 
-def token_ok(request_token: str | None, expected: str) -> bool:
-    return bool(request_token) and hmac.compare_digest(request_token.encode(), expected.encode())
+def auth_of(app: Any) -> Authenticator:
+    return app.state.auth
 
 
-def require_token(
-    request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)] = None
-) -> None:
-    token = creds.credentials if creds is not None else None
-    if token is None and request.url.path in ("/docs", "/openapi.json"):
-        token = request.query_params.get("token")  # browsers cannot send headers to the docs page
-    if not token_ok(token, request.app.state.api_token):
+async def principal_from(request: Request, token: str | None) -> Principal:
+    """The principal of ``token``, or 401."""
+    principal = await auth_of(request.app).principal(token)
+    if principal is None:
         raise ApiError(401, "unauthorized", UNAUTHORIZED_DETAIL, headers={"WWW-Authenticate": "Bearer"})
+    request.state.principal = principal
+    return principal
+
+
+def _requirement(access: Access | None) -> Any:
+    async def check(
+        request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)] = None
+    ) -> Principal:
+        token = creds.credentials if creds is not None else None
+        if token is None and request.url.path in ("/docs", "/openapi.json"):
+            token = request.query_params.get("token")  # browsers cannot send headers to the docs page
+        principal = await principal_from(request, token)
+        if access is not None and not allowed(principal.role, access):
+            raise ApiError(
+                403,
+                "forbidden",
+                f"this needs the {who_may(access)} role; this token acts as {principal.role.value}",
+            )
+        return principal
+
+    check.__name__ = f"require_{access.value if access else 'token'}"
+    return Depends(check)
+
+
+# A route's dependencies: who may call it (edge_server.auth.roles); the principal lands in
+# request.state.principal.
+SIGNED_IN = [_requirement(None)]  # any valid token
+READ = [_requirement(Access.READ)]
+PUBLISH = [_requirement(Access.PUBLISH)]
+OPERATE = [_requirement(Access.OPERATE)]
+ADMIN = [_requirement(Access.ADMIN)]
 
 
 def store_of(request: Request) -> Store:
@@ -64,14 +101,22 @@ def manager_of(request: Request) -> StreamManager:
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "missing or wrong bearer token"},
+    401: {"model": ErrorOut, "description": "missing, wrong, expired or revoked bearer token"},
+    403: {"model": ErrorOut, "description": "the token's role may not do this (error: forbidden)"},
 }
 
 
+def address_of(request: Request) -> str:
+    return request.client.host if request.client else "?"
+
+
 def actor_of(request: Request) -> str:
-    """Who acts, for the audit trail: the server's API token (today every client shares it: an
-    administrator's) and the client's address."""
-    return f"api-token@{request.client.host if request.client else '?'}"
+    """Who acts, for the audit trail: the request's principal (a user, a machine token or the
+    server's API token, with its role) and the client's address."""
+    principal = getattr(request.state, "principal", None)
+    if principal is None:
+        return f"anonymous@{address_of(request)}"
+    return principal.actor(address_of(request))
 
 
 async def audit(

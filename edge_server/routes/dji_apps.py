@@ -11,7 +11,7 @@ import secrets
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
@@ -19,14 +19,15 @@ from pydantic import BaseModel, Field
 from edge_server.pilot2 import PILOT2_PAGE
 from edge_server.pull import StreamUnavailable
 from edge_server.routes.common import (
+    ADMIN,
     ERRORS,
+    PUBLISH,
     STOP_RESPONSES,
     ApiError,
     SessionId,
     audit,
     manager_of,
     remote_of,
-    require_token,
     start_errors,
     stop_stream,
     store_of,
@@ -75,7 +76,7 @@ class Pilot2ConfigOut(BaseModel):
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
+router = APIRouter(responses=ERRORS)
 callbacks = APIRouter(include_in_schema=False)  # nginx's, authenticated by the secret in the path
 pages = APIRouter(include_in_schema=False)  # public pages with no secret in them
 
@@ -143,6 +144,7 @@ def _rtmp_url(request: Request, key: str) -> str:
     tags=["ingest"],
     summary="Make an RTMP stream key: the URL a pilot enters in DJI Pilot 2 or DJI Fly",
     responses={400: {"model": ErrorOut}},
+    dependencies=ADMIN,
 )
 async def create_rtmp_key(request: Request, body: RtmpKeyIn) -> RtmpKeyCreated:
     _operator_or_400(body.operator)
@@ -174,6 +176,7 @@ async def create_rtmp_key(request: Request, body: RtmpKeyIn) -> RtmpKeyCreated:
     response_model=list[RtmpKeyOut],
     tags=["ingest"],
     summary="The RTMP stream keys (without the keys themselves) and which one streams now",
+    dependencies=ADMIN,
 )
 async def list_rtmp_keys(request: Request) -> list[RtmpKeyOut]:
     rows = await asyncio.to_thread(store_of(request).list_rtmp_keys)
@@ -187,6 +190,7 @@ async def list_rtmp_keys(request: Request) -> list[RtmpKeyOut]:
     tags=["ingest"],
     summary="Revoke an RTMP stream key; its live stream, if any, ends (flushed and stored)",
     responses={404: {"model": ErrorOut}},
+    dependencies=ADMIN,
 )
 async def delete_rtmp_key(request: Request, key_id: KeyId) -> Response:
     if not await asyncio.to_thread(store_of(request).delete_rtmp_key, key_id):
@@ -204,6 +208,7 @@ async def delete_rtmp_key(request: Request, key_id: KeyId) -> Response:
     summary="End an RTMP stream (the publisher is disconnected; the app may reconnect: revoke its key to stop it)",
     response_model=StopOut,
     responses=STOP_RESPONSES,
+    dependencies=PUBLISH,
 )
 async def rtmp_stop(request: Request, session_id: SessionId) -> JSONResponse:
     return await stop_stream(request, session_id, "ended by operator", "RTMP stream", kind="rtmp")
@@ -219,6 +224,7 @@ async def rtmp_stop(request: Request, session_id: SessionId) -> JSONResponse:
         400: {"model": ErrorOut, "description": "the camera cannot be reached, or sends no video"},
         503: {"model": ErrorOut},
     },
+    dependencies=PUBLISH,
 )
 async def rtsp_start(request: Request, body: RtspIn) -> StreamStartedOut:
     operator = _operator_or_400(body.operator)
@@ -247,6 +253,7 @@ def _started(session_id: str, kind: str) -> StreamStartedOut:
     summary="End an RTSP stream",
     response_model=StopOut,
     responses=STOP_RESPONSES,
+    dependencies=PUBLISH,
 )
 async def rtsp_stop(request: Request, session_id: SessionId) -> JSONResponse:
     return await stop_stream(request, session_id, "ended by client", "RTSP stream", kind="rtsp")
@@ -258,6 +265,7 @@ async def rtsp_stop(request: Request, session_id: SessionId) -> JSONResponse:
     tags=["sessions"],
     summary="Set the altitude, gimbal pitch and camera of a live stream that carries no telemetry",
     responses={400: {"model": ErrorOut}, 404: {"model": ErrorOut}},
+    dependencies=PUBLISH,
 )
 async def set_operator_telemetry(
     request: Request, session_id: SessionId, body: OperatorTelemetryIn
@@ -288,6 +296,7 @@ async def pilot2_page() -> HTMLResponse:
     responses={
         409: {"model": ErrorOut, "description": "DJI Cloud API telemetry (MQTT) is off on this server"}
     },
+    dependencies=PUBLISH,
 )
 async def pilot2_config(request: Request) -> Pilot2ConfigOut:
     settings = request.app.state.settings

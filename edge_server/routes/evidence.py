@@ -7,18 +7,18 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse
 
 from edge_server.events import evidence_ready_event
 from edge_server.evidence.schemas import AuditHistoryOut, AuditPageOut
 from edge_server.evidence.service import EvidenceError, EvidenceService
-from edge_server.routes.common import ERRORS, ApiError, actor_of, audit, require_token, store_of
+from edge_server.routes.common import ADMIN, ERRORS, OPERATE, READ, ApiError, actor_of, audit, store_of
 from edge_server.routes.violations import MediaFileResponse, ViolationId, _media_file, _violation_or_404
 from edge_server.schemas import API_PREFIX, ErrorOut, ViolationOut
 from edge_server.store import MAX_ROW_ID
 
-protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
+protected = APIRouter(responses=ERRORS)
 
 
 @protected.get(
@@ -27,6 +27,7 @@ protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
     summary="The violation's signed evidence pack (check it with `airpatrol verify`)",
     response_class=FileResponse,
     responses={200: {"content": {"application/zip": {}}}, 404: {"model": ErrorOut}},
+    dependencies=OPERATE,
 )
 async def violation_evidence(request: Request, violation_id: ViolationId) -> FileResponse:
     row = await _violation_or_404(request, violation_id)
@@ -45,6 +46,7 @@ async def violation_evidence(request: Request, violation_id: ViolationId) -> Fil
     tags=["evidence"],
     summary="Make the violation's evidence pack now, if it has none (marked as made later)",
     responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut}},
+    dependencies=OPERATE,
 )
 async def make_evidence(request: Request, violation_id: ViolationId) -> ViolationOut:
     service: EvidenceService | None = getattr(request.app.state, "evidence", None)
@@ -75,6 +77,7 @@ async def make_evidence(request: Request, violation_id: ViolationId) -> Violatio
     tags=["evidence"],
     summary="The violation's entries in the audit trail: who did what to it, when, before and after",
     responses={404: {"model": ErrorOut}},
+    dependencies=READ,
 )
 async def violation_history(request: Request, violation_id: ViolationId) -> AuditHistoryOut:
     await _violation_or_404(request, violation_id)
@@ -87,6 +90,7 @@ async def violation_history(request: Request, violation_id: ViolationId) -> Audi
     response_model=AuditPageOut,
     tags=["evidence"],
     summary="The audit trail in order (hash-chained; `airpatrol audit verify` checks it)",
+    dependencies=ADMIN,
 )
 async def audit_trail(
     request: Request,

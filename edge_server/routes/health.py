@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from edge_server.routes.common import ERRORS, manager_of, require_token, store_of
+from edge_server.routes.common import ERRORS, READ, manager_of, store_of
 from edge_server.schemas import HealthOut
 
 public = APIRouter()
-protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
+protected = APIRouter(responses=ERRORS)
 
 
 @public.get(
@@ -53,6 +53,8 @@ def mqtt_status(app: Any) -> str:
     return f"unavailable: not connected to {where} ({subscriber.last_error or 'connecting'})"
 
 
-@protected.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response)
+@protected.get(
+    "/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response, dependencies=READ
+)
 async def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

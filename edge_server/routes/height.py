@@ -15,17 +15,17 @@ import asyncio
 import logging
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 
 from edge_server.height_reference import HeightReferenceError, measure_base, site_reference, utc_now_iso
-from edge_server.routes.common import ERRORS, ApiError, SessionId, audit, manager_of, require_token, store_of
+from edge_server.routes.common import ERRORS, OPERATE, READ, ApiError, SessionId, audit, manager_of, store_of
 from edge_server.scale_schemas import HeightReferenceIn, HeightStateOut
 from edge_server.schemas import API_PREFIX, ErrorOut
 from pipelines.calibrate import BaseLine
 
 log = logging.getLogger(__name__)
 
-protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
+protected = APIRouter(responses=ERRORS)
 
 PATH = f"{API_PREFIX}/sessions/{{session_id}}/height-reference"
 RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -73,6 +73,7 @@ async def _announce(request: Request, session_id: str, engine: Any, entry: dict[
     tags=["sessions"],
     summary="A live stream's height reference and the scale of its latest frame",
     responses=RESPONSES,
+    dependencies=READ,
 )
 async def get_height_reference(request: Request, session_id: SessionId) -> HeightStateOut:
     engine = await _live_engine(request, session_id)
@@ -93,6 +94,7 @@ async def get_height_reference(request: Request, session_id: SessionId) -> Heigh
             "out of range, lines that contradict the drone's altitude), or an unreadable body",
         },
     },
+    dependencies=OPERATE,
 )
 async def set_height_reference(
     request: Request, session_id: SessionId, body: HeightReferenceIn
@@ -128,6 +130,7 @@ async def set_height_reference(
     tags=["sessions"],
     summary="Return a live stream to the configuration's height reference (from its next frame on)",
     responses=RESPONSES,
+    dependencies=OPERATE,
 )
 async def clear_height_reference(request: Request, session_id: SessionId) -> HeightStateOut:
     engine = await _live_engine(request, session_id)

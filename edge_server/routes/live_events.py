@@ -1,6 +1,6 @@
 """The live events WebSocket (``/api/v1/events``): the event bus (:mod:`edge_server.events`) to a
 client as JSON text messages, optionally one session's only. Its token comes as ``?token=`` or
-``Authorization: Bearer``, checked here (the route is on the public router)."""
+``Authorization: Bearer``, checked here (the route is on the public router): any role that may read."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import contextlib
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from edge_server.auth.roles import Access, allowed
 from edge_server.events import dumps
-from edge_server.routes.common import token_ok
+from edge_server.routes.common import auth_of
 from edge_server.schemas import API_PREFIX
 
 public = APIRouter()
@@ -21,8 +22,12 @@ async def events_ws(websocket: WebSocket, session_id: str | None = None, token: 
     """Live events as JSON text messages. Auth: ``?token=`` or ``Authorization: Bearer``."""
     header = websocket.headers.get("authorization", "")
     given = token or (header[7:].strip() if header.lower().startswith("bearer ") else None)
-    if not token_ok(given, websocket.app.state.api_token):
-        await websocket.close(code=1008, reason="missing or wrong token")
+    principal = await auth_of(websocket.app).principal(given)
+    if principal is None or not allowed(principal.role, Access.READ):
+        reason = (
+            "missing or wrong token" if principal is None else f"role {principal.role.value} may not read"
+        )
+        await websocket.close(code=1008, reason=reason)
         return
     await websocket.accept()
     bus = websocket.app.state.bus

@@ -7,16 +7,17 @@ import asyncio
 import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import ValidationError
 
 from edge_server.routes.common import (
     ERRORS,
+    OPERATE,
+    READ,
     ApiError,
     SessionId,
     audit,
     manager_of,
-    require_token,
     start_errors,
     store_of,
 )
@@ -38,7 +39,7 @@ from pipelines.config import RulesConfig, validation_summary
 
 log = logging.getLogger(__name__)
 
-protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
+protected = APIRouter(responses=ERRORS)
 
 
 @protected.get(
@@ -47,6 +48,7 @@ protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
     tags=["sessions"],
     summary="Sessions, newest first",
     responses={400: {"model": ErrorOut, "description": "invalid cursor"}},
+    dependencies=READ,
 )
 async def list_sessions(request: Request, query: Annotated[SessionQuery, Query()]) -> SessionPage:
     try:
@@ -73,6 +75,7 @@ async def list_sessions(request: Request, query: Annotated[SessionQuery, Query()
     tags=["sessions"],
     summary="One session with its track summaries (live counters while it streams)",
     responses={404: {"model": ErrorOut}},
+    dependencies=READ,
 )
 async def get_session(request: Request, session_id: SessionId) -> SessionDetail:
     store = store_of(request)
@@ -95,6 +98,7 @@ async def get_session(request: Request, session_id: SessionId) -> SessionDetail:
     tags=["sessions"],
     summary="Watch a live stream's annotated video: SDP offer (receive-only video) in, SDP answer out",
     responses={400: {"model": ErrorOut}, 404: {"model": ErrorOut}, 503: {"model": ErrorOut}},
+    dependencies=READ,
 )
 async def add_viewer(request: Request, session_id: SessionId, body: SdpIn) -> ViewerOut:
     try:
@@ -112,6 +116,7 @@ async def add_viewer(request: Request, session_id: SessionId, body: SdpIn) -> Vi
     tags=["sessions"],
     summary="Stop watching a stream's annotated video (closing the peer connection does the same)",
     responses={404: {"model": ErrorOut}},
+    dependencies=READ,
 )
 async def remove_viewer(request: Request, session_id: SessionId, viewer_id: SessionId) -> Response:
     if not await manager_of(request).viewers.remove(session_id, viewer_id):
@@ -157,6 +162,7 @@ RULES_RESPONSES: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}, 40
     tags=["sessions"],
     summary="A live stream's speed limits and zones",
     responses=RULES_RESPONSES,
+    dependencies=READ,
 )
 async def get_rules(request: Request, session_id: SessionId) -> RulesOut:
     return _rules_out(_live_worker(request, session_id).rules)
@@ -169,6 +175,7 @@ async def get_rules(request: Request, session_id: SessionId) -> RulesOut:
     summary="Set a live stream's speed limit, zones, tolerance, ticket rule and minimum duration "
     "(from its next frame)",
     responses=RULES_RESPONSES,
+    dependencies=OPERATE,
 )
 async def set_rules(request: Request, session_id: SessionId, body: RulesIn) -> RulesOut:
     worker = _live_worker(request, session_id)

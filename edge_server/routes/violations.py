@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, StreamingResponse
 from starlette.datastructures import Headers
@@ -17,7 +17,7 @@ from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 from starlette.types import Receive, Scope, Send
 
 from edge_server.events import violation_event
-from edge_server.routes.common import ERRORS, ApiError, audit, json_error, require_token, store_of
+from edge_server.routes.common import ERRORS, OPERATE, READ, ApiError, audit, json_error, store_of
 from edge_server.schemas import (
     API_PREFIX,
     ErrorOut,
@@ -34,7 +34,7 @@ from edge_server.violation_csv import CSV_COLUMNS, csv_line, csv_values
 # refused before it reaches the database.
 ViolationId = Annotated[int, PathParam(ge=1, le=MAX_ROW_ID, description="violation id")]
 
-protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
+protected = APIRouter(responses=ERRORS)
 
 
 @protected.get(
@@ -43,6 +43,7 @@ protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
     tags=["violations"],
     summary="Violations with filters, sorting and cursor pagination",
     responses={400: {"model": ErrorOut}, 422: {"model": ErrorOut}},
+    dependencies=READ,
 )
 async def list_violations(request: Request, query: Annotated[ViolationQuery, Query()]) -> ViolationPage:
     flt = _violation_filter(query)
@@ -87,6 +88,7 @@ CSV_PAGE = 500  # rows read from the store at a time while the export streams
         200: {"content": {"text/csv": {}}, "description": f"header row, then {', '.join(CSV_COLUMNS)}"},
         422: {"model": ErrorOut},
     },
+    dependencies=OPERATE,
 )
 async def export_violations(
     request: Request, query: Annotated[ViolationFilterQuery, Query()]
@@ -134,6 +136,7 @@ async def _violation_or_404(request: Request, violation_id: int) -> Any:
     response_model=ViolationOut,
     tags=["violations"],
     responses={404: {"model": ErrorOut}},
+    dependencies=READ,
 )
 async def get_violation(request: Request, violation_id: ViolationId) -> ViolationOut:
     return ViolationOut.from_row(await _violation_or_404(request, violation_id))
@@ -189,6 +192,7 @@ def _media_file(request: Request, row: Any, what: str) -> Path:
     tags=["violations"],
     response_class=FileResponse,
     responses={200: {"content": {"image/jpeg": {}}}, 404: {"model": ErrorOut}},
+    dependencies=READ,
 )
 async def violation_snapshot(request: Request, violation_id: ViolationId) -> FileResponse:
     row = await _violation_or_404(request, violation_id)
@@ -201,6 +205,7 @@ async def violation_snapshot(request: Request, violation_id: ViolationId) -> Fil
     tags=["violations"],
     response_class=FileResponse,
     responses={200: {"content": {"video/mp4": {}}}, 404: {"model": ErrorOut}},
+    dependencies=READ,
 )
 async def violation_clip(request: Request, violation_id: ViolationId) -> FileResponse:
     row = await _violation_or_404(request, violation_id)
@@ -214,6 +219,7 @@ async def violation_clip(request: Request, violation_id: ViolationId) -> FileRes
     tags=["violations"],
     summary="Mark (or unmark) a violation as a false positive",
     responses={404: {"model": ErrorOut}},
+    dependencies=OPERATE,
 )
 async def set_false_positive(
     request: Request, violation_id: ViolationId, body: FalsePositiveIn

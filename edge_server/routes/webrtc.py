@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from edge_server.routes.common import (
     ERRORS,
+    PUBLISH,
     STOP_RESPONSES,
     ApiError,
     manager_of,
     remote_of,
-    require_token,
     start_errors,
     stop_stream,
 )
@@ -23,7 +23,7 @@ from edge_server.schemas import API_PREFIX, ErrorOut, SdpIn, SdpOut, StopOut
 MAX_SDP_BYTES = 200_000
 
 public = APIRouter()
-protected = APIRouter(dependencies=[Depends(require_token)], responses=ERRORS)
+protected = APIRouter(responses=ERRORS)
 
 
 async def _start_stream(request: Request, sdp: str, kind: str) -> Any:
@@ -37,6 +37,7 @@ async def _start_stream(request: Request, sdp: str, kind: str) -> Any:
     tags=["ingest"],
     summary="Start a stream from the phone app: SDP offer in, SDP answer out",
     responses={400: {"model": ErrorOut}, 503: {"model": ErrorOut}},
+    dependencies=PUBLISH,
 )
 async def webrtc_offer(request: Request, body: SdpIn) -> SdpOut:
     sess = await _start_stream(request, body.sdp, "webrtc")
@@ -54,6 +55,7 @@ async def webrtc_offer(request: Request, body: SdpIn) -> SdpOut:
     summary="End a phone-app stream (closing the peer connection does the same)",
     response_model=StopOut,
     responses=STOP_RESPONSES,
+    dependencies=PUBLISH,
 )
 async def webrtc_stop(request: Request, session_id: str) -> JSONResponse:
     return await stop_stream(request, session_id, "ended by client", "stream")
@@ -83,6 +85,7 @@ WHIP_REQUEST_BODY = {
         415: {"model": ErrorOut},
         503: {"model": ErrorOut},
     },
+    dependencies=PUBLISH,
 )
 async def whip_post(request: Request) -> Response:
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -120,6 +123,7 @@ async def whip_options() -> Response:
     summary="End a WHIP session",
     response_model=StopOut,
     responses=STOP_RESPONSES,
+    dependencies=PUBLISH,
 )
 async def whip_delete(request: Request, session_id: str) -> JSONResponse:
     return await stop_stream(request, session_id, "ended by client (WHIP DELETE)", "WHIP session")
@@ -132,6 +136,7 @@ async def whip_delete(request: Request, session_id: str) -> JSONResponse:
     status_code=405,  # its only answer: the document lists no 200 it never sends
     response_class=Response,
     responses={405: {"model": ErrorOut, "description": "not supported; Allow names DELETE"}},
+    dependencies=PUBLISH,
 )
 async def whip_patch(session_id: str) -> Response:
     raise ApiError(

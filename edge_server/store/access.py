@@ -13,6 +13,7 @@ from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
+from edge_server.store.accounts import AccountStore
 from edge_server.store.audit import AuditLog
 from edge_server.store.database import make_engine, migrate
 from edge_server.store.models import RtmpKeyRow, SessionRow, TrackRow, ViolationRow, utcnow
@@ -175,6 +176,7 @@ class Store:
         self.server_id = server_id
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self.audit = AuditLog(self._sessions, server_id)  # the audit trail (edge_server.store.audit)
+        self.accounts = AccountStore(self._sessions)  # users and tokens (edge_server.store.accounts)
 
     @classmethod
     def from_url(

@@ -269,3 +269,41 @@ class AuditCheckpointRow(Base):
     server_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     key_fingerprint: Mapped[str] = mapped_column(String(64))
     signature: Mapped[str] = mapped_column(Text)  # base64
+
+
+class UserRow(Base):
+    """A person who signs in (issue 41): an administrator, officer or viewer. Only an Argon2 hash of
+    the password is kept (edge_server.auth.passwords). A disabled user keeps the row (the audit
+    trail names them) and every token of theirs stops working."""
+
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))  # admin, officer, viewer
+    password_hash: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128))
+    password_changed_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    disabled_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class ApiTokenRow(Base):
+    """A bearer token: a user's (made by signing in; it acts with the user's role of the moment) or
+    a machine's (a publisher, a scraper, a dispatch system; its role is its own). Only a SHA-256 of
+    the token is kept; ``id`` names it in the API, the CLI and the logs. A revoked or expired token
+    is refused; the row stays for the audit trail."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(16))  # login, machine
+    name: Mapped[str] = mapped_column(String(64))
+    role: Mapped[str | None] = mapped_column(String(16), nullable=True)  # a machine token's role
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True, index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128))
+    expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)

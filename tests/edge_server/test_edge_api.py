@@ -217,7 +217,7 @@ def test_docs_page_script_keeps_the_token_out_of_the_url(
     tmp_path, search: str, replaced: str | None, authorized: bool
 ) -> None:
     """The token leaves the address bar, fetches the spec as a header and fills the Authorize dialog."""
-    from edge_server.app import DOCS_HTML
+    from edge_server.api_docs import DOCS_HTML
 
     script = DOCS_HTML.split("<script>")[1].split("</script>")[0]
     (tmp_path / "harness.js").write_text(DOCS_HARNESS)

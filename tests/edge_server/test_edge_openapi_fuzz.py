@@ -6,7 +6,9 @@ one test: schemathesis' coverage cases (boundary and invalid values, missing par
 document does not list), then a fixed number of generated valid and invalid requests (derandomized,
 no example database). Every response must be no 5xx and conform to the document (status code,
 content type, headers, body schema); invalid requests must be refused, valid ones accepted, and an
-operation that answers 2xx with the token must answer 401 without it.
+operation that answers 2xx with the token must answer 401 without it. The run is made as an admin
+(the server's API token) in full, then as an officer, a viewer and a publisher (machine tokens of
+those roles) with fewer requests: each role must get the documented 403 for what it may not do.
 
 ``schemathesis.pytest.from_fixture`` and the plugin's ``schema.parametrize()`` are not used: with
 pytest 9.2 the first fails (it sets ``Function._nodeid``, gone in 9.2) and the second gives every
@@ -40,6 +42,10 @@ VIOLATIONS = [1, 2, 3]  # the ids the seeded rows get in a fresh database
 # WebSocket route /api/v1/events is not in it: OpenAPI does not describe WebSockets.
 OPERATIONS = [
     "GET /healthz",
+    "POST /api/v1/auth/login",
+    "GET /api/v1/auth/me",
+    "POST /api/v1/auth/logout",
+    "PUT /api/v1/auth/password",
     "GET /metrics",
     "POST /api/v1/webrtc/offer",
     "DELETE /api/v1/webrtc/{session_id}",
@@ -64,6 +70,13 @@ OPERATIONS = [
     "POST /api/v1/violations/{violation_id}/evidence",
     "GET /api/v1/violations/{violation_id}/history",
     "GET /api/v1/audit",
+    "GET /api/v1/users",
+    "POST /api/v1/users",
+    "GET /api/v1/users/{username}",
+    "PATCH /api/v1/users/{username}",
+    "GET /api/v1/tokens",
+    "POST /api/v1/tokens",
+    "DELETE /api/v1/tokens/{token_id}",
     "PUT /api/v1/violations/{violation_id}/false_positive",
     "POST /api/v1/rtmp/keys",
     "GET /api/v1/rtmp/keys",
@@ -75,6 +88,8 @@ OPERATIONS = [
     "GET /api/v1/dji/pilot2-config",
 ]
 MAX_EXAMPLES = 50  # generated requests per operation, valid and invalid ones, after the coverage cases
+ROLE_RUNS = ["officer", "viewer", "publisher"]  # the admin's run is the full one
+ROLE_EXAMPLES = 8  # generated requests per operation and role
 
 CONFIG = {
     "seed": 20250601,
@@ -139,6 +154,25 @@ NOT_CHECKED = {
     },
     "DELETE /whip/{session_id}": {
         "allow_header_conformance": "as for PATCH: PATCH is in the document, not supported, not in Allow",
+    },
+    "POST /api/v1/auth/login": {
+        "positive_data_acceptance": "generated credentials name no user: the documented 401, then 429 "
+        "once the sign-in limit is reached",
+    },
+    "POST /api/v1/auth/logout": {
+        "positive_data_acceptance": "the server's API token (the admin run's) is not signed out: the "
+        "documented 409",
+    },
+    "PUT /api/v1/auth/password": {
+        "positive_data_acceptance": "the current password must be the user's (a machine token has none): "
+        "the documented 422",
+    },
+    "POST /api/v1/users": {
+        "positive_data_acceptance": "a name valid to the document may be taken (409) or be inside the "
+        "password (422): documented refusals JSON Schema cannot express",
+    },
+    "PATCH /api/v1/users/{username}": {
+        "positive_data_acceptance": "as for POST: a new password with the user's name in it is a 422",
     },
 }
 
@@ -226,8 +260,21 @@ def test_every_operation_is_fuzzed(api_schema) -> None:
     assert sorted(served) == sorted(OPERATIONS), "an operation was added or renamed: update OPERATIONS"
 
 
-@pytest.mark.parametrize("label", OPERATIONS)
-def test_operation_matches_the_document(api_schema, live_server: RunningServer, label: str) -> None:
+@pytest.fixture(scope="module")
+def role_headers(live_server: RunningServer) -> dict[str, dict[str, str]]:
+    """Bearer headers per role: the server's API token (an admin machine token), and machine tokens
+    of the other roles."""
+    accounts = live_server.app.state.accounts
+    out = {"admin": live_server.headers}
+    for role in ROLE_RUNS:
+        token = accounts.add_machine_token(f"fuzz {role}", role, "test").token
+        out[role] = {"Authorization": f"Bearer {token}"}
+    return out
+
+
+def _fuzz(api_schema, url: str, headers: dict[str, str], label: str, coverage: bool, examples: int) -> None:
+    """Schemathesis' coverage cases (when ``coverage``) and ``examples`` generated requests of one
+    operation, every response checked against the document."""
     operation = api_schema.find_operation_by_label(label)
     assert operation is not None, label
     not_checked = [getattr(schemathesis.checks, name) for name in NOT_CHECKED.get(label, {})]
@@ -237,29 +284,26 @@ def test_operation_matches_the_document(api_schema, live_server: RunningServer, 
         if refused_by_design(case):
             excluded.append(schemathesis.checks.positive_data_acceptance)
         case.call_and_validate(
-            base_url=live_server.url,
-            headers=live_server.headers,
-            checks=CHECKS,
-            excluded_checks=excluded,
-            timeout=30,
+            base_url=url, headers=headers, checks=CHECKS, excluded_checks=excluded, timeout=30
         )
 
     # coverage cases: a fixed list per operation; every failure is reported, not just the first
     failures = []
-    coverage = api_schema.config.generation_for(operation=operation, phase="coverage")
-    for case in api_schema.iter_coverage_cases(
-        operation, generation_modes=list(GenerationMode), generation_config=coverage
-    ):
-        try:
-            validate(case)
-        except schemathesis.errors.FailureGroup as exc:
-            failures.append(str(exc))
+    if coverage:
+        config = api_schema.config.generation_for(operation=operation, phase="coverage")
+        for case in api_schema.iter_coverage_cases(
+            operation, generation_modes=list(GenerationMode), generation_config=config
+        ):
+            try:
+                validate(case)
+            except schemathesis.errors.FailureGroup as exc:
+                failures.append(str(exc))
     assert not failures, "\n\n".join(failures)
 
     # generated requests, valid and invalid ones: the same every run of the same code (Hypothesis
     # also draws constants from the project's modules); no time-based deadline or health check
     @hypothesis.settings(
-        max_examples=MAX_EXAMPLES,
+        max_examples=examples,
         derandomize=True,
         database=None,
         deadline=None,
@@ -272,3 +316,20 @@ def test_operation_matches_the_document(api_schema, live_server: RunningServer, 
         validate(case)
 
     fuzz()
+
+
+@pytest.mark.parametrize("label", OPERATIONS)
+def test_operation_matches_the_document(api_schema, live_server: RunningServer, label: str) -> None:
+    """As an admin (the server's API token): every operation in full."""
+    _fuzz(api_schema, live_server.url, live_server.headers, label, coverage=True, examples=MAX_EXAMPLES)
+
+
+@pytest.mark.parametrize("role", ROLE_RUNS)
+@pytest.mark.parametrize("label", [op for op in OPERATIONS if op != "POST /api/v1/auth/logout"])
+def test_operation_matches_the_document_as(
+    api_schema, live_server, role_headers, role: str, label: str
+) -> None:
+    """As each other role: what it may not do answers the documented 403, what it may do conforms
+    as for an admin (fewer generated requests: the admin run has covered the parameters). Signing
+    out is left out: it would end the run's own token (tests/edge_server/test_edge_roles.py)."""
+    _fuzz(api_schema, live_server.url, role_headers[role], label, coverage=False, examples=ROLE_EXAMPLES)

@@ -16,6 +16,7 @@ import pytest
 from edge_helpers import TOKEN, wait_for
 
 from edge_client.publish import publish
+from edge_server.auth.authenticator import Authenticator
 from edge_server.middleware import LiveReadPacingMiddleware, ReadPacer
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -85,7 +86,7 @@ def _paced_app(live: bool, share: float = 0.25, queue_max: int = 100):
     refused: list[int] = []
     app = LiveReadPacingMiddleware(
         inner,
-        api_token=TOKEN,
+        auth=Authenticator(TOKEN),
         live=lambda: live,
         share=share,
         burst_s=0.0,
