@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MAX_TOKEN_DAYS = 3650
 PASSWORD_CHECKS = 2  # Argon2 checks at once
 USERNAME = re.compile(r"^[a-z0-9][a-z0-9_.@-]{1,63}$")
 TOKEN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.@-]{0,63}$")
@@ -267,6 +268,10 @@ class Accounts:
                 "invalid", "a token name is 1-64 characters: letters, digits, space and _ . @ -"
             )
         grant = _role(role, MACHINE_ROLES)
+        if expires_days is not None and not 0 < expires_days <= MAX_TOKEN_DAYS:
+            raise AccountError(
+                "invalid", f"a token expires after more than 0 and at most {MAX_TOKEN_DAYS} days"
+            )
         token, digest, token_id = new_token()
         expires = None if expires_days is None else utcnow() + dt.timedelta(days=expires_days)
         row = self.store.add_token(
