@@ -1,5 +1,5 @@
 """The operator console (/console) in headless chromium against a real server on 127.0.0.1: a wrong
-token is refused; the violations page filters, shows a snapshot and plays a clip, has a violation's
+token is refused; users sign in with a password and see what their role may do; the violations page filters, shows a snapshot and plays a clip, has a violation's
 evidence pack made and downloads it (it verifies), exports CSV, and a
 false positive marked there persists across a reload; a real stream (`airpatrol publish synthetic`
 over WebRTC, speeding vehicles) appears on the live page, its violations arrive in the table without
@@ -74,6 +74,13 @@ def sign_in(driver: WebDriver, server: RunningServer, token: str = TOKEN) -> Non
     driver.find_element(By.CSS_SELECTOR, "#login-form button[type=submit]").click()
 
 
+def sign_in_as(driver: WebDriver, server: RunningServer, username: str, password: str) -> None:
+    driver.get(f"{server.url}/console/")
+    wait(driver).until(ec.visibility_of_element_located((By.ID, "username"))).send_keys(username)
+    driver.find_element(By.ID, "password").send_keys(password)
+    driver.find_element(By.CSS_SELECTOR, "#login-form button[type=submit]").click()
+
+
 def go(driver: WebDriver, page: str) -> None:
     # the nav shows once the sign-in's token check has answered: not at once on a loaded machine
     wait(driver).until(ec.element_to_be_clickable((By.CSS_SELECTOR, f"#nav a[data-page='{page}']"))).click()
@@ -117,6 +124,38 @@ def test_a_wrong_token_is_refused(server: RunningServer, chromium: WebDriver) ->
     wait(chromium).until(ec.visibility_of_element_located((By.ID, "nav")))
     assert not chromium.find_element(By.ID, "login").is_displayed()
     # the 401 of the refused sign-in is the only error the console caused
+    errors = [e for e in console_errors(chromium) if "401" not in e["message"]]
+    assert errors == []
+
+
+@pytest.mark.parametrize(("role", "reviews"), [("viewer", False), ("officer", True)])
+def test_a_user_signs_in_and_sees_what_the_role_may_do(
+    seeded: RunningServer, chromium: WebDriver, role: str, reviews: bool
+) -> None:
+    """A user's sign-in (name and password); a viewer sees the violations without the review, export
+    and evidence controls, an officer with them; signing out ends the token on the server."""
+    password = "correct horse battery"
+    seeded.app.state.accounts.add_user(f"{role}1", role, password, "test")
+    sign_in_as(chromium, seeded, f"{role}1", "not the password")
+    error = wait(chromium).until(ec.visibility_of_element_located((By.ID, "login-error")))
+    assert "Wrong user name or password" in error.text
+    sign_in_as(chromium, seeded, f"{role}1", password)
+    go(chromium, "violations")
+    wait(chromium).until(lambda d: len(row_ids(d)) == 5)
+    assert chromium.find_element(By.ID, "whoami").text == f"{role}1 · {role}"
+    toggles = chromium.find_elements(By.CSS_SELECTOR, "#violations input.fp")
+    assert len(toggles) == 5 and all(t.is_enabled() == reviews for t in toggles)
+    assert chromium.find_element(By.ID, "export-csv").is_displayed() == reviews
+    click(chromium, (By.CSS_SELECTOR, f"#violations tr[data-id='{seeded.seeded_ids[0]}'] td"))
+    wait(chromium).until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#violation-detail img")))
+    assert chromium.find_element(By.ID, "evidence").is_displayed() == reviews
+    shot(chromium, f"violations-as-{role}")
+    token = js(chromium, "sessionStorage.getItem('airpatrol.token')")
+    assert token.startswith("ap_")
+    chromium.find_element(By.ID, "logout").click()
+    wait(chromium).until(ec.visibility_of_element_located((By.ID, "login")))
+    with httpx.Client(base_url=seeded.url, timeout=30) as c:
+        assert c.get("/api/v1/auth/me", headers={"Authorization": f"Bearer {token}"}).status_code == 401
     errors = [e for e in console_errors(chromium) if "401" not in e["message"]]
     assert errors == []
 

@@ -2,6 +2,7 @@
 import { shortId } from "./dom.js";
 
 const KEY = "airpatrol.token";
+const ME = "airpatrol.me";
 
 export class ApiError extends Error {
   constructor(status, code, detail) {
@@ -18,10 +19,26 @@ export const auth = {
   set(token) {
     sessionStorage.setItem(KEY, token);
   },
+  // who the token is (GET /api/v1/auth/me): name, role, and what the role may do
+  get me() {
+    try {
+      return JSON.parse(sessionStorage.getItem(ME) || "null");
+    } catch {
+      return null;
+    }
+  },
+  setMe(me) {
+    sessionStorage.setItem(ME, JSON.stringify(me));
+  },
   clear() {
     sessionStorage.removeItem(KEY);
+    sessionStorage.removeItem(ME);
   },
 };
+
+// Whether the signed-in role may do something (read, publish, operate, admin). The server checks
+// every request itself; the console only leaves out what would be refused.
+export const may = (access) => (auth.me?.access || []).includes(access);
 
 function detailText(detail) {
   if (typeof detail === "string") return detail;
@@ -29,12 +46,12 @@ function detailText(detail) {
   return JSON.stringify(detail);
 }
 
-export async function request(method, path, { params, body, as = "json" } = {}) {
+export async function request(method, path, { params, body, as = "json", token } = {}) {
   const url = new URL(path, location.origin);
   for (const [key, value] of Object.entries(params || {})) {
     if (value !== undefined && value !== null && value !== "") url.searchParams.set(key, value);
   }
-  const headers = { Authorization: `Bearer ${auth.token || ""}` };
+  const headers = token === null ? {} : { Authorization: `Bearer ${token || auth.token || ""}` };
   let payload;
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
@@ -51,7 +68,7 @@ export async function request(method, path, { params, body, as = "json" } = {}) 
     } catch {
       // not JSON: keep the status text
     }
-    if (response.status === 401) window.dispatchEvent(new CustomEvent("airpatrol:unauthorized"));
+    if (response.status === 401 && token !== null) window.dispatchEvent(new CustomEvent("airpatrol:unauthorized"));
     throw new ApiError(response.status, code, detail);
   }
   if (as === "blob") return response.blob();
@@ -61,6 +78,7 @@ export async function request(method, path, { params, body, as = "json" } = {}) 
 
 export const get = (path, params) => request("GET", path, { params });
 export const put = (path, body) => request("PUT", path, { body });
+export const post = (path, body) => request("POST", path, { body });
 export const del = (path) => request("DELETE", path);
 
 // A snapshot or clip as a blob: URL (an <img> or <video> cannot send the bearer header).

@@ -73,7 +73,7 @@ export function mount(container, { events }) {
   function build(id, stream) {
     const video = h("video", { autoplay: true, muted: true, playsinline: true, hidden: true, class: "live-video" });
     const watch = h("button", { type: "button", class: "quiet watch" }, "Watch");
-    const height = h("button", { type: "button", class: "quiet height-open", title: "height above the road: measure a base" }, "Height");
+    const height = h("button", { type: "button", class: "quiet height-open", title: "height above the road: measure a base", dataset: { needs: "operate" } }, "Height");
     const parts = {
       title: h("header", {}),
       size: h("p", { class: "hint" }),
@@ -96,7 +96,7 @@ export function mount(container, { events }) {
     if (!stream.card) build(id, stream);
     const { title, size, figures, last: lastBox, watch, height } = stream.parts;
     const s = stream.session || { id };
-    const end = s.kind && stopPath(s) ? h("button", { type: "button", class: "danger", onclick: () => stop(s) }, "End stream") : null;
+    const end = s.kind && stopPath(s) ? h("button", { type: "button", class: "danger", dataset: { needs: "publish" }, onclick: () => stop(s) }, "End stream") : null;
     title.replaceChildren(h("strong", { title: id }, shortId(id)), " ", h("span", { class: "badge active" }, s.kind || "stream"), h("span", { class: "spacer" }), height, watch, end || "");
     size.textContent = s.width ? `${s.width}×${s.height}${s.camera ? `, ${s.camera}` : ""} · since ${when(s.started_at)}` : "";
     figures.replaceChildren(...figuresOf(stream).flatMap(([k, v]) => [h("dt", {}, k), h("dd", { dataset: { figure: k } }, v)]));

@@ -8,7 +8,7 @@ function operatorForm(session, say) {
   const field = (label, name, attrs) => h("label", {}, label, h("input", { name, ...attrs }));
   const form = h(
     "form",
-    { class: "operator", id: "operator-form" },
+    { class: "operator", id: "operator-form", dataset: { needs: "publish" } },
     h("h3", {}, "Flight values set by the operator"),
     h("p", { class: "hint" }, "For a stream whose telemetry lacks them (DJI Fly, a pulled camera): they scale its speeds."),
     field("Altitude (m)", "altitude_m", { type: "number", min: 1, max: 1000, step: "any" }),
@@ -78,7 +78,7 @@ function rulesForm(session, say) {
       "Zones: name, corners in the video's pixels, limit; the first that holds a vehicle wins (JSON, [] for none)",
       zones,
     ),
-    h("button", { type: "submit" }, "Apply limits"),
+    h("button", { type: "submit", dataset: { needs: "operate" } }, "Apply limits"),
   );
   const show = (rules) => {
     form.elements.speed_limit_kmh.value = rules.speed_limit_kmh ?? "";
@@ -139,7 +139,7 @@ export function mount(container, { events }) {
   function row(s) {
     const stop =
       s.status === "active" && stopPath(s)
-        ? h("button", { type: "button", class: "danger stop", onclick: (e) => (e.stopPropagation(), end(s)) }, "End stream")
+        ? h("button", { type: "button", class: "danger stop", dataset: { needs: "publish" }, onclick: (e) => (e.stopPropagation(), end(s)) }, "End stream")
         : null;
     const tr = h(
       "tr",

@@ -2,7 +2,7 @@
 // the page never asks for all of them), the detail of one (snapshot, clip, the ticket speed and its
 // measuring base, figures), the false-positive toggle, CSV export of the filtered set; new ones
 // arrive live. The speed shown is the ticket speed ± sigma; the per-frame peak is informative.
-import { get, objectUrl, put, request } from "./api.js";
+import { get, may, objectUrl, put, request } from "./api.js";
 import { STATUS_LABELS, errorText, h, num, scaleCheckText, scaleText, shortId, statusBadge, ticketSpeed, when } from "./dom.js";
 import { PagedTable } from "./paged.js";
 const CLASSES = ["", "car", "van", "truck", "bus", "motorcycle", "vehicle"];
@@ -62,7 +62,7 @@ function filterForm(params) {
       h("select", { name: "sort" }, ...SORTS.map(([value, label]) => h("option", { value, selected: params.get("sort") === value }, label))),
     ),
     h("button", { type: "submit" }, "Apply"),
-    h("button", { type: "button", class: "quiet", id: "export-csv" }, "Export CSV"),
+    h("button", { type: "button", class: "quiet", id: "export-csv", dataset: { needs: "operate" } }, "Export CSV"),
   );
 }
 
@@ -118,7 +118,7 @@ export function mount(container, { events, params }) {
   let selected = null;
   let urls = [];
   function row(v) {
-    const toggle = h("input", { type: "checkbox", class: "fp", "aria-label": `violation ${v.id} is a false positive` });
+    const toggle = h("input", { type: "checkbox", class: "fp", "aria-label": `violation ${v.id} is a false positive`, disabled: !may("operate") });
     toggle.checked = v.false_positive;
     toggle.addEventListener("click", (e) => e.stopPropagation());
     toggle.addEventListener("change", () => setFalsePositive(v.id, toggle.checked, toggle));
@@ -267,7 +267,7 @@ export function mount(container, { events, params }) {
 
   // The signed evidence pack (docs/evidence.md): download it, or have it made for an older violation.
   function evidencePart(v) {
-    const out = h("span", { id: "evidence" });
+    const out = h("span", { id: "evidence", dataset: { needs: "operate" } });
     if (v.evidence) {
       const save = h("button", { type: "button", id: "download-evidence" }, "Download");
       save.addEventListener("click", () => download(v.evidence.url, `violation-${v.id}-evidence.zip`, save));
