@@ -274,6 +274,44 @@ def check_signing_key(settings) -> Check:
     )
 
 
+def check_users(settings) -> Check:
+    """Who can sign in: the people with accounts by role (issue 41). With none, only the server's
+    API token (an admin machine token, shared) works: warn, and say how to add the first admin."""
+    from sqlalchemy import inspect, text
+
+    from edge_server.store import make_engine
+
+    hint = "add one: airpatrol users add NAME --role admin"
+    url = settings.resolved_database_url
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return Check("users", WARN, f"no user accounts yet, only the server's API token; {hint}")
+    engine = make_engine(
+        url, **({} if url.startswith("sqlite") else {"connect_args": {"connect_timeout": 3}})
+    )
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table("users"):
+                return Check("users", WARN, f"no user accounts yet (schema before 0009); {hint}")
+            rows = conn.execute(
+                text("SELECT role, COUNT(*) FROM users WHERE disabled_at IS NULL GROUP BY role")
+            ).all()
+    except Exception as exc:  # noqa: BLE001 - check_database says why the database cannot be read
+        return Check("users", WARN, f"cannot read the users: {str(exc).splitlines()[0][:160]}")
+    finally:
+        engine.dispose()
+    counts = dict(rows)
+    if not counts:
+        return Check("users", WARN, f"no user accounts yet, only the server's API token; {hint}")
+    shown = ", ".join(
+        f"{counts[r]} {r}{'s' if counts[r] > 1 else ''}"
+        for r in ("admin", "officer", "viewer")
+        if r in counts
+    )
+    if "admin" not in counts:
+        return Check("users", WARN, f"{shown}; no admin account (only the server's API token administers)")
+    return Check("users", OK, shown)
+
+
 def run_checks(weights: Path, settings_file: Path | None) -> list[Check]:
     from edge_server.settings import ServerSettings
 
@@ -286,6 +324,7 @@ def run_checks(weights: Path, settings_file: Path | None) -> list[Check]:
         lambda: check_ingest(settings),
         lambda: check_disk(settings.resolved_media_dir),
         lambda: check_signing_key(settings),
+        lambda: check_users(settings),
     ]
     out: list[Check] = []
     for step in steps:
@@ -330,4 +369,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_doctor)
 
 
-__all__ = ["Check", "card_checksums", "check_models", "cmd_doctor", "register", "run_checks"]
+__all__ = ["Check", "card_checksums", "check_models", "check_users", "cmd_doctor", "register", "run_checks"]

@@ -15,7 +15,19 @@ from edge_server.store import Store
 
 pytestmark = pytest.mark.timeout(120)
 
-NAMES = ["models", "openvino", "onnxruntime", "torch", "h264", "database", "rtmp", "mqtt", "disk", "evidence"]
+NAMES = [
+    "models",
+    "openvino",
+    "onnxruntime",
+    "torch",
+    "h264",
+    "database",
+    "rtmp",
+    "mqtt",
+    "disk",
+    "evidence",
+    "users",
+]
 
 
 def _free_port() -> int:
@@ -60,6 +72,31 @@ def test_a_migrated_database_is_reported_current(box: Path, capsys) -> None:
     Store.from_url(f"sqlite:///{box / 'data' / 'airpatrol.db'}").close()
     rc, checks = doctor(capsys)
     assert rc == 0 and "(newest)" in checks["database"]["detail"], checks["database"]
+
+
+def test_the_user_accounts_are_counted(box: Path, capsys) -> None:
+    rc, checks = doctor(capsys)
+    assert (
+        checks["users"]["status"] == "warn"
+        and "airpatrol users add NAME --role admin" in checks["users"]["detail"]
+    )
+    store = Store.from_url(f"sqlite:///{box / 'data' / 'airpatrol.db'}")
+    try:
+        for name, role in [("olga", "officer"), ("otto", "officer"), ("vera", "viewer")]:
+            store.accounts.add_user(name, role, "$argon2id$not-checked-here", "test")
+        rc, checks = doctor(capsys)
+        assert checks["users"] == {"name": "users", "status": "warn", "detail": (
+            "2 officers, 1 viewer; no admin account (only the server's API token administers)")}  # fmt: skip
+        store.accounts.add_user("ada", "admin", "$argon2id$not-checked-here", "test")
+        store.accounts.update_user("vera", disabled_at=store.accounts.user("olga").created_at)
+        rc, checks = doctor(capsys)
+        assert (
+            rc == 0
+            and checks["users"]["status"] == "ok"
+            and checks["users"]["detail"] == "1 admin, 2 officers"
+        )
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize(
