@@ -32,7 +32,8 @@ class AuditEntryOut(BaseModel):
     seq: int = Field(description="the entry's place in the chain (1, 2, 3, ... without gaps)")
     at: str = Field(description="UTC, ISO 8601")
     actor: str = Field(
-        description="who: api-token@<address> (today's shared token), engine, pre-audit, cli:..."
+        description="who: user:<name>[<role>]@<address>, token:<name>[<role>]@<address>, "
+        "api-token@<address> (the server's API token), engine, pre-audit, cli:<os user>@<host>"
     )
     action: str = Field(description="e.g. violation.created, violation.false_positive, evidence.made")
     target_type: str
