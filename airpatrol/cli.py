@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "edge_server.cli",  # serve
     "edge_server.evidence.cli",  # verify, keys, evidence, audit
     "edge_server.auth.cli",  # users, tokens
+    "edge_server.retention.cli",  # retention
     "edge_client.cli",  # publish, serve-bench
     "training.cli",  # train
 )

@@ -42,6 +42,7 @@ from edge_server.middleware import (
     RequestGuardMiddleware,
 )
 from edge_server.mosquitto import BrokerUnavailable, MosquittoBroker, resolve_password
+from edge_server.retention.purge import start_retention
 from edge_server.routes import (
     auth,
     dji_apps,
@@ -49,6 +50,7 @@ from edge_server.routes import (
     health,
     height,
     live_events,
+    retention,
     sessions,
     users,
     violations,
@@ -109,6 +111,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     height.protected,
     violations.protected,
     evidence.protected,
+    retention.protected,
     users.protected,
     dji_apps.router,
     dji_apps.callbacks,  # nginx's, authenticated by the secret in the path
@@ -288,6 +291,9 @@ def _lifespan(
         )
         app.state.evidence = evidence
         app.state.accounts = start_accounts(app.state.auth, store, app.state.auditor, settings)
+        app.state.retention, retention_task = start_retention(
+            settings, store, app.state.server_id, app.state.auditor.record
+        )
         media = MediaLoop().start()  # WebRTC media on a loop of its own, apart from HTTP
         app.state.manager = manager = StreamManager(
             settings, store, bus, metrics, pipeline_factory, media, evidence, app.state.auditor
@@ -308,6 +314,8 @@ def _lifespan(
             yield
         finally:
             log.info("shutting down: closing %d streams", app.state.manager.active_count)
+            if retention_task is not None:
+                retention_task.cancel()
             await app.state.manager.close_all("server shutdown")
             if manager.rtmp.server is not None:
                 await asyncio.to_thread(manager.rtmp.server.stop)

@@ -17,7 +17,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from edge_server.evidence.schemas import EvidenceOut
+from edge_server.evidence.schemas import EvidenceOut, LegalHoldOut
 from edge_server.scale_schemas import ScaleCheckOut, ScaleOut, ScaleSource
 from edge_server.settings import PLAIN_ID
 from edge_server.store import SORTS, SessionRow, TrackRow, ViolationRow, violation_status
@@ -165,6 +165,8 @@ class ViolationOut(BaseModel):
         None, description="the scale against the cars' sizes: status, ratio, its sigma, vehicles, reason"
     )
     evidence: EvidenceOut | None = Field(None, description="the signed evidence pack; null: none made yet")
+    legal_hold: LegalHoldOut | None = Field(None, description="kept whatever the retention; null: none")
+    media_purged_at: dt.datetime | None = Field(None, description="when retention removed its media")
 
     @classmethod
     def from_row(cls, row: ViolationRow, prefix: str = API_PREFIX) -> ViolationOut:
@@ -215,6 +217,8 @@ class ViolationOut(BaseModel):
             scale=ScaleOut.from_stored(row.scale),
             scale_check=ScaleCheckOut.from_stored(row.scale_check),
             evidence=EvidenceOut.from_row(row, f"{prefix}/violations/{row.id}/evidence.zip"),
+            legal_hold=LegalHoldOut.from_row(row),
+            media_purged_at=getattr(row, "media_purged_at", None),
         )
 
 

@@ -178,6 +178,14 @@ class ServerSettings(BaseSettings):
     login_failures_per_user: int = Field(5, ge=1)
     login_failures_per_address: int = Field(20, ge=1)
     login_window_s: float = Field(900.0, gt=0)
+    # Retention (issue 41; None keeps for ever): the media of violations that are not enforceable or
+    # were dismissed after retention_media_days (the record stays), dismissed violations after
+    # retention_dismissed_days, every violation after retention_violation_days; days since the
+    # violation. A legal hold keeps a violation whatever these say. A pass every retention_interval_s.
+    retention_media_days: float | None = Field(None, gt=0)
+    retention_dismissed_days: float | None = Field(None, gt=0)
+    retention_violation_days: float | None = Field(None, gt=0)
+    retention_interval_s: float = Field(3600.0, ge=10)
     # The live counters of each stream are written to its session row this often (a crash
     # loses at most this much of them).
     session_persist_interval_s: float = Field(5.0, gt=0)

@@ -24,7 +24,7 @@ from pathlib import Path
 from edge_server.auth.roles import MACHINE_ROLES, PERSON_ROLES
 
 
-def _actor() -> str:
+def cli_actor() -> str:
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
@@ -81,12 +81,12 @@ def cmd_users(args: argparse.Namespace) -> int:
         if args.action == "add":
             if args.role is None:
                 raise AccountError("invalid", "'users add' needs --role (admin, officer or viewer)")
-            row = accounts.add_user(args.name, args.role, _password(args), _actor())
+            row = accounts.add_user(args.name, args.role, _password(args), cli_actor())
             sys.stdout.write(f"added {row.username} ({row.role})\n")
             return 0
         disabled = True if args.disable else False if args.enable else None
         password = _password(args) if args.password or args.password_stdin else None
-        row = accounts.update_user(args.name, _actor(), role=args.role, disabled=disabled, password=password)
+        row = accounts.update_user(args.name, cli_actor(), role=args.role, disabled=disabled, password=password)
         sys.stdout.write(_user_line(row) + "\n")
         return 0
     except AccountError as exc:
@@ -123,13 +123,13 @@ def cmd_tokens(args: argparse.Namespace) -> int:
                 raise AccountError(
                     "invalid", "'tokens create' needs --role (admin, officer, viewer or publisher)"
                 )
-            issued = accounts.add_machine_token(args.name, args.role, _actor(), args.expires_days)
+            issued = accounts.add_machine_token(args.name, args.role, cli_actor(), args.expires_days)
             sys.stderr.write(
                 f"token {issued.row.id} ({issued.row.role}) for {issued.row.name}; shown once:\n"
             )
             sys.stdout.write(issued.token + "\n")
             return 0
-        accounts.revoke_token(args.name, _actor())
+        accounts.revoke_token(args.name, cli_actor())
         sys.stdout.write(f"revoked {args.name}\n")
         return 0
     except AccountError as exc:
@@ -173,4 +173,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.set_defaults(func=cmd_tokens)
 
 
-__all__ = ["cmd_tokens", "cmd_users", "register"]
+__all__ = ["cli_actor", "cmd_tokens", "cmd_users", "register"]

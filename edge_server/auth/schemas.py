@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from edge_server.auth.passwords import MAX_LENGTH, MIN_LENGTH
 
@@ -63,7 +63,7 @@ class UserPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: PersonRole | None = None
-    disabled: bool | None = Field(
+    disabled: StrictBool | None = Field(
         None, description="true: the user cannot sign in; every token of theirs ends"
     )
     password: str | None = Field(

@@ -28,6 +28,18 @@ class EvidenceOut(BaseModel):
         )
 
 
+class LegalHoldOut(BaseModel):
+    at: dt.datetime
+    by: str | None = Field(None, description="who placed it")
+    reason: str | None = Field(None, description="e.g. the case number")
+
+    @classmethod
+    def from_row(cls, row) -> LegalHoldOut | None:  # noqa: ANN001 - a ViolationRow
+        if getattr(row, "legal_hold_at", None) is None:
+            return None
+        return cls(at=row.legal_hold_at, by=row.legal_hold_by, reason=row.legal_hold_reason)
+
+
 class AuditEntryOut(BaseModel):
     seq: int = Field(description="the entry's place in the chain (1, 2, 3, ... without gaps)")
     at: str = Field(description="UTC, ISO 8601")

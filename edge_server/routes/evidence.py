@@ -75,13 +75,15 @@ async def make_evidence(request: Request, violation_id: ViolationId) -> Violatio
     f"{API_PREFIX}/violations/{{violation_id}}/history",
     response_model=AuditHistoryOut,
     tags=["evidence"],
-    summary="The violation's entries in the audit trail: who did what to it, when, before and after",
+    summary="The violation's entries in the audit trail: who did what to it, when, before and after "
+    "(kept after retention removed the violation)",
     responses={404: {"model": ErrorOut}},
     dependencies=READ,
 )
 async def violation_history(request: Request, violation_id: ViolationId) -> AuditHistoryOut:
-    await _violation_or_404(request, violation_id)
     entries = await asyncio.to_thread(store_of(request).audit.history, "violation", violation_id)
+    if not entries:
+        await _violation_or_404(request, violation_id)
     return AuditHistoryOut(entries=entries)
 
 

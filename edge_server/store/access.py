@@ -28,6 +28,7 @@ from edge_server.store.paging import (
     keyset,
     keyset_nulls_last,
 )
+from edge_server.store.retention import RetentionStore
 from pipelines.height import SCALE_SOURCES
 from pipelines.types import (
     ENFORCEABLE,
@@ -177,6 +178,7 @@ class Store:
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self.audit = AuditLog(self._sessions, server_id)  # the audit trail (edge_server.store.audit)
         self.accounts = AccountStore(self._sessions)  # users and tokens (edge_server.store.accounts)
+        self.retention = RetentionStore(self._sessions)  # holds and purges (edge_server.store.retention)
 
     @classmethod
     def from_url(

@@ -196,6 +196,12 @@ class ViolationRow(Base):
     evidence_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     evidence_made_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     evidence_made_later: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # retention (issue 41, migration 0010): a legal hold keeps the record and its media whatever the
+    # retention; media_purged_at: when retention deleted its media (the record stays)
+    legal_hold_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    legal_hold_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    legal_hold_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    media_purged_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
     @hybrid_property
     def status(self) -> str:

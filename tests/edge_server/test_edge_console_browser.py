@@ -149,6 +149,8 @@ def test_a_user_signs_in_and_sees_what_the_role_may_do(
     click(chromium, (By.CSS_SELECTOR, f"#violations tr[data-id='{seeded.seeded_ids[0]}'] td"))
     wait(chromium).until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#violation-detail img")))
     assert chromium.find_element(By.ID, "evidence").is_displayed() == reviews
+    assert "no legal hold" in chromium.find_element(By.ID, "retention").text
+    assert not chromium.find_elements(By.ID, "legal-hold")  # an admin's
     shot(chromium, f"violations-as-{role}")
     token = js(chromium, "sessionStorage.getItem('airpatrol.token')")
     assert token.startswith("ap_")
@@ -158,6 +160,27 @@ def test_a_user_signs_in_and_sees_what_the_role_may_do(
         assert c.get("/api/v1/auth/me", headers={"Authorization": f"Bearer {token}"}).status_code == 401
     errors = [e for e in console_errors(chromium) if "401" not in e["message"]]
     assert errors == []
+
+
+def test_an_admin_places_a_legal_hold(seeded: RunningServer, chromium: WebDriver) -> None:
+    """The violation's retention line: an admin (the server's API token) places a legal hold with a
+    reason and releases it; the API says the same."""
+    vid = seeded.seeded_ids[0]
+    sign_in(chromium, seeded)
+    go(chromium, "violations")
+    click(chromium, (By.CSS_SELECTOR, f"#violations tr[data-id='{vid}'] td"))
+    wait(chromium).until(ec.visibility_of_element_located((By.ID, "legal-hold")))
+    assert "no legal hold" in chromium.find_element(By.ID, "retention").text
+    chromium.execute_script("window.prompt = () => 'case 2026-114'")
+    click(chromium, (By.ID, "legal-hold"))
+    wait(chromium).until(lambda d: "legal hold: case 2026-114" in d.find_element(By.ID, "retention").text)
+    with seeded.client() as c:
+        assert c.get(f"/api/v1/violations/{vid}").json()["legal_hold"]["reason"] == "case 2026-114"
+    shot(chromium, "legal-hold")
+    click(chromium, (By.ID, "legal-hold"))
+    wait(chromium).until(lambda d: "no legal hold" in d.find_element(By.ID, "retention").text)
+    with seeded.client() as c:
+        assert c.get(f"/api/v1/violations/{vid}").json()["legal_hold"] is None
 
 
 def test_violations_review_persists_a_false_positive(

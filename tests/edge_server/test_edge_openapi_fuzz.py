@@ -70,6 +70,9 @@ OPERATIONS = [
     "POST /api/v1/violations/{violation_id}/evidence",
     "GET /api/v1/violations/{violation_id}/history",
     "GET /api/v1/audit",
+    "GET /api/v1/retention",
+    "POST /api/v1/retention/purge",
+    "PUT /api/v1/violations/{violation_id}/legal-hold",
     "GET /api/v1/users",
     "POST /api/v1/users",
     "GET /api/v1/users/{username}",
@@ -180,8 +183,8 @@ NOT_CHECKED = {
 def refused_by_design(case) -> bool:
     """A request valid to the document that the server refuses on purpose, with a documented 4xx the
     document's schemas cannot express: a cursor the server did not issue (400 invalid_cursor), since
-    not before until, a time with no UTC equivalent, a minimum speed above the maximum, a stream's
-    zones of the same name or named "global", or a height reference that is not one kind (a site
+    not before until, a time with no UTC equivalent, a legal hold without a reason, a minimum speed
+    above the maximum, a stream's zones of the same name or named "global", or a height reference that is not one kind (a site
     value or a measured base: exactly one of them, a sigma only with the site value) (422).
     positive_data_acceptance skips these."""
     if case.method.upper() == "PUT" and case.path.endswith("/rules") and isinstance(case.body, dict):
@@ -196,6 +199,9 @@ def refused_by_design(case) -> bool:
         site, base = (case.body.get(k) is not None for k in ("takeoff_above_road_m", "lines"))
         if site == base or (base and case.body.get("sigma_m") is not None):
             return True
+    held = case.path.endswith("/legal-hold") and isinstance(case.body, dict) and case.body.get("hold") is True
+    if held and not case.body.get("reason"):
+        return True  # a hold needs a reason (422): one field's presence depending on another's value
     query = case.query or {}
     if "cursor" in query:
         return True

@@ -195,6 +195,7 @@ export function mount(container, { events, params }) {
       ["Session", v.session_id],
       ["Recorded by", v.server_id || "–"],
       ["Evidence pack", evidencePart(v)],
+      ["Retention", retentionPart(v)],
     ];
     const history = h("ol", { id: "history", class: "history" }, h("li", {}, "Loading history…"));
     detail.hidden = false;
@@ -263,6 +264,34 @@ export function mount(container, { events, params }) {
     link.click();
     link.remove();
     setTimeout(() => URL.revokeObjectURL(url), 10000);
+  }
+
+  // Retention (docs/evidence.md): a legal hold keeps the violation and its media; an admin places or
+  // releases it (with a reason); media that retention removed say when.
+  function retentionPart(v) {
+    const out = h("span", { id: "retention" });
+    const hold = v.legal_hold;
+    out.append(
+      hold ? `legal hold: ${hold.reason || ""} (${hold.by || "?"}, ${when(hold.at)})` : "no legal hold",
+      v.media_purged_at ? `; media removed by retention ${when(v.media_purged_at)}` : "",
+    );
+    if (may("admin")) {
+      const button = h("button", { type: "button", class: "quiet", id: "legal-hold" }, hold ? "Release hold" : "Place legal hold");
+      button.addEventListener("click", async () => {
+        const reason = hold ? null : prompt("Reason for the legal hold (e.g. the case number):");
+        if (!hold && !reason) return;
+        button.disabled = true;
+        try {
+          table.put(await put(`/api/v1/violations/${v.id}/legal-hold`, hold ? { hold: false } : { hold: true, reason }));
+          if (selected === v.id) select(v.id);
+        } catch (error) {
+          button.after(` ${errorText(error)}`);
+          button.disabled = false;
+        }
+      });
+      out.append(" ", button);
+    }
+    return out;
   }
 
   // The signed evidence pack (docs/evidence.md): download it, or have it made for an older violation.
