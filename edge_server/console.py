@@ -68,5 +68,12 @@ async def publisher_page() -> FileResponse:
     return FileResponse(ASSETS / "publish.html", headers=HEADERS)
 
 
+@router.get("/console/alert")
+async def alert_page() -> FileResponse:
+    """The stop team's phone page: each new enforceable violation with its picture, direction and
+    the next checkpoint's ETA, as it is stored (the events WebSocket)."""
+    return FileResponse(ASSETS / "alert.html", headers=HEADERS)
+
+
 def mount_console(app) -> None:
     app.mount(ASSETS_PATH, ConsoleAssets(directory=str(ASSETS)), name="console-assets")

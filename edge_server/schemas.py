@@ -17,6 +17,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from edge_server.alerts.schemas import CheckpointOut
 from edge_server.evidence.schemas import EvidenceOut, LegalHoldOut
 from edge_server.scale_schemas import ScaleCheckOut, ScaleOut, ScaleSource
 from edge_server.settings import PLAIN_ID
@@ -167,6 +168,10 @@ class ViolationOut(BaseModel):
     evidence: EvidenceOut | None = Field(None, description="the signed evidence pack; null: none made yet")
     legal_hold: LegalHoldOut | None = Field(None, description="kept whatever the retention; null: none")
     media_purged_at: dt.datetime | None = Field(None, description="when retention removed its media")
+    heading_deg: float | None = Field(
+        None, description="direction of travel, compass bearing (0 north, 90 east)"
+    )
+    next_checkpoint: CheckpointOut | None = Field(None, description="the next checkpoint ahead, with its ETA")
 
     @classmethod
     def from_row(cls, row: ViolationRow, prefix: str = API_PREFIX) -> ViolationOut:
@@ -219,6 +224,8 @@ class ViolationOut(BaseModel):
             evidence=EvidenceOut.from_row(row, f"{prefix}/violations/{row.id}/evidence.zip"),
             legal_hold=LegalHoldOut.from_row(row),
             media_purged_at=getattr(row, "media_purged_at", None),
+            heading_deg=getattr(row, "heading_deg", None),
+            next_checkpoint=CheckpointOut.from_stored(getattr(row, "next_checkpoint", None)),
         )
 
 

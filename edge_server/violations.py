@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,8 @@ from edge_server.metrics import Metrics
 from edge_server.schemas import ViolationOut
 from edge_server.settings import ServerSettings
 from edge_server.store import Store, ViolationRow
+from pipelines.checkpoints import Checkpoint, next_checkpoint, travel_heading
+from pipelines.config import AlertsConfig
 from pipelines.rules import crop_with_margin
 from pipelines.types import ScaleCheckResult, Telemetry, Violation
 
@@ -52,6 +55,19 @@ def _ticket_text(v: Violation) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:40] or "zone"
+
+
+def alert_fields(v: Violation, occurred_at: dt.datetime, alerts: AlertsConfig) -> dict[str, Any]:
+    """The stop team's extras (pipelines.checkpoints): the direction of travel and the next
+    checkpoint ahead, ``at`` the UTC time the vehicle gets there at the ticket speed."""
+    heading = travel_heading(v.trace)
+    checkpoints = [Checkpoint(c.name, c.lat, c.lon) for c in alerts.checkpoints]
+    arrival = next_checkpoint(heading, v.ticket_speed_kmh, checkpoints, alerts.max_off_heading_deg)
+    nxt = None
+    if arrival is not None and heading is not None:
+        at = occurred_at + dt.timedelta(seconds=heading.t - v.start_time_s + arrival.eta_s)
+        nxt = {**arrival.to_dict(), "at": at.isoformat()}
+    return {"heading_deg": None if heading is None else round(heading.bearing_deg, 1), "next_checkpoint": nxt}
 
 
 class ViolationRecorder:
@@ -78,6 +94,8 @@ class ViolationRecorder:
         self.context: Callable[[], dict] | None = None
         # writes the received video of a span (PeerLink.source_segment; None: the transport keeps none)
         self.source_segment: Callable[[float, float, Path], dict | None] | None = None
+        # the site's checkpoints for the stop team's alert (set by the worker: alerts in the config)
+        self.alerts: AlertsConfig = AlertsConfig()
         self.store = store
         self.bus = bus
         self.metrics = metrics
@@ -121,8 +139,9 @@ class ViolationRecorder:
         stem = f"t{v.track_id}_{_slug(v.zone)}_{v.start_frame}"
         snapshot_path = self._write_snapshot(rel_dir / f"{stem}.jpg", v, annotated)
         row = self.store.add_violation(
-            self.session_id, v, occurred_at=occurred_at, telemetry=telemetry, snapshot_path=snapshot_path
-        )
+            self.session_id, v, occurred_at=occurred_at, telemetry=telemetry, snapshot_path=snapshot_path,
+            alert=alert_fields(v, occurred_at, self.alerts),
+        )  # fmt: skip
         self.count += 1
         self.metrics.violations.inc()
         if self.auditor is not None:  # on the clip threads: the stream's thread does not wait for it

@@ -74,6 +74,7 @@ class StreamWorker:
         )
         self.outputs.violations.context = self._evidence_context  # what a violation's record keeps
         self.outputs.violations.source_segment = self.peer.source_segment  # RTMP/RTSP: the received video
+        self.outputs.violations.alerts = pipeline.config.alerts  # the stop team's checkpoints
         # settings.prepare_ahead: received frames -> ``incoming`` -> prepare thread (BGR, grey,
         # camera motion) -> ``slot`` -> worker; else received frames go to ``slot`` directly
         self._prepare_thread = (

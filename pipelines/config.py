@@ -493,6 +493,21 @@ class ScaleCheckConfig(_Section):
     max_spread: float = Field(2.5, gt=0)  # tracks' scatter over the prior's: beyond it, unverified
 
 
+class CheckpointConfig(_Section):
+    name: str = Field(min_length=1, max_length=64)
+    lat: float = Field(ge=-90, le=90)
+    lon: float = Field(ge=-180, le=180)
+
+
+class AlertsConfig(_Section):
+    """What the stop team's alert says beyond the violation (pipelines.checkpoints): the next of
+    these named points ahead of the vehicle (within ``max_off_heading_deg`` of its direction of
+    travel) and when it gets there at the ticket speed."""
+
+    checkpoints: list[CheckpointConfig] = []
+    max_off_heading_deg: float = Field(60.0, gt=0, le=180)
+
+
 class PipelineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -505,6 +520,7 @@ class PipelineConfig(BaseModel):
     rules: RulesConfig = RulesConfig()
     camera: CameraConfig = CameraConfig()
     scale_check: ScaleCheckConfig = ScaleCheckConfig()
+    alerts: AlertsConfig = AlertsConfig()
 
     @field_validator("*", mode="before")
     @classmethod

@@ -86,7 +86,9 @@ def cmd_users(args: argparse.Namespace) -> int:
             return 0
         disabled = True if args.disable else False if args.enable else None
         password = _password(args) if args.password or args.password_stdin else None
-        row = accounts.update_user(args.name, cli_actor(), role=args.role, disabled=disabled, password=password)
+        row = accounts.update_user(
+            args.name, cli_actor(), role=args.role, disabled=disabled, password=password
+        )
         sys.stdout.write(_user_line(row) + "\n")
         return 0
     except AccountError as exc:

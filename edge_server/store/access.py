@@ -343,8 +343,10 @@ class Store:
         occurred_at: dt.datetime,
         telemetry: Telemetry | None = None,
         snapshot_path: str | None = None,
+        alert: dict[str, Any] | None = None,
     ) -> ViolationRow:
-        """Store one violation of a session, with the drone's position and height at the time."""
+        """Store one violation of a session, with the drone's position and height at the time (and
+        ``alert``: its ``heading_deg`` and ``next_checkpoint``, edge_server.violations)."""
         row = ViolationRow(
             session_id=session_id,
             occurred_at=occurred_at,
@@ -355,6 +357,7 @@ class Store:
                 **drone_fields(telemetry),
                 **scale_fields(violation),
                 **scale_check_fields(violation),
+                **(alert or {}),
             },
         )
         with self._sessions.begin() as s:

@@ -202,6 +202,11 @@ class ViolationRow(Base):
     legal_hold_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
     legal_hold_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     media_purged_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # the stop team's alert (issue 41, migration 0011): the direction of travel (compass bearing, from
+    # the track's positions on the earth) and the next checkpoint ahead: name, lat/lon, distance_m,
+    # eta_s and ``at`` (UTC, when the vehicle gets there at the ticket speed)
+    heading_deg: Mapped[float | None] = mapped_column(Float, nullable=True)
+    next_checkpoint: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
     @hybrid_property
     def status(self) -> str:

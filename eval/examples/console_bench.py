@@ -6,7 +6,9 @@ server on 127.0.0.1 with 10,000 violations stored (200 sessions):
 * a violation stored -> its row on the open violations page: the server's own ViolationRecorder
   writes its snapshot, stores it and publishes it (as a live stream's worker does); the page stamps
   the row's arrival with a MutationObserver; the wall-clock time from the call (so an upper bound:
-  it includes the snapshot's JPEG) to the row, over N violations: median, p95 and max.
+  it includes the snapshot's JPEG) to the row, over N violations: median, p95 and max;
+* an enforceable violation stored -> its card on the stop team's phone page (/console/alert, issue
+  41's target: p95 <= 1 s), the same way (the page stamps each card as it adds it).
 
 A benchmark, not CI:    .venv/bin/python eval/examples/console_bench.py [--violations 10000] [--n 30]
 
@@ -42,6 +44,7 @@ from pipelines.types import Violation  # noqa: E402
 sys.path.append(str(REPO / "tests"))
 
 from browser_helpers import CHROMEDRIVER, CHROMIUM, chromium_options  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 log = logging.getLogger("console_bench")
 TOKEN = "console-bench-token"
@@ -176,6 +179,37 @@ def time_live_rows(driver, url: str, app: FastAPI, settings: ServerSettings, n: 
           f"   missing {missing}")  # fmt: skip
 
 
+def time_alerts(driver, url: str, app: FastAPI, settings: ServerSettings, n: int) -> None:
+    """``n`` enforceable violations stored by the server's own ViolationRecorder -> their cards on
+    the stop team's page: median, p95 and max."""
+    driver.get("about:blank")
+    driver.get(f"{url}/console/alert")
+    WebDriverWait(driver, 30).until(lambda d: d.find_element("id", "link-state").text == "live")
+    recorder = ViolationRecorder("alert001", settings=settings, store=app.state.store, bus=app.state.bus,
+                                 metrics=app.state.metrics, clip_executor=ThreadPoolExecutor(1),
+                                 snapshot_margin_px=12)  # fmt: skip
+    app.state.store.create_session("alert001", "webrtc")
+    frame = np.full((360, 640, 3), 90, np.uint8)
+    stored: dict[int, float] = {}
+    for k in range(n):
+        v = Violation(track_id=k, zone="global", speed_limit_kmh=50.0, peak_speed_kmh=70.0 + k % 20,
+                      mean_speed_kmh=68.0, sigma_kmh=0.9, start_frame=30 * k + 1, end_frame=30 * k + 30,
+                      start_time_s=float(k), end_time_s=k + 1.0, class_name="car",
+                      bbox_xyxy=(100.0, 100.0, 160.0, 130.0), ticket_speed_kmh=66.0, ticket_sigma_kmh=0.9,
+                      tolerance_kmh=3.0, confidence_k=1.645, status="enforceable")  # fmt: skip
+        before = time.time() * 1000
+        row = recorder.record(v, frame, None, dt.datetime.now(dt.timezone.utc))
+        stored[row.id] = before
+        time.sleep(0.3)
+    time.sleep(2.0)
+    seen = driver.execute_script("return window.__alerts.shown")
+    latency = [seen[str(i)] - t for i, t in stored.items() if str(i) in seen]
+    missing = len(stored) - len(latency)
+    say(f"\nenforceable violation stored -> card on the stop team's page, {len(latency)} violations (ms):")
+    say(f"  median {statistics.median(latency):.0f}   p95 {pct(latency, 95):.0f}   max {max(latency):.0f}"
+          f"   missing {missing}")  # fmt: skip
+
+
 def main() -> int:
     args = parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -201,6 +235,7 @@ def main() -> int:
         driver.execute_script("sessionStorage.setItem('airpatrol.token', arguments[0])", TOKEN)
         time_page_loads(driver, url, args.loads)
         time_live_rows(driver, url, app, settings, args.n)
+        time_alerts(driver, url, app, settings, args.n)
     finally:
         driver.quit()
         server.should_exit = True

@@ -111,6 +111,7 @@ PUBLIC = {
     ("GET", "/console"),
     ("GET", "/console/"),
     ("GET", "/console/publish"),
+    ("GET", "/console/alert"),
 }
 
 
