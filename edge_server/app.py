@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from edge_server import __version__
+from edge_server.alerts.webhooks import WebhookDispatcher
 from edge_server.api_docs import install_docs
 from edge_server.auth.accounts import start_accounts
 from edge_server.auth.authenticator import Authenticator
@@ -54,6 +55,7 @@ from edge_server.routes import (
     sessions,
     users,
     violations,
+    webhooks,
     webrtc,
 )
 from edge_server.routes.common import ApiError, json_error
@@ -112,6 +114,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     violations.protected,
     evidence.protected,
     retention.protected,
+    webhooks.protected,
     users.protected,
     dji_apps.router,
     dji_apps.callbacks,  # nginx's, authenticated by the secret in the path
@@ -291,6 +294,10 @@ def _lifespan(
         )
         app.state.evidence = evidence
         app.state.accounts = start_accounts(app.state.auth, store, app.state.auditor, settings)
+        app.state.webhooks = dispatcher = WebhookDispatcher.from_settings(
+            settings, store, app.state.server_id, metrics, app.state.auditor.record
+        )
+        dispatcher.start(bus)
         app.state.retention, retention_task = start_retention(
             settings, store, app.state.server_id, app.state.auditor.record
         )
@@ -317,6 +324,7 @@ def _lifespan(
             if retention_task is not None:
                 retention_task.cancel()
             await app.state.manager.close_all("server shutdown")
+            await dispatcher.stop()  # after the streams: their last violations are queued
             if manager.rtmp.server is not None:
                 await asyncio.to_thread(manager.rtmp.server.stop)
             if callbacks is not None:

@@ -82,8 +82,24 @@ class Metrics:
             "API reads answered 503 busy: too many were waiting while a stream was live",
             registry=r,
         )
+        self._alerts(r)
         self.event_subscribers = Gauge(
             "airpatrol_event_subscribers", "Open /api/v1/events WebSockets", registry=r
+        )
+
+    def _alerts(self, r: CollectorRegistry) -> None:
+        """The stop team's webhooks (edge_server.alerts.webhooks)."""
+        self.webhook_deliveries = Counter(
+            "airpatrol_webhook_deliveries_total",
+            "Webhook tries by target and outcome (delivered, retried, dead)",
+            ["target", "outcome"],
+            registry=r,
+        )
+        self.webhook_delay = Histogram(
+            "airpatrol_webhook_delay_seconds",
+            "An event queued -> its webhook delivered (a 2xx), retries included",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 900.0),
+            registry=r,
         )
 
     def forget_stream(self, session_id: str) -> None:

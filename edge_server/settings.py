@@ -15,7 +15,15 @@ import socket
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from pipelines.config import read_yaml_mapping
@@ -34,6 +42,20 @@ PLAIN_ID = r"^[A-Za-z0-9_.-]+$"
 
 class SettingsError(AirPatrolError, ValueError):
     """Server settings that cannot be used; the message says what to fix."""
+
+
+class WebhookConfig(BaseModel):
+    """One outgoing webhook target (edge_server.alerts.webhooks): a JSON POST per event, signed with
+    HMAC-SHA256 under ``secret``; ``events``: which; ``enforceable_only``: new violations only when
+    enforceable (what a dispatch system acts on)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, pattern=PLAIN_ID)
+    url: str = Field(pattern=r"^https?://[^\s]+$", max_length=2000)
+    secret: SecretStr = Field(min_length=16)
+    events: list[Literal["violation", "violation.updated", "violation.evidence_ready"]] = ["violation"]
+    enforceable_only: bool = True
 
 
 class ServerSettings(BaseSettings):
@@ -186,6 +208,15 @@ class ServerSettings(BaseSettings):
     retention_dismissed_days: float | None = Field(None, gt=0)
     retention_violation_days: float | None = Field(None, gt=0)
     retention_interval_s: float = Field(3600.0, ge=10)
+    # Outgoing webhooks (issue 41): targets, each event tried until delivered (a 2xx) or
+    # dead-lettered (a 4xx other than 408/425/429, or webhook_max_attempts tries; the backoff
+    # doubles from 0.5 s up to webhook_backoff_max_s), in order per target; delivered ones are
+    # forgotten after webhook_keep_days.
+    webhooks: list[WebhookConfig] = []
+    webhook_max_attempts: int = Field(50, ge=1)
+    webhook_backoff_max_s: float = Field(15.0, gt=0)
+    webhook_timeout_s: float = Field(5.0, gt=0)
+    webhook_keep_days: float = Field(7.0, gt=0)
     # The live counters of each stream are written to its session row this often (a crash
     # loses at most this much of them).
     session_persist_interval_s: float = Field(5.0, gt=0)

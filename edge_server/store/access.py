@@ -29,6 +29,7 @@ from edge_server.store.paging import (
     keyset_nulls_last,
 )
 from edge_server.store.retention import RetentionStore
+from edge_server.store.webhooks import WebhookStore
 from pipelines.height import SCALE_SOURCES
 from pipelines.types import (
     ENFORCEABLE,
@@ -179,6 +180,7 @@ class Store:
         self.audit = AuditLog(self._sessions, server_id)  # the audit trail (edge_server.store.audit)
         self.accounts = AccountStore(self._sessions)  # users and tokens (edge_server.store.accounts)
         self.retention = RetentionStore(self._sessions)  # holds and purges (edge_server.store.retention)
+        self.webhooks = WebhookStore(self._sessions)  # outgoing webhooks' queue (edge_server.store.webhooks)
 
     @classmethod
     def from_url(

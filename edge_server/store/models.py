@@ -318,3 +318,27 @@ class ApiTokenRow(Base):
     expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     last_used_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class WebhookDeliveryRow(Base):
+    """One event for one webhook target (issue 41): pending until delivered (a 2xx) or dead-lettered
+    (a permanent refusal, or ``webhook_max_attempts`` tries). A target's rows go out in ``id``
+    order, one at a time. ``payload`` is the exact JSON body sent (and signed) at every try;
+    ``event_id`` is its idempotency key, the same at every try."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (Index("ix_webhook_deliveries_pending", "target", "delivered_at", "dead_at", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    target: Mapped[str] = mapped_column(String(64))
+    event_id: Mapped[str] = mapped_column(String(64))
+    event_type: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[str] = mapped_column(Text)
+    server_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    delivered_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    dead_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -147,7 +147,7 @@ def test_upgrade_from_an_older_revision_and_back(
     old_columns = ", ".join(row)
     migrate(engine)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0011"  # the head
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0012"  # the head
         assert conn.execute(text(f"SELECT {old_columns} FROM violations")).all() == before
         new = conn.execute(text(f"SELECT {', '.join(new_columns)} FROM violations")).one()
     assert tuple(new) == (None,) * len(new_columns)
