@@ -312,6 +312,43 @@ def check_users(settings) -> Check:
     return Check("users", OK, shown)
 
 
+def check_outputs(settings) -> list[Check]:
+    """The map's tiles (an MBTiles file the server serves) and the webhook targets (named, not
+    called: a probe would be a delivery)."""
+    out = []
+    if settings.map_tiles is not None:
+        from edge_server.geo import MbTiles
+
+        try:
+            info = MbTiles(Path(settings.map_tiles)).info()
+            out.append(
+                Check(
+                    "map",
+                    OK,
+                    f"{settings.map_tiles}: {info.get('name') or 'tiles'}, zoom {info.get('minzoom')}-{info.get('maxzoom')}",
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - the check reports what is wrong
+            out.append(
+                Check(
+                    "map",
+                    FAIL,
+                    f"{settings.map_tiles}: not raster MBTiles ({str(exc).splitlines()[0][:160]})",
+                )
+            )
+    if settings.webhooks:
+        names = ", ".join(f"{w.name} -> {w.url}" for w in settings.webhooks)
+        plain = [
+            w.name for w in settings.webhooks if w.url.startswith("http://") and "127.0.0.1" not in w.url
+        ]
+        status = WARN if plain else OK
+        detail = f"{len(settings.webhooks)} targets: {names}" + (
+            f"; plain HTTP off this box: {', '.join(plain)}" if plain else ""
+        )
+        out.append(Check("webhooks", status, detail))
+    return out
+
+
 def run_checks(weights: Path, settings_file: Path | None) -> list[Check]:
     from edge_server.settings import ServerSettings
 
@@ -325,6 +362,7 @@ def run_checks(weights: Path, settings_file: Path | None) -> list[Check]:
         lambda: check_disk(settings.resolved_media_dir),
         lambda: check_signing_key(settings),
         lambda: check_users(settings),
+        lambda: check_outputs(settings),
     ]
     out: list[Check] = []
     for step in steps:

@@ -217,6 +217,9 @@ class ServerSettings(BaseSettings):
     webhook_backoff_max_s: float = Field(15.0, gt=0)
     webhook_timeout_s: float = Field(5.0, gt=0)
     webhook_keep_days: float = Field(7.0, gt=0)
+    # the console's map (issue 41): the site's tiles as an MBTiles file (raster: png, jpg or webp),
+    # served by the server so the map works offline; None: the map shows positions without tiles
+    map_tiles: Path | None = None
     # The live counters of each stream are written to its session row this often (a crash
     # loses at most this much of them).
     session_persist_interval_s: float = Field(5.0, gt=0)

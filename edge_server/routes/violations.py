@@ -46,7 +46,7 @@ protected = APIRouter(responses=ERRORS)
     dependencies=READ,
 )
 async def list_violations(request: Request, query: Annotated[ViolationQuery, Query()]) -> ViolationPage:
-    flt = _violation_filter(query)
+    flt = violation_filter(query)
     try:
         page = await asyncio.to_thread(
             store_of(request).list_violations, flt, sort=query.sort, limit=query.limit, cursor=query.cursor
@@ -56,7 +56,7 @@ async def list_violations(request: Request, query: Annotated[ViolationQuery, Que
     return ViolationPage(items=[ViolationOut.from_row(r) for r in page.items], next_cursor=page.next_cursor)
 
 
-def _violation_filter(q: ViolationFilterQuery) -> ViolationFilter:
+def violation_filter(q: ViolationFilterQuery) -> ViolationFilter:
     since, until = _utc(q.since, "since"), _utc(q.until, "until")
     if since and until and since >= until:
         raise ApiError(422, "invalid_request", "'since' must be before 'until'")
@@ -93,7 +93,7 @@ CSV_PAGE = 500  # rows read from the store at a time while the export streams
 async def export_violations(
     request: Request, query: Annotated[ViolationFilterQuery, Query()]
 ) -> StreamingResponse:
-    flt = _violation_filter(query)
+    flt = violation_filter(query)
     store = store_of(request)
 
     async def rows() -> AsyncIterator[str]:

@@ -141,3 +141,18 @@ def test_the_text_report_ends_with_a_verdict(box: Path, capsys) -> None:
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("OK    models")
     assert lines[-1].startswith("ready (")
+
+
+def test_map_tiles_and_webhooks_are_reported(box: Path, capsys, monkeypatch) -> None:
+    (box / "broken.mbtiles").write_bytes(b"not a database")
+    monkeypatch.setenv("AIRPATROL_MAP_TILES", str(box / "broken.mbtiles"))
+    monkeypatch.setenv(
+        "AIRPATROL_WEBHOOKS",
+        '[{"name": "dispatch", "url": "http://10.0.0.5/hook", "secret": "0123456789abcdef"}]',
+    )
+    rc, checks = doctor(capsys)
+    assert rc == 1 and checks["map"]["status"] == "fail" and "not raster MBTiles" in checks["map"]["detail"]
+    assert (
+        checks["webhooks"]["status"] == "warn"
+        and "plain HTTP off this box: dispatch" in checks["webhooks"]["detail"]
+    )

@@ -3,10 +3,11 @@
 import { ApiError, auth, get, request } from "./api.js";
 import { EventStream } from "./events.js";
 import * as live from "./live.js";
+import * as map from "./map.js";
 import * as sessions from "./sessions.js";
 import * as violations from "./violations.js";
 
-const PAGES = { live, violations, sessions };
+const PAGES = { live, violations, sessions, map };
 const $ = (id) => document.getElementById(id);
 
 let events = null;
