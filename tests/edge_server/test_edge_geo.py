@@ -76,6 +76,26 @@ def test_the_geojson_export(server_factory) -> None:
         assert refused.status_code == 403
 
 
+def test_gdal_reads_the_export(server_factory, tmp_path: Path) -> None:
+    """GIS tools read it: GDAL's GeoJSON driver (pyogrio) finds both features, WGS 84, the fields."""
+    from pyogrio import raw, read_info
+
+    srv = server_factory()
+    placed = _placed(srv)
+    path = tmp_path / "violations.geojson"
+    with srv.client() as c:
+        path.write_bytes(c.get("/api/v1/violations.geojson", params={"tracks": "true"}).content)
+    info = read_info(path)
+    assert info["driver"] == "GeoJSON" and info["crs"] == "EPSG:4326" and info["features"] == 2
+    assert {"kind", "ticket_speed_kmh", "status", "violation_id"} <= set(info["fields"])
+    west, south, east, north = info["total_bounds"]
+    assert west == pytest.approx(LON, abs=1e-4) and south < LAT < LAT + 0.0002 <= north
+    meta, _, geometries, fields = raw.read(path)
+    kinds = list(fields[list(meta["fields"]).index("kind")])
+    assert kinds == ["violation", "track"] and len(geometries) == 2
+    assert placed in list(fields[list(meta["fields"]).index("id")])
+
+
 def _mbtiles(path: Path, fmt: str = "png", x: int = 1, zooms: tuple[int, int] = (2, 16)) -> bytes:
     """A one-tile MBTiles file: zoom 2, column ``x``, XYZ row 1 (TMS row 2)."""
     image = np.zeros((256, 256, 3), np.uint8)
