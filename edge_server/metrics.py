@@ -88,7 +88,12 @@ class Metrics:
         )
 
     def _alerts(self, r: CollectorRegistry) -> None:
-        """The stop team's webhooks (edge_server.alerts.webhooks)."""
+        """The stop team's webhooks (edge_server.alerts.webhooks), and streams refused for memory."""
+        self.streams_refused_memory = Counter(
+            "airpatrol_streams_refused_memory_total",
+            "New streams refused: the box's available memory would fall below min_free_memory_mb",
+            registry=r,
+        )
         self.webhook_deliveries = Counter(
             "airpatrol_webhook_deliveries_total",
             "Webhook tries by target and outcome (delivered, retried, dead)",

@@ -38,6 +38,7 @@ _settings_file_data: contextvars.ContextVar[dict[str, Any] | None] = contextvars
 
 # a server id, a broker user name: one token of letters, digits, "_", "." and "-"
 PLAIN_ID = r"^[A-Za-z0-9_.-]+$"
+STREAM_MEMORY_MB = 400.0  # RSS a 1080p stream adds with the shipped models (docs/RESULTS.md)
 
 
 class SettingsError(AirPatrolError, ValueError):
@@ -86,6 +87,11 @@ class ServerSettings(BaseSettings):
     detector_factory: str | None = None
 
     max_streams: int = Field(4, ge=1)
+    # Memory admission (issue 42): a new stream is refused (503 at_capacity) when the box's available
+    # memory less stream_memory_mb (what one stream takes, measured: docs/RESULTS.md) would fall
+    # below min_free_memory_mb; null turns the check off.
+    stream_memory_mb: float | None = Field(STREAM_MEMORY_MB, gt=0)
+    min_free_memory_mb: float | None = Field(512.0, ge=0)
     # operators watching one stream's annotated video at once (the console's Live page): each is
     # one more H.264/VP8 encode of the return video on this CPU
     max_viewers: int = Field(2, ge=0)

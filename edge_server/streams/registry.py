@@ -31,6 +31,7 @@ from edge_server.settings import ServerSettings
 from edge_server.store import Store
 from edge_server.stream_outputs import StreamServices
 from edge_server.streams.errors import CapacityError
+from edge_server.streams.memory import memory_refusal
 from edge_server.streams.pull_ingest import PullIngest
 from edge_server.streams.rtmp_ingest import RtmpIngest
 from edge_server.streams.session import StreamSession, operator_fields
@@ -131,6 +132,11 @@ class StreamManager:
             raise CapacityError(
                 f"server is at capacity ({self.settings.max_streams} streams); try again later"
             )
+        short = memory_refusal(self.settings.stream_memory_mb, self.settings.min_free_memory_mb)
+        if short is not None:
+            log.warning("a new stream refused: %s", short)
+            self.metrics.streams_refused_memory.inc()
+            raise CapacityError(short)
         self._pending += 1
         self.loop = asyncio.get_running_loop()
         return PendingStream(self)
