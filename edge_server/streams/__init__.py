@@ -14,7 +14,8 @@
 * what they share: :mod:`~edge_server.streams.session` (the session, the operator's values),
   :mod:`~edge_server.streams.errors` (why a stream cannot start), :mod:`~edge_server.streams.peers`
   (SDP checks, peer connections, the return video track), :mod:`~edge_server.streams.host` (the
-  registry as the ingest modules see it).
+  registry as the ingest modules see it), :mod:`~edge_server.streams.memory` (memory admission: a
+  new stream refused rather than the box swapping).
 
 Ingest modules hand frames to a stream's engine only through :mod:`edge_server.engine_link`
 (``StreamEngine.submit(IncomingFrame)``; the engine reaches back through the session): they
