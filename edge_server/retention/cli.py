@@ -40,7 +40,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
         policy = RetentionPolicy.from_settings(settings)
         purger = Purger(store, settings.resolved_media_dir, server_id, policy, auditor.record)
         if args.action in ("hold", "release"):
-            return _hold(args, store, auditor, cli_actor())
+            return _hold(args, purger, cli_actor())
         if args.action == "show" or args.dry_run:
             report = purger.run(cli_actor(), dry_run=True)
         else:
@@ -60,28 +60,20 @@ def cmd_retention(args: argparse.Namespace) -> int:
         store.close()
 
 
-def _hold(args: argparse.Namespace, store, auditor, actor: str) -> int:  # noqa: ANN001
+def _hold(args: argparse.Namespace, purger, actor: str) -> int:  # noqa: ANN001 - a Purger
     if args.violation is None:
         sys.stderr.write(f"airpatrol retention: '{args.action}' needs a violation id\n")
         return 2
     hold = args.action == "hold"
-    if hold and not (args.reason or "").strip():
+    reason = (args.reason or "").strip()
+    if hold and not reason:
         sys.stderr.write("airpatrol retention: a legal hold needs --reason (e.g. the case number)\n")
         return 2
-    before = store.get_violation(args.violation)
-    row = store.retention.set_hold(
-        args.violation, actor if hold else None, args.reason.strip() if hold else None
-    )
-    if row is None or before is None:
+    row = purger.set_hold(args.violation, actor, reason if hold else None)
+    if row is None:
         sys.stderr.write(f"airpatrol retention: no violation {args.violation}\n")
         return 2
-    action = "violation.legal_hold" if hold else "violation.legal_hold_released"
-    was = {"reason": before.legal_hold_reason, "by": before.legal_hold_by} if before.legal_hold_at else None
-    now = {"reason": row.legal_hold_reason, "by": row.legal_hold_by} if row.legal_hold_at else None
-    auditor.record(actor, action, "violation", args.violation, {"legal_hold": was}, {"legal_hold": now})
-    sys.stdout.write(
-        f"violation {args.violation}: {'held: ' + row.legal_hold_reason if hold else 'hold released'}\n"
-    )
+    sys.stdout.write(f"violation {args.violation}: {'held: ' + reason if hold else 'hold released'}\n")
     return 0
 
 

@@ -80,6 +80,13 @@ class PurgeReport:
         return asdict(self)
 
 
+def hold_view(row: ViolationRow) -> dict[str, Any] | None:
+    """A violation's legal hold as the audit trail records it (None: none)."""
+    if row.legal_hold_at is None:
+        return None
+    return {"at": row.legal_hold_at.isoformat(), "by": row.legal_hold_by, "reason": row.legal_hold_reason}
+
+
 def _summary(row: ViolationRow, files: list[str]) -> dict[str, Any]:
     return {
         "session_id": row.session_id,
@@ -127,22 +134,18 @@ class Purger:
         """One pass of every rule; with ``dry_run`` only what it would remove."""
         now = now or utcnow()
         report = PurgeReport(at=now, dry_run=dry_run, held=self.store.retention.held())
-        seen: set[int] = set()
+        seen: set[int] = set()  # a row an earlier rule removed (or, dry, would have): not counted twice
         for rule, days in self.policy.rules():
             cutoff = now - dt.timedelta(days=days)
-            while True:
-                rows = [
-                    r
-                    for r in self.store.retention.candidates(
-                        rule, cutoff, self.server_id, now - SETTLE, BATCH + len(seen)
-                    )
-                    if r.id not in seen
-                ]
+            after_id = 0
+            while rows := self.store.retention.candidates(
+                rule, cutoff, self.server_id, now - SETTLE, after_id, BATCH
+            ):
+                after_id = rows[-1].id
                 for row in rows:
-                    seen.add(row.id)
-                    self._one(row, rule, days, actor, dry_run, report)
-                if len(rows) < BATCH or dry_run and len(seen) > 100_000:
-                    break
+                    if row.id not in seen:
+                        seen.add(row.id)
+                        self._one(row, rule, days, actor, dry_run, report)
         if not dry_run:
             self.last = report
             if report.deleted or report.media_cleared:
@@ -155,6 +158,18 @@ class Purger:
                     len(report.deleted), len(report.media_cleared), report.files, report.bytes / 1e6, report.held,
                 )  # fmt: skip
         return report
+
+    def set_hold(self, violation_id: int, actor: str, reason: str | None) -> ViolationRow | None:
+        """Place a legal hold (``reason``) or release it (None), in the audit trail with the hold
+        before and after; the row after, or None when there is no such violation."""
+        before = self.store.get_violation(violation_id)
+        row = self.store.retention.set_hold(violation_id, actor if reason else None, reason)
+        if before is None or row is None:
+            return None
+        action = "violation.legal_hold" if reason else "violation.legal_hold_released"
+        self._record(actor, action, "violation", violation_id, {"legal_hold": hold_view(before)},
+                     {"legal_hold": hold_view(row)})  # fmt: skip
+        return row
 
     def _one(
         self, row: ViolationRow, rule: str, days: float, actor: str, dry_run: bool, report: PurgeReport
@@ -219,4 +234,12 @@ def start_retention(
     )
 
 
-__all__ = ["SETTLE", "PurgeReport", "Purger", "RetentionPolicy", "run_periodically", "start_retention"]
+__all__ = [
+    "SETTLE",
+    "PurgeReport",
+    "Purger",
+    "hold_view",
+    "RetentionPolicy",
+    "run_periodically",
+    "start_retention",
+]

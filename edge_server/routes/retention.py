@@ -8,10 +8,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from edge_server.evidence.schemas import LegalHoldOut
 from edge_server.retention.purge import Purger
 from edge_server.retention.schemas import LegalHoldIn, PolicyOut, PurgeOut, RetentionOut
-from edge_server.routes.common import ADMIN, ERRORS, ApiError, actor_of, audit, store_of
+from edge_server.routes.common import ADMIN, ERRORS, ApiError, actor_of
 from edge_server.routes.violations import ViolationId
 from edge_server.schemas import API_PREFIX, ErrorOut, ViolationOut
 
@@ -59,27 +58,8 @@ async def purge_now(
     dependencies=ADMIN,
 )
 async def set_legal_hold(request: Request, violation_id: ViolationId, body: LegalHoldIn) -> ViolationOut:
-    store = store_of(request)
-    before = await asyncio.to_thread(store.get_violation, violation_id)
-    if before is None:
-        raise ApiError(404, "not_found", f"no violation {violation_id}")
-    actor = actor_of(request)
-    row = await asyncio.to_thread(
-        store.retention.set_hold,
-        violation_id,
-        actor if body.hold else None,
-        body.reason if body.hold else None,
-    )
+    reason = body.reason if body.hold else None
+    row = await asyncio.to_thread(_purger(request).set_hold, violation_id, actor_of(request), reason)
     if row is None:
         raise ApiError(404, "not_found", f"no violation {violation_id}")
-    was, now = LegalHoldOut.from_row(before), LegalHoldOut.from_row(row)
-    action = "violation.legal_hold" if body.hold else "violation.legal_hold_released"
-    await audit(
-        request,
-        action,
-        "violation",
-        violation_id,
-        {"legal_hold": was.model_dump(mode="json") if was else None},
-        {"legal_hold": now.model_dump(mode="json") if now else None},
-    )
     return ViolationOut.from_row(row)

@@ -25,13 +25,16 @@ class RetentionStore:
         before: dt.datetime,
         server_id: str | None,
         created_before: dt.datetime,
+        after_id: int = 0,
         limit: int = 1000,
     ) -> list[ViolationRow]:
         """This server's violations, not under a legal hold, that occurred before ``before`` (and
         were stored before ``created_before``: none whose clip or pack may still be in the making),
         that ``rule`` purges: ``media`` (not enforceable or dismissed, media still there),
-        ``dismissed`` (marked false positives) or ``all``. Oldest first."""
+        ``dismissed`` (marked false positives) or ``all``. In id order (the order they were stored),
+        from after ``after_id``: a keyset page."""
         conditions: list[Any] = [
+            ViolationRow.id > after_id,
             ViolationRow.legal_hold_at.is_(None),
             ViolationRow.occurred_at < before,
             ViolationRow.created_at < created_before,
@@ -48,10 +51,8 @@ class RetentionStore:
         elif rule != "all":
             raise ValueError(f"unknown retention rule {rule!r}")
         with self._sessions() as s:
-            query = (
-                select(ViolationRow).where(*conditions).order_by(ViolationRow.occurred_at, ViolationRow.id)
-            )
-            return list(s.scalars(query.limit(limit)))
+            query = select(ViolationRow).where(*conditions).order_by(ViolationRow.id).limit(limit)
+            return list(s.scalars(query))
 
     def held(self) -> int:
         with self._sessions() as s:
