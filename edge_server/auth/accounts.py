@@ -121,7 +121,6 @@ class Accounts:
     def _record(
         self, actor: str, action: str, kind: str, target: str, before=None, after=None, detail=""
     ) -> None:
-        self.auth.forget()
         if self._audit is not None:
             self._audit(actor, action, kind, target, before, after, detail)
 
@@ -179,9 +178,10 @@ class Accounts:
             return before
         row = self.store.update_user(before.username, **fields)
         assert row is not None
-        if "disabled_at" in fields and fields["disabled_at"] is not None or "password_hash" in fields:
+        if fields.get("disabled_at") is not None or "password_hash" in fields:
             revoked = self.store.revoke_user_tokens(row.id)
             log.info("user %s: %d tokens revoked", row.username, revoked)
+        self.auth.forget()  # a new role, or tokens that end: no cached lookup may outlive it
         detail = "password set by an admin" if "password_hash" in fields else ""
         action = "user.disabled" if fields.get("disabled_at") else "user.updated"
         self._record(actor, action, "user", row.username, user_view(before), user_view(row), detail)
@@ -200,6 +200,7 @@ class Accounts:
             raise AccountError("invalid", str(exc)) from exc
         self.store.update_user(row.username, password_hash=hash_password(new), password_changed_at=utcnow())
         self.store.revoke_user_tokens(row.id, keep=principal.token_id)
+        self.auth.forget()
         self._record(actor, "user.password_changed", "user", row.username, None, None, "by the user")
 
     # -- sign-in ----------------------------------------------------------------------------------
@@ -249,6 +250,7 @@ class Accounts:
             return False
         revoked = self.store.revoke_token(principal.token_id) is not None
         if revoked:
+            self.auth.forget()
             self._record(
                 actor,
                 "auth.signed_out",
@@ -286,6 +288,7 @@ class Accounts:
         row = self.store.revoke_token(token_id)
         if row is None or before is None:
             raise AccountError("not_found", f"no live token {token_id}")
+        self.auth.forget()
         self._record(actor, "token.revoked", "token", token_id, token_view(before), token_view(row))
         return row
 

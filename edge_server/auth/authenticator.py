@@ -7,7 +7,7 @@ user), and a machine token with its own role. Only a SHA-256 of a stored token i
 finds it by that hash.
 
 Lookups are cached for ``cache_s`` (2 s), so a page's dozen requests cost one database read; a
-token revoked on this server is refused at once (every account change clears the cache), on
+token revoked on this server is refused at once (a revocation, a disabled user or a new role clears the cache), on
 another server of a fleet within ``cache_s``.
 """
 
