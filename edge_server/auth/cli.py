@@ -14,6 +14,7 @@ change goes into the audit trail as ``cli:<os user>@<host>``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import json
 import os
@@ -41,18 +42,27 @@ def _password(args: argparse.Namespace) -> str:
     return first
 
 
-def _accounts(settings_path: Path | None):  # noqa: ANN202 - (Accounts, Store)
+@contextlib.contextmanager
+def _accounts(settings_path: Path | None):  # noqa: ANN202 - yields (Accounts, Store)
     from edge_server.auth.accounts import start_accounts
     from edge_server.auth.authenticator import Authenticator
-    from edge_server.evidence.service import start_evidence
-    from edge_server.settings import ServerSettings
-    from edge_server.store import Store
+    from edge_server.evidence.service import beside_server
 
-    settings = ServerSettings.load(settings_path)
-    store = Store.from_url(settings.resolved_database_url)
-    server_id = settings.resolve_server_id()
-    _, auditor = start_evidence(settings, store, server_id)
-    return start_accounts(Authenticator(settings.resolve_api_token()), store, auditor, settings), store
+    with beside_server(settings_path) as (settings, store, _, auditor):
+        auth = Authenticator(settings.resolve_api_token())
+        yield start_accounts(auth, store, auditor, settings), store
+
+
+def _with_accounts(args: argparse.Namespace, what: str, body) -> int:  # noqa: ANN001
+    """Run ``body(args, accounts, store)`` on the server's accounts; a mistake is one line, exit 2."""
+    from edge_server.auth.accounts import AccountError
+
+    with _accounts(args.settings) as (accounts, store):
+        try:
+            return body(args, accounts, store)
+        except AccountError as exc:
+            sys.stderr.write(f"airpatrol {what}: {exc}\n")
+            return 2
 
 
 def _user_line(row) -> str:  # noqa: ANN001 - a UserRow
@@ -60,85 +70,74 @@ def _user_line(row) -> str:  # noqa: ANN001 - a UserRow
     return f"{row.username:<24} {row.role:<8} {state:<8} created {row.created_at:%Y-%m-%d %H:%M} by {row.created_by}"
 
 
-def cmd_users(args: argparse.Namespace) -> int:
+def _users(args: argparse.Namespace, accounts, store) -> int:  # noqa: ANN001
     from edge_server.auth.accounts import AccountError
 
-    accounts, store = _accounts(args.settings)
-    try:
-        if args.action == "list":
-            rows = store.accounts.users()
-            if args.json:
-                out = [
-                    {"username": r.username, "role": r.role, "disabled": r.disabled_at is not None}
-                    for r in rows
-                ]
-                sys.stdout.write(json.dumps(out) + "\n")
-            else:
-                sys.stdout.write("".join(_user_line(r) + "\n" for r in rows) or "no users\n")
-            return 0
-        if not args.name:
-            raise AccountError("invalid", f"'users {args.action}' needs a user name")
-        if args.action == "add":
-            if args.role is None:
-                raise AccountError("invalid", "'users add' needs --role (admin, officer or viewer)")
-            row = accounts.add_user(args.name, args.role, _password(args), cli_actor())
-            sys.stdout.write(f"added {row.username} ({row.role})\n")
-            return 0
-        disabled = True if args.disable else False if args.enable else None
-        password = _password(args) if args.password or args.password_stdin else None
-        row = accounts.update_user(
-            args.name, cli_actor(), role=args.role, disabled=disabled, password=password
-        )
-        sys.stdout.write(_user_line(row) + "\n")
+    if args.action == "list":
+        rows = store.accounts.users()
+        if args.json:
+            out = [
+                {"username": r.username, "role": r.role, "disabled": r.disabled_at is not None} for r in rows
+            ]
+            sys.stdout.write(json.dumps(out) + "\n")
+        else:
+            sys.stdout.write("".join(_user_line(r) + "\n" for r in rows) or "no users\n")
         return 0
-    except AccountError as exc:
-        sys.stderr.write(f"airpatrol users: {exc}\n")
-        return 2
-    finally:
-        store.close()
+    if not args.name:
+        raise AccountError("invalid", f"'users {args.action}' needs a user name")
+    if args.action == "add":
+        if args.role is None:
+            raise AccountError("invalid", "'users add' needs --role (admin, officer or viewer)")
+        row = accounts.add_user(args.name, args.role, _password(args), cli_actor())
+        sys.stdout.write(f"added {row.username} ({row.role})\n")
+        return 0
+    disabled = True if args.disable else False if args.enable else None
+    password = _password(args) if args.password or args.password_stdin else None
+    row = accounts.update_user(args.name, cli_actor(), role=args.role, disabled=disabled, password=password)
+    sys.stdout.write(_user_line(row) + "\n")
+    return 0
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    return _with_accounts(args, "users", _users)
+
+
+def _tokens(args: argparse.Namespace, accounts, store) -> int:  # noqa: ANN001
+    from edge_server.auth.accounts import AccountError
+
+    if args.action == "list":
+        for row, username, role in store.accounts.tokens(include_revoked=args.all):
+            state = (
+                "revoked"
+                if row.revoked_at
+                else f"expires {row.expires_at:%Y-%m-%d %H:%M}"
+                if row.expires_at
+                else "no expiry"
+            )
+            who = f"{username} (sign-in)" if username else row.name
+            sys.stdout.write(f"{row.id}  {row.kind:<7} {row.role or role:<9} {who:<28} {state}\n")
+        return 0
+    if not args.name:
+        raise AccountError(
+            "invalid",
+            f"'tokens {args.action}' needs a {'name' if args.action == 'create' else 'token id'}",
+        )
+    if args.action == "create":
+        if args.role is None:
+            raise AccountError(
+                "invalid", "'tokens create' needs --role (admin, officer, viewer or publisher)"
+            )
+        issued = accounts.add_machine_token(args.name, args.role, cli_actor(), args.expires_days)
+        sys.stderr.write(f"token {issued.row.id} ({issued.row.role}) for {issued.row.name}; shown once:\n")
+        sys.stdout.write(issued.token + "\n")
+        return 0
+    accounts.revoke_token(args.name, cli_actor())
+    sys.stdout.write(f"revoked {args.name}\n")
+    return 0
 
 
 def cmd_tokens(args: argparse.Namespace) -> int:
-    from edge_server.auth.accounts import AccountError
-
-    accounts, store = _accounts(args.settings)
-    try:
-        if args.action == "list":
-            for row, username, role in store.accounts.tokens(include_revoked=args.all):
-                state = (
-                    "revoked"
-                    if row.revoked_at
-                    else f"expires {row.expires_at:%Y-%m-%d %H:%M}"
-                    if row.expires_at
-                    else "no expiry"
-                )
-                who = f"{username} (sign-in)" if username else row.name
-                sys.stdout.write(f"{row.id}  {row.kind:<7} {row.role or role:<9} {who:<28} {state}\n")
-            return 0
-        if not args.name:
-            raise AccountError(
-                "invalid",
-                f"'tokens {args.action}' needs a {'name' if args.action == 'create' else 'token id'}",
-            )
-        if args.action == "create":
-            if args.role is None:
-                raise AccountError(
-                    "invalid", "'tokens create' needs --role (admin, officer, viewer or publisher)"
-                )
-            issued = accounts.add_machine_token(args.name, args.role, cli_actor(), args.expires_days)
-            sys.stderr.write(
-                f"token {issued.row.id} ({issued.row.role}) for {issued.row.name}; shown once:\n"
-            )
-            sys.stdout.write(issued.token + "\n")
-            return 0
-        accounts.revoke_token(args.name, cli_actor())
-        sys.stdout.write(f"revoked {args.name}\n")
-        return 0
-    except AccountError as exc:
-        sys.stderr.write(f"airpatrol tokens: {exc}\n")
-        return 2
-    finally:
-        store.close()
+    return _with_accounts(args, "tokens", _tokens)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -13,10 +13,12 @@ Runs on the clip writers' threads (the stream's worker only takes the state a re
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -186,4 +188,26 @@ def start_evidence(
     return service, auditor
 
 
-__all__ = ["EvidenceError", "EvidenceService", "engine_record", "record_stamp", "start_evidence"]
+@contextlib.contextmanager
+def beside_server(settings_path: Path | None) -> Iterator[tuple[ServerSettings, Store, str, Auditor]]:
+    """For a command run beside the server (``airpatrol users``, ``tokens``, ``retention``): its
+    settings, its store (migrated), its id and its audit trail (the signing key made if it has none
+    yet); the store is closed at the end, whatever happens."""
+    settings = ServerSettings.load(settings_path)
+    store = Store.from_url(settings.resolved_database_url)
+    try:
+        server_id = settings.resolve_server_id()
+        _, auditor = start_evidence(settings, store, server_id)
+        yield settings, store, server_id, auditor
+    finally:
+        store.close()
+
+
+__all__ = [
+    "EvidenceError",
+    "EvidenceService",
+    "beside_server",
+    "engine_record",
+    "record_stamp",
+    "start_evidence",
+]

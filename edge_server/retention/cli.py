@@ -27,16 +27,10 @@ def _report_text(report) -> str:  # noqa: ANN001 - a PurgeReport
 
 def cmd_retention(args: argparse.Namespace) -> int:
     from edge_server.auth.cli import cli_actor
-    from edge_server.evidence.service import start_evidence
+    from edge_server.evidence.service import beside_server
     from edge_server.retention.purge import Purger, RetentionPolicy
-    from edge_server.settings import ServerSettings
-    from edge_server.store import Store
 
-    settings = ServerSettings.load(args.settings)
-    store = Store.from_url(settings.resolved_database_url)
-    try:
-        server_id = settings.resolve_server_id()
-        _, auditor = start_evidence(settings, store, server_id)
+    with beside_server(args.settings) as (settings, store, server_id, auditor):
         policy = RetentionPolicy.from_settings(settings)
         purger = Purger(store, settings.resolved_media_dir, server_id, policy, auditor.record)
         if args.action in ("hold", "release"):
@@ -56,8 +50,6 @@ def cmd_retention(args: argparse.Namespace) -> int:
             sys.stdout.write(f"retention of {server_id}: {rules}\n")
         sys.stdout.write(_report_text(report) + "\n")
         return 1 if report.errors else 0
-    finally:
-        store.close()
 
 
 def _hold(args: argparse.Namespace, purger, actor: str) -> int:  # noqa: ANN001 - a Purger
