@@ -2,9 +2,10 @@
 // the top, with the vehicle's picture, class and colour, speed and tolerance, zone, direction of
 // travel, and the next checkpoint with its ETA (counting down); a sound when one arrives. It reads
 // the live events WebSocket; a dismissed violation is struck through.
-import { ApiError, auth, get, objectUrl, request } from "./api.js";
+import { auth, objectUrl } from "./api.js";
 import { h, num } from "./dom.js";
 import { EventStream } from "./events.js";
+import { credentials, signIn, signOut } from "./signin.js";
 
 const $ = (id) => document.getElementById(id);
 const KEEP = 20; // cards kept on the page
@@ -23,20 +24,10 @@ function showLogin(message) {
   $("login-error").textContent = message || "";
 }
 
-async function signIn({ username, password, token }) {
-  try {
-    if (username) token = (await request("POST", "/api/v1/auth/login", { body: { username, password }, token: null })).token;
-    auth.set(token);
-    const me = await get("/api/v1/auth/me");
-    if (!me.access.includes("read")) throw new ApiError(403, "forbidden", `a ${me.role} token cannot read violations`);
-    auth.setMe(me);
-  } catch (error) {
-    auth.clear();
-    const text = { login_refused: "Wrong user name or password.", unauthorized: "The server refused this token." }[error.code];
-    showLogin(text || error.message);
-    return;
-  }
-  start();
+async function signInAndStart(given) {
+  const { error } = await signIn(given);
+  if (error) showLogin(error);
+  else start();
 }
 
 function start() {
@@ -162,9 +153,9 @@ window.addEventListener("airpatrol:unauthorized", () => {
 });
 $("login-form").addEventListener("submit", (e) => {
   e.preventDefault();
-  const username = $("username").value.trim();
-  const token = $("token").value.trim();
-  signIn(username ? { username, password: $("password").value } : { token });
+  const given = credentials($("login-form"));
+  if (given) signInAndStart(given);
+  else showLogin("Give a user name and password, or a token.");
 });
 $("sound").addEventListener("click", () => {
   if (audio) {
@@ -174,17 +165,12 @@ $("sound").addEventListener("click", () => {
   $("sound").textContent = audio ? "Sound on" : "Sound off";
 });
 $("logout").addEventListener("click", async () => {
-  try {
-    await request("POST", "/api/v1/auth/logout");
-  } catch {
-    // the server's API token (409), or already ended
-  }
-  auth.clear();
+  await signOut();
   for (const timer of timers) clearInterval(timer);
   $("alerts").replaceChildren();
   showLogin();
 });
 $("noscript-note").remove();
 
-if (auth.token) signIn({ token: auth.token });
+if (auth.token) signInAndStart({ token: auth.token });
 else showLogin();

@@ -1,10 +1,11 @@
-// The console's shell: sign-in, navigation between pages (#/live, #/violations, #/sessions), the
-// live events link shared by the pages.
-import { ApiError, auth, get, request } from "./api.js";
+// The console's shell: sign-in (signin.js), navigation between pages (#/live, #/violations, #/sessions,
+// #/map), the live events link shared by the pages.
+import { auth } from "./api.js";
 import { EventStream } from "./events.js";
 import * as live from "./live.js";
 import * as map from "./map.js";
 import * as sessions from "./sessions.js";
+import { credentials, signIn, signOut } from "./signin.js";
 import * as violations from "./violations.js";
 
 const PAGES = { live, violations, sessions, map };
@@ -63,45 +64,10 @@ function showApp() {
   showPage();
 }
 
-// Sign in with a user name and password (a token for one shift), or with a token: either way the
-// token is kept in this tab's sessionStorage with who it is (GET /api/v1/auth/me).
-async function signIn({ username, password, token }) {
-  try {
-    if (username) {
-      const signed = await request("POST", "/api/v1/auth/login", { body: { username, password }, token: null });
-      token = signed.token;
-    }
-    auth.set(token);
-    const me = await get("/api/v1/auth/me");
-    if (!me.access.includes("read")) {
-      await signOut();
-      showLogin(`This ${me.role} token may publish streams but not use the console: use "Stream from this device".`);
-      return;
-    }
-    auth.setMe(me);
-  } catch (error) {
-    auth.clear();
-    const refused = {
-      login_refused: "Wrong user name or password (or the account is disabled).",
-      too_many_attempts: `Too many failed sign-ins: ${error.message}.`,
-      unauthorized: "The server refused this token.",
-    }[error instanceof ApiError ? error.code : ""];
-    showLogin(refused || `Cannot reach the server: ${error.message}`);
-    return;
-  }
-  showApp();
-}
-
-// Sign out: the server forgets a user's or machine's token (the server's own API token stays).
-async function signOut() {
-  if (auth.token) {
-    try {
-      await request("POST", "/api/v1/auth/logout");
-    } catch {
-      // already refused, or the server's API token (409): nothing to end on the server
-    }
-  }
-  auth.clear();
+async function signInAndShow(given) {
+  const { error } = await signIn(given);
+  if (error) showLogin(error);
+  else showApp();
 }
 
 window.addEventListener("airpatrol:unauthorized", () => {
@@ -113,13 +79,9 @@ window.addEventListener("hashchange", () => {
 });
 $("login-form").addEventListener("submit", (e) => {
   e.preventDefault();
-  const username = $("username").value.trim();
-  const token = $("token").value.trim();
-  if (!username && !token) {
-    showLogin("Give a user name and password, or a token.");
-    return;
-  }
-  signIn(username ? { username, password: $("password").value } : { token });
+  const given = credentials($("login-form"));
+  if (given) signInAndShow(given);
+  else showLogin("Give a user name and password, or a token.");
 });
 $("logout").addEventListener("click", async () => {
   await signOut();
@@ -127,5 +89,5 @@ $("logout").addEventListener("click", async () => {
 });
 $("noscript-note").remove();
 
-if (auth.token) signIn({ token: auth.token });
+if (auth.token) signInAndShow({ token: auth.token });
 else showLogin();
