@@ -20,7 +20,6 @@ import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,21 +40,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=5.0)
     parser.add_argument("--outage-s", type=float, default=300.0)
     args = parser.parse_args(argv)
-    from edge_helpers import start_server
+    from edge_helpers import start_server, violation_recorder
     from test_edge_alerts import speeding
     from webhook_receiver import SECRET, Receiver
 
-    from edge_server.violations import ViolationRecorder
 
     receiver = Receiver().start()
     with tempfile.TemporaryDirectory(prefix="airpatrol-webhook-bench-") as tmp:
         srv = start_server(Path(tmp), webhooks=[{"name": "dispatch", "url": receiver.url, "secret": SECRET}])
         try:
-            srv.store.create_session("bench", "webrtc")
-            recorder = ViolationRecorder(
-                "bench", settings=srv.settings, store=srv.store, bus=srv.app.state.bus,
-                metrics=srv.app.state.metrics, clip_executor=ThreadPoolExecutor(1), snapshot_margin_px=12,
-            )  # fmt: skip
+            recorder = violation_recorder(srv.app, srv.settings, "bench")
             sent: dict[int, float] = {}
 
             def store_one(k: int) -> None:

@@ -234,6 +234,22 @@ async def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
     raise AssertionError("condition not met in time")
 
 
+def violation_recorder(app, settings: ServerSettings, session_id: str):
+    """A live server's own ViolationRecorder for a session (made if new), as a stream's worker has
+    one: what it records is stored, announced on the events bus and queued for the webhooks like a
+    live violation."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from edge_server.violations import ViolationRecorder
+
+    if app.state.store.get_session(session_id) is None:
+        app.state.store.create_session(session_id, "webrtc")
+    return ViolationRecorder(
+        session_id, settings=settings, store=app.state.store, bus=app.state.bus, metrics=app.state.metrics,
+        clip_executor=ThreadPoolExecutor(1), snapshot_margin_px=12,
+    )  # fmt: skip
+
+
 def seed_store(
     server: RunningServer,
     sessions: dict[str, str],

@@ -26,7 +26,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -37,13 +36,13 @@ REPO = Path(__file__).resolve().parents[2]
 from edge_server.app import create_app  # noqa: E402
 from edge_server.settings import ServerSettings  # noqa: E402
 from edge_server.store import SessionRow, ViolationRow, utcnow  # noqa: E402
-from edge_server.violations import ViolationRecorder  # noqa: E402
 from pipelines.types import Violation  # noqa: E402
 
 # the project first: on the path, tests/edge_server would be found as a namespace package
 sys.path.append(str(REPO / "tests"))
 
 from browser_helpers import CHROMEDRIVER, CHROMIUM, chromium_options  # noqa: E402
+from edge_helpers import violation_recorder  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 log = logging.getLogger("console_bench")
@@ -147,67 +146,50 @@ def time_page_loads(driver, url: str, loads: int) -> None:
         say(f"  {name:34s} median {statistics.median(times):6.0f}   max {max(times):6.0f}")
 
 
-def time_live_rows(driver, url: str, app: FastAPI, settings: ServerSettings, n: int) -> None:
-    """``n`` violations stored by the server's own ViolationRecorder -> their rows on the open
-    violations page: median, p95 and max."""
-    driver.get("about:blank")
-    driver.get(f"{url}/console/#/violations")
-    driver.execute_async_script(WAIT_ROWS, "#violations tbody tr", 50)
-    time.sleep(1.0)  # the events link is up
-    driver.execute_script(STAMP_ROWS)
-    recorder = ViolationRecorder("live0001", settings=settings, store=app.state.store, bus=app.state.bus,
-                                 metrics=app.state.metrics, clip_executor=ThreadPoolExecutor(1),
-                                 snapshot_margin_px=12)  # fmt: skip
-    app.state.store.create_session("live0001", "webrtc")
+def time_arrivals(driver, app: FastAPI, settings: ServerSettings, session_id: str, n: int, seen_js: str,
+                  what: str, **ticket) -> None:  # fmt: skip
+    """``n`` violations (with ``ticket``'s fields) stored by the server's own ViolationRecorder, one
+    every 0.3 s -> when the open page stamped each (``seen_js``: id -> ms): median, p95 and max."""
+    recorder = violation_recorder(app, settings, session_id)
     frame = np.full((360, 640, 3), 90, np.uint8)
     stored: dict[int, float] = {}
     for k in range(n):
         v = Violation(track_id=k, zone="global", speed_limit_kmh=50.0, peak_speed_kmh=70.0 + k % 20,
                       mean_speed_kmh=68.0, sigma_kmh=0.9, start_frame=30 * k + 1, end_frame=30 * k + 30,
                       start_time_s=float(k), end_time_s=k + 1.0, class_name="car",
-                      bbox_xyxy=(100.0, 100.0, 160.0, 130.0))  # fmt: skip
+                      bbox_xyxy=(100.0, 100.0, 160.0, 130.0), **ticket)  # fmt: skip
         before = time.time() * 1000  # before the row is stored: an upper bound of the delay
         row = recorder.record(v, frame, None, dt.datetime.now(dt.timezone.utc))
         stored[row.id] = before
         time.sleep(0.3)
     time.sleep(2.0)
-    seen = driver.execute_script("return window.__seen")
+    seen = driver.execute_script(f"return {seen_js}")
     latency = [seen[str(i)] - t for i, t in stored.items() if str(i) in seen]
     missing = len(stored) - len(latency)
-    say(f"\nviolation stored -> row on the open violations page, {len(latency)} violations (ms):")
+    say(f"\n{what}, {len(latency)} violations (ms):")
     say(f"  median {statistics.median(latency):.0f}   p95 {pct(latency, 95):.0f}   max {max(latency):.0f}"
           f"   missing {missing}")  # fmt: skip
+
+
+def time_live_rows(driver, url: str, app: FastAPI, settings: ServerSettings, n: int) -> None:
+    """Violations stored -> their rows on the open violations page."""
+    driver.get("about:blank")
+    driver.get(f"{url}/console/#/violations")
+    driver.execute_async_script(WAIT_ROWS, "#violations tbody tr", 50)
+    time.sleep(1.0)  # the events link is up
+    driver.execute_script(STAMP_ROWS)
+    time_arrivals(driver, app, settings, "live0001", n, "window.__seen",
+                  "violation stored -> row on the open violations page")  # fmt: skip
 
 
 def time_alerts(driver, url: str, app: FastAPI, settings: ServerSettings, n: int) -> None:
-    """``n`` enforceable violations stored by the server's own ViolationRecorder -> their cards on
-    the stop team's page: median, p95 and max."""
+    """Enforceable violations stored -> their cards on the stop team's page."""
     driver.get("about:blank")
     driver.get(f"{url}/console/alert")
     WebDriverWait(driver, 30).until(lambda d: d.find_element("id", "link-state").text == "live")
-    recorder = ViolationRecorder("alert001", settings=settings, store=app.state.store, bus=app.state.bus,
-                                 metrics=app.state.metrics, clip_executor=ThreadPoolExecutor(1),
-                                 snapshot_margin_px=12)  # fmt: skip
-    app.state.store.create_session("alert001", "webrtc")
-    frame = np.full((360, 640, 3), 90, np.uint8)
-    stored: dict[int, float] = {}
-    for k in range(n):
-        v = Violation(track_id=k, zone="global", speed_limit_kmh=50.0, peak_speed_kmh=70.0 + k % 20,
-                      mean_speed_kmh=68.0, sigma_kmh=0.9, start_frame=30 * k + 1, end_frame=30 * k + 30,
-                      start_time_s=float(k), end_time_s=k + 1.0, class_name="car",
-                      bbox_xyxy=(100.0, 100.0, 160.0, 130.0), ticket_speed_kmh=66.0, ticket_sigma_kmh=0.9,
-                      tolerance_kmh=3.0, confidence_k=1.645, status="enforceable")  # fmt: skip
-        before = time.time() * 1000
-        row = recorder.record(v, frame, None, dt.datetime.now(dt.timezone.utc))
-        stored[row.id] = before
-        time.sleep(0.3)
-    time.sleep(2.0)
-    seen = driver.execute_script("return window.__alerts.shown")
-    latency = [seen[str(i)] - t for i, t in stored.items() if str(i) in seen]
-    missing = len(stored) - len(latency)
-    say(f"\nenforceable violation stored -> card on the stop team's page, {len(latency)} violations (ms):")
-    say(f"  median {statistics.median(latency):.0f}   p95 {pct(latency, 95):.0f}   max {max(latency):.0f}"
-          f"   missing {missing}")  # fmt: skip
+    time_arrivals(driver, app, settings, "alert001", n, "window.__alerts.shown",
+                  "enforceable violation stored -> card on the stop team's page", ticket_speed_kmh=66.0,
+                  ticket_sigma_kmh=0.9, tolerance_kmh=3.0, confidence_k=1.645, status="enforceable")  # fmt: skip
 
 
 def main() -> int:

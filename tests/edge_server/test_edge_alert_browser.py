@@ -7,14 +7,11 @@ through. How soon one shows (p95 target 1 s): eval/examples/console_bench.py (a 
 from __future__ import annotations
 
 import datetime as dt
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from browser_helpers import WAIT_S, console_errors, require_selenium, screenshot
-from edge_helpers import RunningServer
+from edge_helpers import RunningServer, violation_recorder
 from test_edge_alerts import ALERTS, speeding
-
-from edge_server.violations import ViolationRecorder
 
 require_selenium()
 
@@ -43,11 +40,7 @@ def test_the_stop_team_sees_each_enforceable_violation(server: RunningServer, ch
     chromium.find_element(By.ID, "sound").click()
     assert chromium.find_element(By.ID, "sound").text == "Sound on"
 
-    server.store.create_session("alert-b", "webrtc")
-    recorder = ViolationRecorder(
-        "alert-b", settings=server.settings, store=server.store, bus=server.app.state.bus,
-        metrics=server.app.state.metrics, clip_executor=ThreadPoolExecutor(1), snapshot_margin_px=12,
-    )  # fmt: skip
+    recorder = violation_recorder(server.app, server.settings, "alert-b")
     recorder.alerts = ALERTS
     now = dt.datetime.now(dt.timezone.utc)
     quiet = recorder.record(speeding("not_enforceable", track_id=1), None, None, now)

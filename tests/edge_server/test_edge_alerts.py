@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from edge_helpers import violation_recorder
 
-from edge_server.violations import ViolationRecorder, alert_fields
+from edge_server.violations import alert_fields
 from pipelines.config import AlertsConfig, CheckpointConfig
 from pipelines.geometry import EARTH_RADIUS_M
 from pipelines.types import Telemetry, TrackPoint, Violation
@@ -79,11 +79,7 @@ def test_nothing_is_guessed(violation, alerts, heading, checkpoint) -> None:
 
 
 def test_stored_and_shown_by_the_api(server) -> None:
-    server.store.create_session("alert-s", "webrtc")
-    recorder = ViolationRecorder(
-        "alert-s", settings=server.settings, store=server.store, bus=server.app.state.bus,
-        metrics=server.app.state.metrics, clip_executor=ThreadPoolExecutor(1), snapshot_margin_px=12,
-    )  # fmt: skip
+    recorder = violation_recorder(server.app, server.settings, "alert-s")
     recorder.alerts = ALERTS
     row = recorder.record(speeding(), None, None, T0)
     with server.client() as c:

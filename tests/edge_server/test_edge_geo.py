@@ -14,8 +14,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from edge_helpers import violation_recorder
 from test_edge_alerts import LAT, LON, speeding
-from test_edge_webhooks import _recorder
 
 from edge_server.evidence.contents import track_point_dict
 from edge_server.geo import track_coordinates
@@ -26,7 +26,9 @@ def _placed(server, gps: bool = True, track_id: int = 1) -> int:
     v = speeding(gps=gps, track_id=track_id)
     if gps:
         v = dataclasses.replace(v, latitude=LAT + 0.0002, longitude=LON)
-    row = _recorder(server, "geo").record(v, None, None, dt.datetime(2026, 11, 28, 9, tzinfo=dt.timezone.utc))
+    row = violation_recorder(server.app, server.settings, "geo").record(
+        v, None, None, dt.datetime(2026, 11, 28, 9, tzinfo=dt.timezone.utc)
+    )
     rel = f"geo/record-{row.id}.json"
     path = server.settings.resolved_media_dir / rel
     path.parent.mkdir(parents=True, exist_ok=True)

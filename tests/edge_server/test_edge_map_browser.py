@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 from browser_helpers import WAIT_S, console_errors, require_selenium, screenshot
-from edge_helpers import seed_store
+from edge_helpers import seed_store, violation_recorder
 from test_edge_alerts import speeding
 from test_edge_console_browser import sign_in
 from test_edge_geo import _mbtiles
-from test_edge_webhooks import _recorder
 
 require_selenium()
 
@@ -50,7 +49,11 @@ def test_the_map_shows_placed_violations_over_the_sites_tiles(
     ))  # fmt: skip
     screenshot(chromium, "console-map")
     live = dataclasses.replace(speeding(track_id=7), latitude=52.0, longitude=13.0)
-    new = _recorder(srv, "m2").record(live, None, None, dt.datetime.now(dt.timezone.utc)).id
+    new = (
+        violation_recorder(srv.app, srv.settings, "m2")
+        .record(live, None, None, dt.datetime.now(dt.timezone.utc))
+        .id
+    )
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f"#map path[data-id='{new}']"))
     assert "4 violations placed" in chromium.find_element(By.ID, "map-note").text
     assert [

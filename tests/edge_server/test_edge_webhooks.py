@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from edge_helpers import violation_recorder
 from test_edge_alerts import speeding
 from webhook_receiver import SECRET, Receiver
 
 from edge_server.alerts.signing import WebhookReceiver, WebhookRefused, sign, verify
 from edge_server.alerts.webhooks import backoff_s, wanted
 from edge_server.settings import WebhookConfig
-from edge_server.violations import ViolationRecorder
 
 BODY = b'{"id":"e1","type":"violation"}'
 
@@ -103,17 +102,8 @@ def _server(server_factory, receiver: Receiver, **overrides):
     return server_factory(**values)
 
 
-def _recorder(server, session: str = "hooks") -> ViolationRecorder:
-    if server.store.get_session(session) is None:
-        server.store.create_session(session, "webrtc")
-    return ViolationRecorder(
-        session, settings=server.settings, store=server.store, bus=server.app.state.bus,
-        metrics=server.app.state.metrics, clip_executor=ThreadPoolExecutor(1), snapshot_margin_px=12,
-    )  # fmt: skip
-
-
 def _record(server, n: int, status: str = "enforceable", start: int = 0) -> list[int]:
-    recorder = _recorder(server)
+    recorder = violation_recorder(server.app, server.settings, "hooks")
     now = dt.datetime.now(dt.timezone.utc)
     return [recorder.record(speeding(status, track_id=start + k), None, None, now).id for k in range(n)]
 
