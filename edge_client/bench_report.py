@@ -45,6 +45,15 @@ def print_report(report: dict[str, Any], args: argparse.Namespace, out: Any) -> 
                 f"stream 1 mean stage ms (per processed frame): {stages}; detector runs: "
                 f"{run['sessions'][0].get('detection') or 'every frame'}\n"
             )
+        if len(run.get("processes") or ()) > 1:
+            out.write(
+                f"  all processes {run['all_cpu_cores']} cores: "
+                + "; ".join(
+                    f"{p['role']} {p['pid']} {p['cores']} cores, RSS {p['rss_mb']} MB, PSS {p['pss_mb']} MB"
+                    for p in run["processes"]
+                )
+                + "\n"
+            )
         for k, sess in enumerate(run["sessions"], 1):
             ev = sess.get("evidence") or {}
             if ev.get("packs"):

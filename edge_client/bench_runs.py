@@ -63,14 +63,20 @@ async def run_streams(
     passthrough = not args.encode  # a video file must then be H.264 without B-frames
     rss_samples: list[float] = []
 
+    seen: dict[
+        int, dict
+    ] = {}  # every process under the server, as last sampled (engines end with their stream)
+
     async def sample_rss() -> None:
         while True:
             rss_samples.append(server.rss_mb())
+            seen.update(await asyncio.to_thread(server.processes))
             await asyncio.sleep(1.0)
 
     sampler = asyncio.create_task(sample_rss())
     started = time.monotonic()
     server_cpu0, own_cpu0 = server.cpu_s(), time.process_time()
+    procs0 = server.processes()
     results = await asyncio.gather(
         *(
             publish(
@@ -88,43 +94,67 @@ async def run_streams(
     )
     wall = time.monotonic() - started
     server_cores = (server.cpu_s() - server_cpu0) / wall
+    seen.update(server.processes())
+    processes = process_use(procs0, seen, wall)
     publisher_cores = (time.process_time() - own_cpu0) / wall
     sampler.cancel()
     rows = []
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
         for r in results:
             s = (await c.get(f"/api/v1/sessions/{r.session_id}")).json()
-            received = s["frames_received"] or 1
-            rows.append(
-                {
-                    "session_id": s["id"],
-                    "frames_sent": r.frames_sent,
-                    "frames_skipped_by_publisher": r.frames_skipped,
-                    "frames_received": s["frames_received"],
-                    "frames_processed": s["frames_processed"],
-                    "frames_dropped": s["frames_dropped"],
-                    "dropped_ratio": round(s["frames_dropped"] / received, 3),
-                    "processed_fps": s["processed_fps"],
-                    "latency_p50_ms": s["latency_p50_ms"],
-                    "latency_p95_ms": s["latency_p95_ms"],
-                    "violations": s["violations_count"],
-                    "tracks": len(s.get("tracks") or ()),
-                    "tracks_with_speed": tracks_with_speed(s),
-                    "return_frames": r.return_frames,
-                    "stage_ms_mean": (s.get("info") or {}).get("stage_ms_mean"),
-                    "detection": ((s.get("info") or {}).get("pipeline") or {}).get("keyframes"),
-                    "evidence": evidence_lags(r.events, r.event_times),
-                }
-            )
+            rows.append(session_row(s, r))
     return {
         "streams": n,
         "wall_s": round(wall, 1),
         "rss_mb_max": round(max(rss_samples), 1) if rss_samples else None,
         "rss_mb_after": round(server.rss_mb(), 1),
         "server_cpu_cores": round(server_cores, 2),
+        # the server and every process under it (engine processes): role, cores used, RSS and PSS
+        "processes": processes,
+        "all_cpu_cores": round(sum(p["cores"] for p in processes), 2),
         "publishers_cpu_cores": round(publisher_cores, 2),
         "sessions": rows,
     }
+
+
+def session_row(s: dict[str, Any], r: Any) -> dict[str, Any]:
+    """One stream's figures: the server's session record ``s`` and the publisher's result ``r``."""
+    return {
+        "session_id": s["id"],
+        "frames_sent": r.frames_sent,
+        "frames_skipped_by_publisher": r.frames_skipped,
+        "frames_received": s["frames_received"],
+        "frames_processed": s["frames_processed"],
+        "frames_dropped": s["frames_dropped"],
+        "dropped_ratio": round(s["frames_dropped"] / (s["frames_received"] or 1), 3),
+        "processed_fps": s["processed_fps"],
+        "latency_p50_ms": s["latency_p50_ms"],
+        "latency_p95_ms": s["latency_p95_ms"],
+        "violations": s["violations_count"],
+        "tracks": len(s.get("tracks") or ()),
+        "tracks_with_speed": tracks_with_speed(s),
+        "return_frames": r.return_frames,
+        "stage_ms_mean": (s.get("info") or {}).get("stage_ms_mean"),
+        "detection": ((s.get("info") or {}).get("pipeline") or {}).get("keyframes"),
+        "evidence": evidence_lags(r.events, r.event_times),
+    }
+
+
+def process_use(before: dict[int, dict], after: dict[int, dict], wall: float) -> list[dict[str, Any]]:
+    """Each process seen during the run: its role, the cores it used over the run, its memory as last seen."""
+    out = []
+    for pid, p in after.items():
+        used = p["cpu_s"] - before.get(pid, {}).get("cpu_s", 0.0)
+        out.append(
+            {
+                "pid": pid,
+                "role": p["role"],
+                "cores": round(used / wall, 2),
+                "rss_mb": p.get("rss_mb"),
+                "pss_mb": p.get("pss_mb"),
+            }
+        )
+    return out
 
 
 async def long_run(url: str, token: str, args: argparse.Namespace, server: ServerProcess) -> dict[str, Any]:

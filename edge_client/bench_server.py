@@ -10,6 +10,35 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+
+def children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            kids += [int(x) for x in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def process_info(pid: int) -> dict[str, Any] | None:
+    """One process's role (from its command line), CPU seconds, RSS and PSS (MB); None once gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return None
+    mem = {}
+    for line in rollup[1:]:
+        key, _, rest = line.partition(":")
+        if key in ("Rss", "Pss"):
+            mem[key.lower() + "_mb"] = round(int(rest.split()[0]) / 1024.0, 1)
+    text = b" ".join(cmd).decode(errors="replace")
+    role = "fork server" if "forkserver" in text else Path(cmd[0].decode(errors="replace")).name or "?"
+    return {"role": role, "cpu_s": (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK"), **mem}
 
 
 class ServerProcess:
@@ -96,6 +125,24 @@ class ServerProcess:
             return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         except (OSError, IndexError, ValueError):
             return float("nan")
+
+    def processes(self) -> dict[int, dict[str, Any]]:
+        """The server and every process under it (engine processes, their fork server, nginx,
+        Mosquitto): pid -> its role, CPU seconds so far, RSS and PSS in MB (Linux ``/proc``)."""
+        out: dict[int, dict[str, Any]] = {}
+        todo = [(self.proc.pid, None)]
+        while todo:
+            pid, parent = todo.pop()
+            info = process_info(pid)
+            if info is None:
+                continue
+            if parent is None:
+                info["role"] = "server"
+            elif parent == "fork server":
+                info["role"] = "engine"
+            out[pid] = info
+            todo += [(kid, info["role"]) for kid in children(pid)]
+        return out
 
     def stop(self) -> None:
         if self.proc.poll() is None:

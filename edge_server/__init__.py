@@ -14,6 +14,8 @@ What lives here, by floor:
   engine side (``tests/edge_server/test_edge_streams_layering.py``);
 * the engine side: ``worker`` (a stream's thread running its pipeline), ``frame_queue``,
   ``stream_outputs``, ``violations`` (snapshot, clip), ``stream_stats``, ``events`` (the bus);
+  ``engines/`` runs each stream's pipeline in an engine process of its own instead
+  (``settings.engine_processes``: the worker then holds a ``RemotePipeline``);
 * the store: ``store/`` (SQLAlchemy models, queries, Alembic migrations in ``migrations/``).
 
 It imports ``pipelines`` (built through ``pipelines.builder.build_pipeline``, as the offline

@@ -29,6 +29,7 @@ from edge_server.child_process import loopback
 from edge_server.console import mount_console
 from edge_server.console import router as console
 from edge_server.dji_cloud import MqttTarget, OsdSubscriber, parse_mqtt_url
+from edge_server.engines.supervisor import EngineProcesses, engine_factory
 from edge_server.events import EventBus
 from edge_server.evidence.service import start_evidence
 from edge_server.guides import router as guides
@@ -145,14 +146,18 @@ def make_pipeline_factory(
     *,
     detector_factory: Callable[[], Detector] | None = None,
     segmenter_factory: Callable[[], RoadSegmenter] | None = None,
+    engines: EngineProcesses | None = None,
 ) -> Callable[[], Pipeline]:
-    """A callable building one fresh pipeline per stream (``build_pipeline``, models injected)."""
+    """A callable building one fresh pipeline per stream (``build_pipeline``, models injected);
+    with ``engines``, each in an engine process of its own (settings.engine_processes)."""
     config = live_config(
         PipelineConfig.from_yaml(settings.pipeline_config) if settings.pipeline_config else PipelineConfig(),
         settings,
     )
     if detector_factory is None and settings.detector_factory:
         detector_factory = import_object(settings.detector_factory)
+    if engines is not None:
+        return engine_factory(config, settings, engines, detector_factory, segmenter_factory)
     shared: list[Any] = []  # the one detector network of every stream (settings.shared_detector)
     shared_lock = threading.Lock()
 
@@ -194,15 +199,23 @@ def create_app(
 ) -> FastAPI:
     """Build the server. Models can be injected (``detector_factory`` is called once per stream)."""
     settings = settings or ServerSettings.load()
+    metrics = Metrics()
+    engines = None
     if pipeline_factory is None:
+        if settings.engine_processes:
+            engines = EngineProcesses(
+                timeout_s=settings.engine_timeout_s,
+                start_timeout_s=settings.engine_start_timeout_s,
+                keep_idle=settings.max_streams,  # a process per stream, kept for the next one
+                metrics=metrics,
+            )
         pipeline_factory = make_pipeline_factory(
-            settings, detector_factory=detector_factory, segmenter_factory=segmenter_factory
+            settings, detector_factory=detector_factory, segmenter_factory=segmenter_factory, engines=engines
         )
     if ice_host_addresses:
         restrict_ice_host_addresses(ice_host_addresses)
     api_token = settings.resolve_api_token()
     server_id = settings.resolve_server_id()
-    metrics = Metrics()
     bus = EventBus(queue_size=256)
 
     lifespan = _lifespan(settings, bus, metrics, pipeline_factory)
@@ -220,6 +233,7 @@ def create_app(
     app.state.auth = auth = Authenticator(api_token)
     app.state.server_id = server_id
     app.state.metrics = metrics
+    app.state.engines = engines  # None: streams' engines are threads of this process
     app.state.bus = bus
     _add_middleware(app, settings, auth, metrics)
     _include_routers(app)
@@ -315,8 +329,9 @@ def _lifespan(
             _start_rtmp, app, settings, callbacks.port if callbacks else None
         )
         broker = app.state.mqtt_broker = await asyncio.to_thread(_start_mqtt, app, settings, manager)
-        # Import the engine now so the first offer does not pay for it (a few seconds on small CPUs).
-        await asyncio.to_thread(importlib.import_module, "pipelines.builder")
+        if not settings.engine_processes:  # engine processes import it in their fork server
+            # Import the engine now so the first offer does not pay for it (a few seconds on small CPUs).
+            await asyncio.to_thread(importlib.import_module, "pipelines.builder")
         await manager.warm_up()
         log.info("AirPatrol edge server ready (database %s)", _redact(settings.resolved_database_url))
         try:
@@ -326,6 +341,8 @@ def _lifespan(
             if retention_task is not None:
                 retention_task.cancel()
             await app.state.manager.close_all("server shutdown")
+            if app.state.engines is not None:  # the processes the streams handed back
+                await asyncio.to_thread(app.state.engines.close)
             await dispatcher.stop()  # after the streams: their last violations are queued
             if manager.rtmp.server is not None:
                 await asyncio.to_thread(manager.rtmp.server.stop)

@@ -61,6 +61,16 @@ class PeerLink:
     source_segment: Callable[[float, float, Path], dict | None] | None = None
 
 
+class EngineLost(RuntimeError):
+    """A stream's engine is gone: its process died (killed, out of memory, a native crash) or hung
+    and was stopped. The stream ends as failed with this message as its reason; what it stored
+    stays. ``cause``: ``"died"`` or ``"hung"``."""
+
+    def __init__(self, cause: str, message: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
 class StreamEngine(Protocol):
     """A running stream's engine, as its ingest, the registry and the API see it."""
 
@@ -86,4 +96,4 @@ class StreamEngine(Protocol):
         latest processed frame, which a measured base is solved on."""
 
 
-__all__ = ["IncomingFrame", "PeerLink", "StreamEngine"]
+__all__ = ["EngineLost", "IncomingFrame", "PeerLink", "StreamEngine"]

@@ -9,7 +9,6 @@ start to ``post`` seconds after its end (as far as the ring reaches) and is writ
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import deque
 from concurrent.futures import Future
@@ -96,19 +95,6 @@ class FrameRing:
     def nbytes(self) -> int:
         with self._lock:
             return sum(len(f.jpeg) for f in self._frames)
-
-
-def lower_thread_priority(nice: int) -> None:
-    """Give the calling thread a lower CPU priority (Linux: a thread's own nice value), so that
-    background work (clip encoding) yields the cores to live streams. Elsewhere, or without the
-    right to do so, it is a no-op."""
-    if nice <= 0 or not hasattr(os, "setpriority"):
-        return
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
-    except OSError:
-        log.debug("thread priority unchanged", exc_info=True)
 
 
 def write_clip(

@@ -83,6 +83,7 @@ class Metrics:
             registry=r,
         )
         self._alerts(r)
+        self._engines(r)
         self.event_subscribers = Gauge(
             "airpatrol_event_subscribers", "Open /api/v1/events WebSockets", registry=r
         )
@@ -104,6 +105,20 @@ class Metrics:
             "airpatrol_webhook_delay_seconds",
             "An event queued -> its webhook delivered (a 2xx), retries included",
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 900.0),
+            registry=r,
+        )
+
+    def _engines(self, r: CollectorRegistry) -> None:
+        """Streams' engine processes (settings.engine_processes, edge_server.engines)."""
+        self.engine_processes = Gauge(
+            "airpatrol_engine_processes",
+            "Engine processes running (one per live stream, and a spare)",
+            registry=r,
+        )
+        self.engines_lost = Counter(
+            "airpatrol_engines_lost_total",
+            "Engine processes lost: died (killed, out of memory, a native crash) or hung (stopped by the watchdog)",
+            ["cause"],
             registry=r,
         )
 

@@ -302,21 +302,6 @@ class SessionPage(BaseModel):
     next_cursor: str | None = None
 
 
-class HealthOut(BaseModel):
-    status: Literal["ok", "degraded"]
-    database: bool
-    active_streams: int
-    version: str
-    rtmp: str = Field(
-        "off",
-        description="RTMP ingest: 'running on <port>', 'off', or 'unavailable: <why>' (e.g. nginx missing)",
-    )
-    server_id: str | None = Field(None, description="this server's id in its fleet (settings.server_id)")
-    mqtt: str = Field(
-        "off", description="DJI Cloud API telemetry: 'connected to <broker>', 'off', or 'unavailable: <why>'"
-    )
-
-
 # ------------------------------------------------------------------------------------------------
 # query parameters of the list endpoints
 

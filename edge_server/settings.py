@@ -128,6 +128,18 @@ class ServerSettings(BaseSettings):
     # publisher sends from the moment its key is admitted, and the seconds of building a pipeline
     # then would be a burst of frames to drop. False: each stream builds its own when it starts.
     warm_pipeline: bool = True
+    # Each stream's engine (detector, optical flow, tracking, U-Net, speeds) in a process of its own
+    # (docs/scale-out.md, "Engine processes"): streams no longer take turns on one interpreter lock,
+    # and an engine that dies or hangs ends its stream alone. False: a thread per stream in this
+    # process, one detector network shared by all (settings.shared_detector).
+    engine_processes: bool = False
+    # an engine that leaves a frame (or a request) unanswered this long is stopped, and its stream
+    # ends as failed; the start and the first frame (models loading) may take engine_start_timeout_s
+    engine_timeout_s: float = Field(8.0, gt=0)
+    engine_start_timeout_s: float = Field(180.0, gt=0)
+    # CPU threads of OpenCV and of the OpenVINO detector in each engine process (None: theirs, every
+    # core); on a box running more streams than cores, 1 keeps them from crowding each other
+    engine_threads: int | None = Field(None, ge=1)
     # Decoded frames waiting for a stream's worker; beyond this the oldest is dropped. 1: only the
     # latest frame waits (lowest latency, drops a frame after every slow one).
     frame_queue: int = Field(2, ge=1, le=30)

@@ -183,7 +183,7 @@ class ViolationRecorder:
 
     def hold_recorded(self, check: ScaleCheckResult) -> list[int]:
         """The session's scale check turned to a status the site holds: its enforceable violations
-        stored so far are held for review too (pipelines.pipeline.hold_for_check, live), each
+        stored so far are held for review too (pipelines.scale_session.hold_for_check, live), each
         announced (``violation.updated``, as a review is); returns their ids."""
         reason = f"held for review: {check.describe()} (found after it closed)"
         ids = self.store.hold_enforceable(self.session_id, reason, check.to_dict())

@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import cv2
 
-from edge_server.engine_link import IncomingFrame, PeerLink
+from edge_server.engine_link import EngineLost, IncomingFrame, PeerLink
 from edge_server.frame_queue import CorruptFrameError, FrameQueue, ReadyFrame, to_bgr
 from edge_server.height_reference import LatestFrame, SessionHeight
-from edge_server.media import fit_width, lower_thread_priority
+from edge_server.media import fit_width
+from edge_server.priority import lower_thread_priority
 from edge_server.stream_outputs import StreamOutputs, StreamServices
 from edge_server.stream_stats import StreamStats
 from pipelines.annotate import annotate
@@ -191,6 +192,9 @@ class StreamWorker:
         except CorruptFrameError as exc:
             status, reason = "failed", f"corrupt frame: {exc}"
             log.warning("session %s: %s", self.session_id, reason)
+        except EngineLost as exc:  # its process died or hung: this stream alone ends
+            status, reason = "failed", str(exc)
+            log.warning("session %s ends: %s", self.session_id, reason)
         except Exception as exc:  # noqa: BLE001 - the stream ends, the server goes on
             status, reason = "failed", f"processing error: {type(exc).__name__}: {exc}"
             log.exception("session %s: processing failed", self.session_id)
@@ -373,6 +377,8 @@ class StreamWorker:
     def _store_everything(self) -> None:
         try:
             closing = self.pipeline.finish()
+        except EngineLost:  # the violations it had closed are stored; the open ones died with it
+            closing = []
         except Exception:  # noqa: BLE001
             log.exception("session %s: pipeline.finish() failed", self.session_id)
             closing = []
@@ -393,12 +399,8 @@ class StreamWorker:
         # frame timestamps speeds could not be timed by (pipelines.timestamps): problem -> frames
         info["clock_problems"] = dict(self.stats.clock_problems.most_common(5))
         info.update(self.height.info())  # the height reference in effect and every change
-        lrf = self.pipeline.ground.rangefinder
-        if lrf is not None and (readings := lrf.summary()) is not None:
-            info["rangefinder"] = readings  # the laser's readings: used, refused and why
-        info["optics"] = self.pipeline.ground.optics_summary()  # the lens and shutter corrected for
-        if self.pipeline.scale_check is not None:  # the scale against the vehicles' sizes
-            info["scale_check"] = self.pipeline.scale_check.summary()
+        # the laser's readings, the lens and shutter corrected for, the scale against the vehicles
+        info.update(self.pipeline.summary())
         return info
 
     def _evidence_context(self) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import cv2
 import numpy as np
@@ -41,7 +42,7 @@ from pipelines.motion.keyframes import FLOW_KEY, BoxPropagator, KeyframeSchedule
 from pipelines.motion.relink import LostTrack, TrackRelinker
 from pipelines.motion.tracker import Tracker
 from pipelines.rules import ViolationDetector
-from pipelines.scale_session import ScaleCheck
+from pipelines.scale_session import ScaleCheck, hold_for_check
 from pipelines.speed import SpeedEstimator
 from pipelines.timestamps import TimestampCheck
 from pipelines.types import (
@@ -52,7 +53,6 @@ from pipelines.types import (
     Frame,
     FrameResult,
     HeightReference,
-    ScaleCheckResult,
     SpeedEstimate,
     Violation,
 )
@@ -493,6 +493,18 @@ class Pipeline:
         self.road.stop()
         return self._held_by_clock(self.rules.finish())
 
+    def summary(self) -> dict[str, Any]:
+        """What a stream's session record keeps of the engine's state: the rangefinder's readings
+        (used, refused and why), the lens and shutter corrected for, the scale check's summary."""
+        out: dict[str, Any] = {}
+        lrf = self.ground.rangefinder
+        if lrf is not None and (readings := lrf.summary()) is not None:
+            out["rangefinder"] = readings
+        out["optics"] = self.ground.optics_summary()
+        if self.scale_check is not None:
+            out["scale_check"] = self.scale_check.summary()
+        return out
+
     def _held_by_clock(self, violations: list[Violation]) -> list[Violation]:
         """Violations whose measuring base (or episode) overlaps implausible frame timestamps are
         not enforceable: their speeds were timed by a wrong clock. Each carries the session's scale
@@ -552,24 +564,6 @@ class Pipeline:
         self._stop_detect_thread()
 
 
-def hold_for_check(
-    v: Violation, check: ScaleCheckResult, hold: Sequence[str], later: bool = False
-) -> Violation:
-    """``v`` with the session's scale check; held for review (not enforceable, the check in the
-    reason) when it was enforceable and the check's status is one the site holds. ``later``: only
-    a violation that would be held changes (one closed before the check turned)."""
-    held = v.enforceable and check.status in hold
-    if later and not held:
-        return v
-    v = dataclasses.replace(v, scale_check=check)
-    if held:
-        when = " (found after it closed)" if later else ""
-        v = dataclasses.replace(
-            v, status=NOT_ENFORCEABLE, status_reason=f"held for review: {check.describe()}{when}"
-        )
-    return v
-
-
 class _ClosedDetector:
     def detect(self, frame: Frame) -> sv.Detections:
         raise RuntimeError("the pipeline is closed")
@@ -595,4 +589,4 @@ def _centre_gsd(proj: GroundProjector | None, frame: Frame) -> float | None:
     return float(proj.gsd_at(np.array([[frame.width / 2, frame.height / 2]]))[0])
 
 
-__all__ = ["STAGES", "Pipeline", "Prepared", "hold_for_check"]
+__all__ = ["STAGES", "Pipeline", "Prepared"]

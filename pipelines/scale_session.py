@@ -41,7 +41,14 @@ from pipelines.scale_check import (
     observe,
     robust_ratio,
 )
-from pipelines.types import EXTRAPOLATED_KEY, PROPAGATED_KEY, Frame, ScaleInfo
+from pipelines.types import (
+    EXTRAPOLATED_KEY,
+    NOT_ENFORCEABLE,
+    PROPAGATED_KEY,
+    Frame,
+    ScaleInfo,
+    Violation,
+)
 
 MAX_OBSERVATIONS = 60  # per track (6 s at 30 fps, every third frame): its median is settled long before
 # a track unseen for FINISHED_AFTER frames is done: its value kept, its observations let go (looked
@@ -392,4 +399,31 @@ def _change(old: tuple, new: tuple) -> str:
     return f"restarted: the {', '.join(what)} changed"
 
 
-__all__ = ["ScaleCheck", "frame_inputs", "judge", "prior_of", "session_key", "track_value", "usable"]
+def hold_for_check(
+    v: Violation, check: ScaleCheckResult, hold: Sequence[str], later: bool = False
+) -> Violation:
+    """``v`` with the session's scale check; held for review (not enforceable, the check in the
+    reason) when it was enforceable and the check's status is one the site holds. ``later``: only
+    a violation that would be held changes (one closed before the check turned)."""
+    held = v.enforceable and check.status in hold
+    if later and not held:
+        return v
+    v = dataclasses.replace(v, scale_check=check)
+    if held:
+        when = " (found after it closed)" if later else ""
+        v = dataclasses.replace(
+            v, status=NOT_ENFORCEABLE, status_reason=f"held for review: {check.describe()}{when}"
+        )
+    return v
+
+
+__all__ = [
+    "ScaleCheck",
+    "frame_inputs",
+    "hold_for_check",
+    "judge",
+    "prior_of",
+    "session_key",
+    "track_value",
+    "usable",
+]

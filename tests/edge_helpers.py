@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,10 +190,13 @@ def self_signed_certificate(folder: Path, host: str = "127.0.0.1") -> tuple[Path
 
 
 @contextlib.contextmanager
-def synthetic_stream(server: RunningServer, seconds: float = 40.0) -> Iterator[str]:
+def synthetic_stream(
+    server: RunningServer, seconds: float = 40.0, others: Collection[str] = ()
+) -> Iterator[str]:
     """`airpatrol publish synthetic` streaming to ``server`` over WebRTC (a fast lane at ~73 km/h, a
-    slow one at ~24 km/h) in a process of its own; yields the session id once its worker runs, and
-    stops the publisher at the end."""
+    slow one at ~24 km/h) in a process of its own; yields the session id once its worker runs (a
+    session not among ``others``: the server's streams already there), and stops the publisher at
+    the end."""
     publisher = subprocess.Popen(
         [sys.executable, "-m", "airpatrol.cli", "publish", "synthetic", "--server", server.url]
         + ["--token", TOKEN, "--max-seconds", str(seconds), "--no-return-video"],
@@ -204,7 +207,12 @@ def synthetic_stream(server: RunningServer, seconds: float = 40.0) -> Iterator[s
 
         def started() -> str | None:  # this server's own stream (a fleet's listing shows others' too)
             return next(
-                (sid for sid, sess in list(server.manager.sessions.items()) if sess.worker is not None), None
+                (
+                    sid
+                    for sid, sess in list(server.manager.sessions.items())
+                    if sess.worker is not None and sid not in others
+                ),
+                None,
             )
 
         yield wait_until(started, 60, "the synthetic stream running on the server")

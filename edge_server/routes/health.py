@@ -4,13 +4,34 @@ and ``/metrics`` (Prometheus, behind the token)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, Field
 
 from edge_server.routes.common import ERRORS, READ, manager_of, store_of
-from edge_server.schemas import HealthOut
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "degraded"]
+    database: bool
+    active_streams: int
+    version: str
+    rtmp: str = Field(
+        "off",
+        description="RTMP ingest: 'running on <port>', 'off', or 'unavailable: <why>' (e.g. nginx missing)",
+    )
+    server_id: str | None = Field(None, description="this server's id in its fleet (settings.server_id)")
+    mqtt: str = Field(
+        "off", description="DJI Cloud API telemetry: 'connected to <broker>', 'off', or 'unavailable: <why>'"
+    )
+    engines: dict[str, Any] | None = Field(
+        None,
+        description="the streams' engine processes (settings.engine_processes; null: threads of this process): "
+        "running, each one's pid and memory (RSS, PSS MB), started, lost by cause (died, hung), the last lost and why",
+    )
+
 
 public = APIRouter()
 protected = APIRouter(responses=ERRORS)
@@ -31,6 +52,9 @@ async def healthz(request: Request) -> HealthOut:
         rtmp=rtmp_status(request.app),
         mqtt=mqtt_status(request.app),
         server_id=getattr(request.app.state, "server_id", None),
+        engines=await asyncio.to_thread(engines.health)
+        if (engines := getattr(request.app.state, "engines", None))
+        else None,
     )
 
 

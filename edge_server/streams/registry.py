@@ -24,9 +24,9 @@ from edge_server.engine_link import PeerLink
 from edge_server.events import EventBus
 from edge_server.evidence.audit import ENGINE, Auditor
 from edge_server.evidence.service import EvidenceService
-from edge_server.media import lower_thread_priority
 from edge_server.media_loop import MediaLoop
 from edge_server.metrics import Metrics
+from edge_server.priority import lower_thread_priority
 from edge_server.settings import ServerSettings
 from edge_server.store import Store
 from edge_server.stream_outputs import StreamServices

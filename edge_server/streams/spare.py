@@ -41,6 +41,10 @@ class SparePipeline:
     async def take(self) -> Pipeline:
         """The spare pipeline when one is ready (``settings.warm_pipeline``), else a new one."""
         pipeline, self._spare = self._spare, None
+        if pipeline is not None and not getattr(pipeline, "alive", True):  # its engine process died
+            log.warning("the spare pipeline's engine is gone; building another")
+            await asyncio.to_thread(close_pipeline, pipeline)
+            pipeline = None
         if pipeline is None:
             try:
                 pipeline = await asyncio.to_thread(self.pipeline_factory)

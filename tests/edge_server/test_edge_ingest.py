@@ -308,7 +308,7 @@ def test_clip_threads_run_nicer_than_the_streams(nice: int) -> None:
     """The clip writers' initializer lowers their own thread's priority, not the process's."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from edge_server.media import lower_thread_priority
+    from edge_server.priority import lower_thread_priority
 
     own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     with ThreadPoolExecutor(1, initializer=lower_thread_priority, initargs=(nice,)) as pool:

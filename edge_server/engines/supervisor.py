@@ -1,0 +1,202 @@
+"""The server's engine processes: :class:`EngineProcesses` starts one per stream
+(``settings.engine_processes``), counts the ones lost (died, hung) in the metrics, and reports
+them all in ``/healthz``: how many run, their memory, what was lost last and why.
+
+Processes start from a fork server that has imported the engine (torch, OpenCV, the detector's
+runtime: ``edge_server.engines.preload``) once, so a stream's process starts in well under a second
+plus its models' load, and shares those libraries' memory with the others until it writes to it.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import logging
+import multiprocessing
+import pickle
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edge_server.engine_link import EngineLost
+from edge_server.engines.child import EngineSpec
+from edge_server.engines.remote import EngineProcess, EngineStartError, RemotePipeline
+from edge_server.engines.slots import sweep_stale
+from edge_server.settings import SettingsError
+
+if TYPE_CHECKING:
+    from edge_server.metrics import Metrics
+    from edge_server.settings import ServerSettings
+    from pipelines.config import PipelineConfig
+
+log = logging.getLogger(__name__)
+
+PRELOAD = ["edge_server.engines.preload"]
+
+
+def process_memory_mb(pid: int) -> dict[str, float] | None:
+    """A process's resident memory and its proportional share (PSS: shared pages divided among the
+    processes sharing them), in MB, from ``/proc`` (Linux); None when unreadable."""
+    out: dict[str, float] = {}
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("Rss", "Pss"):
+                out[key.lower() + "_mb"] = round(int(rest.split()[0]) / 1024.0, 1)
+    except (OSError, ValueError, IndexError):
+        return None
+    return out or None
+
+
+def context() -> multiprocessing.context.BaseContext:
+    """The fork server where the platform has one (Linux, macOS), else spawn."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+class EngineProcesses:
+    """Every engine process of this server (thread-safe: streams start from worker threads). A
+    stream takes an idle process when there is one (its models loaded: it builds the stream's
+    pipeline in a fraction of a second), else starts one; at the stream's end a process that is
+    well goes back to the idle ones, up to ``keep_idle`` of them (the others are stopped)."""
+
+    def __init__(
+        self, *, timeout_s: float, start_timeout_s: float, keep_idle: int = 1, metrics: Metrics | None = None
+    ) -> None:
+        self.timeout_s, self.start_timeout_s = timeout_s, start_timeout_s
+        self.keep_idle = keep_idle
+        self.metrics = metrics
+        self._ctx = context()
+        self._lock = threading.Lock()
+        self._all: dict[int, EngineProcess] = {}
+        self._idle: list[EngineProcess] = []
+        self.started = 0
+        self.lost: collections.Counter[str] = collections.Counter()
+        self.last_lost: dict[str, Any] | None = None
+        self._closing = False
+        sweep_stale()  # a server killed before it could remove its engines' slots
+
+    def start(self, spec: EngineSpec) -> RemotePipeline:
+        """A pipeline for a new stream in an idle engine process, or a new one; returns once it is
+        built (:class:`~edge_server.engines.remote.EngineStartError` when it cannot be)."""
+        while True:
+            with self._lock:
+                engine = self._idle.pop() if self._idle else None
+            if engine is None:
+                break
+            if not engine.alive:
+                self._forget(engine)
+                continue
+            try:
+                metadata = engine.build()
+            except (EngineLost, EngineStartError) as exc:
+                log.warning("engine process %d could not build a new pipeline: %s", engine.pid, exc)
+                engine.stop()
+                self._forget(engine)
+                continue
+            return RemotePipeline(engine, spec.config, metadata, self._give_back)
+        engine = EngineProcess(
+            spec,
+            self._ctx,
+            timeout_s=self.timeout_s,
+            start_timeout_s=self.start_timeout_s,
+            on_lost=self._on_lost,
+        )
+        with self._lock:
+            self._all[engine.pid] = engine
+            self.started += 1
+        self._gauge()
+        return RemotePipeline(engine, spec.config, engine.metadata, self._give_back)
+
+    def _give_back(self, engine: EngineProcess) -> None:
+        """A stream's pipeline was closed: its process waits for the next stream, or is stopped."""
+        with self._lock:
+            keep = engine.alive and not self._closing and len(self._idle) < self.keep_idle
+            if keep:
+                self._idle.append(engine)
+        if not keep:
+            engine.stop()
+            self._forget(engine)
+
+    def _forget(self, engine: EngineProcess) -> None:
+        with self._lock:
+            self._all.pop(engine.pid, None)
+        self._gauge()
+
+    def _on_lost(self, engine: EngineProcess, cause: str, message: str) -> None:
+        with self._lock:
+            self.lost[cause] += 1
+            self.last_lost = {"pid": engine.pid, "cause": cause, "reason": message, "at": time.time()}
+        if self.metrics is not None:
+            self.metrics.engines_lost.labels(cause).inc()
+
+    def _gauge(self) -> None:
+        if self.metrics is not None:
+            self.metrics.engine_processes.set(len(self._all))
+
+    def close(self) -> None:
+        """The server shuts down: every idle process is stopped (the streams' ones end with them)."""
+        with self._lock:
+            self._closing = True
+            idle, self._idle = self._idle, []
+        for engine in idle:
+            engine.stop()
+            self._forget(engine)
+
+    def health(self) -> dict[str, Any]:
+        """What ``/healthz`` says of the engines: each process with its memory and whether it serves
+        a stream, started and lost so far, the last one lost and why."""
+        with self._lock:
+            engines = list(self._all.values())
+            idle = {e.pid for e in self._idle}
+        processes = [
+            {"pid": e.pid, "alive": e.alive, "idle": e.pid in idle, **(process_memory_mb(e.pid) or {})}
+            for e in engines
+        ]
+        return {
+            "mode": "process",
+            "running": sum(p["alive"] for p in processes),
+            "processes": processes,
+            "started": self.started,
+            "lost": dict(self.lost),
+            "last_lost": self.last_lost,
+        }
+
+
+def engine_factory(
+    config: PipelineConfig,
+    settings: ServerSettings,
+    engines: EngineProcesses,
+    detector_factory: Any = None,
+    segmenter_factory: Any = None,
+) -> Callable[[], RemotePipeline]:
+    """The server's pipeline factory with engine processes: each call starts one, building the
+    live ``config`` with the given model factories (which must be importable: they are sent to
+    the process by name)."""
+    if settings.engine_threads:
+        config = config.with_overrides(detector={"threads": settings.engine_threads})
+    spec = EngineSpec(
+        config,
+        detector_factory,
+        segmenter_factory,
+        threads=settings.engine_threads,
+        log_level=logging.getLogger("edge_server").getEffectiveLevel(),
+    )
+    try:
+        pickle.dumps(spec)
+    except Exception as exc:  # noqa: BLE001 - a lambda, a closure, a local class
+        raise SettingsError(
+            "engine_processes: the detector and segmenter factories must be importable callables "
+            f"(a module's function or class) to reach the engine processes: {exc}"
+        ) from exc
+    numbers = itertools.count(1)
+    return lambda: engines.start(dataclasses.replace(spec, name=f"engine-{next(numbers)}"))
+
+
+__all__ = ["EngineProcesses", "context", "engine_factory", "process_memory_mb"]

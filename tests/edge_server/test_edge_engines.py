@@ -1,0 +1,201 @@
+"""A stream's engine in a process of its own (edge_server.engines): the same results as the
+pipeline in this process, the process reused stream after stream, a killed or hung process found
+and reported, a failed start explained, shared memory cleaned up. Real engine processes (from the
+fork server), the synthetic scene's frames and bright-blob detector."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from edge_helpers import synthetic_stream, wait_until
+
+from edge_client.synthetic import DEFAULT_CAMERA, BrightBlobDetector, SceneRoadSegmenter, SyntheticScene
+from edge_server.engine_link import EngineLost
+from edge_server.engines import slots
+from edge_server.engines.child import EngineSpec
+from edge_server.engines.remote import EngineStartError
+from edge_server.engines.supervisor import EngineProcesses, engine_factory
+from edge_server.settings import ServerSettings, SettingsError
+from pipelines.builder import build_pipeline
+from pipelines.config import PipelineConfig
+from pipelines.types import Frame, Telemetry
+
+FPS = 30.0
+# live: keyframes on; the scene's road segmenter, its mask waited for (results independent of timing)
+CONFIG = PipelineConfig().with_overrides(
+    road={"lag_frames": 0}, rules={"speed_limit_kmh": 50.0}, keyframes={"enabled": True}
+)
+
+
+def frames(n: int, start: int = 0) -> list[Frame]:
+    scene = SyntheticScene()
+    out = []
+    for i in range(start, start + n):
+        t = i / FPS
+        tel = Telemetry(
+            timestamp_s=t,
+            altitude_m=50.0,
+            gimbal_pitch_deg=-90.0,
+            focal_length_35mm=24.0,
+            camera=DEFAULT_CAMERA,
+        )
+        out.append(Frame(index=i, timestamp_s=t, image=scene.render(t), telemetry=tel))
+    return out
+
+
+def failing_detector() -> BrightBlobDetector:
+    from pipelines.errors import WeightsError
+
+    raise WeightsError("weights/nowhere.xml not found: give detector.weights")
+
+
+@pytest.fixture(scope="module")
+def engines():
+    pool = EngineProcesses(timeout_s=3.0, start_timeout_s=120.0, keep_idle=1)
+    yield pool
+    pool.close()
+
+
+def spec(**kw) -> EngineSpec:
+    return EngineSpec(CONFIG, BrightBlobDetector, SceneRoadSegmenter, **kw)
+
+
+def our_slots(pid: int | None = None) -> list[Path]:
+    return sorted(slots.slot_dir().glob(f"{slots.PREFIX}{pid or os.getpid()}-*"))
+
+
+def test_the_engine_process_gives_the_pipelines_results_and_is_reused(engines) -> None:
+    """Frames through the process (prepared ahead, and not) give what the pipeline gives here: the
+    same tracks, speeds and violations; its next stream starts in the same process, fresh."""
+    local = build_pipeline(CONFIG, detector=BrightBlobDetector(), segmenter=SceneRoadSegmenter())
+    remote = engines.start(spec())
+    pid = remote.pid
+    speeds_seen, first_ids = 0, []
+    for k, frame in enumerate(frames(150)):
+        want = local.process(frame, prepared=local.prepare(frame) if k % 2 else None)
+        got = remote.process(frame, prepared=remote.prepare(frame) if k % 2 else None)
+        assert got.frame is frame
+        assert list(got.detections.tracker_id) == list(want.detections.tracker_id)
+        first_ids += list(got.detections.tracker_id) if k < 60 else []
+        np.testing.assert_allclose(got.detections.xyxy, want.detections.xyxy)
+        assert {t: s.speed_kmh for t, s in got.speeds.items()} == pytest.approx(
+            {t: s.speed_kmh for t, s in want.speeds.items()}, nan_ok=True
+        )
+        assert (got.road_mask is None) == (want.road_mask is None)
+        if want.road_mask is not None:
+            assert np.array_equal(got.road_mask, want.road_mask)
+        assert [v.ticket_speed_kmh for v in got.violations] == [v.ticket_speed_kmh for v in want.violations]
+        speeds_seen += sum(np.isfinite(s.speed_kmh) for s in want.speeds.values())
+    assert speeds_seen > 100, "the scene was measured (speeds on most frames)"
+    closing_here, closing_there = local.finish(), remote.finish()
+    assert [v.track_id for v in closing_there] == [v.track_id for v in closing_here]
+    assert remote.summary().keys() == local.summary().keys()
+    assert remote.metadata == local.metadata and remote.metadata["keyframes"]["propagated"] > 50
+    assert len(our_slots()) == 2  # one per pipe, while the process lives
+    remote.close()
+    local.close()
+    again = engines.start(spec())  # the idle process builds the next stream's pipeline
+    assert again.pid == pid and engines.started == 1
+    ids = [i for f in frames(60) for i in again.process(f).detections.tracker_id]
+    assert ids == first_ids and not again.timestamps.problem  # a new tracker, a new clock
+    again.close()
+    assert engines.health()["processes"][0]["idle"] is True
+
+
+@pytest.mark.parametrize(
+    ("sig", "cause", "said"),
+    [
+        (signal.SIGKILL, "died", "was killed by SIGKILL"),
+        (signal.SIGSTOP, "hung", "hung: no answer to a frame in 3 s; it was stopped"),
+    ],
+)
+def test_a_dead_or_hung_engine_is_found_reported_and_cleaned_up(engines, sig, cause, said) -> None:
+    remote = engines.start(spec())
+    remote.process(frames(1)[0])
+    lost_before = engines.lost[cause]
+    os.kill(remote.pid, sig)
+    started = time.monotonic()
+    with pytest.raises(EngineLost, match=said) as info:
+        for frame in frames(30, start=1):
+            remote.process(frame)
+    assert info.value.cause == cause
+    assert time.monotonic() - started < 3.0 + 1.0  # the watchdog's timeout, and no more
+    with pytest.raises(EngineLost):  # every later call says the same
+        remote.prepare(frames(1)[0])
+    assert engines.lost[cause] == lost_before + 1
+    assert engines.last_lost["cause"] == cause and said in engines.last_lost["reason"]
+    assert remote.summary() == {} and not remote.alive
+    remote.close()  # the stream's end: nothing more to ask, the process is gone, its slots removed
+    assert our_slots() == []
+    assert all(p["pid"] != remote.pid for p in engines.health()["processes"])
+
+
+def test_an_engine_that_cannot_start_says_why(engines) -> None:
+    with pytest.raises(EngineStartError, match="weights/nowhere.xml not found"):
+        engines.start(EngineSpec(CONFIG, failing_detector, SceneRoadSegmenter))
+    assert our_slots() == []
+
+
+def test_factories_must_reach_the_process_by_name(engines, tmp_path) -> None:
+    settings = ServerSettings(data_dir=tmp_path, engine_processes=True)
+    with pytest.raises(SettingsError, match="must be importable callables"):
+        engine_factory(CONFIG, settings, engines, lambda: BrightBlobDetector())
+
+
+def test_slots_of_a_stopped_server_are_swept(tmp_path) -> None:
+    dead = 2**22 + 12345  # above pid_max's default: no such process
+    stale = tmp_path / f"{slots.PREFIX}{dead}-abc"
+    mine = tmp_path / f"{slots.PREFIX}{os.getpid()}-def"
+    other = tmp_path / "unrelated"
+    for p in (stale, mine, other):
+        p.write_bytes(b"x")
+    assert slots.sweep_stale(tmp_path) == 1
+    assert not stale.exists() and mine.exists() and other.exists()
+
+
+def test_a_killed_or_hung_engine_ends_its_stream_alone(server_factory) -> None:
+    """Two live streams, each with its engine process: one engine killed (-9), later the other
+    stopped (a hang). Each time that stream alone ends, failed with the reason, its violations
+    kept; the other goes on; /healthz counts both; no shared memory is left."""
+    srv = server_factory(
+        app_kwargs={"detector_factory": BrightBlobDetector, "segmenter_factory": SceneRoadSegmenter},
+        engine_processes=True,
+        engine_timeout_s=3.0,
+        max_streams=2,
+    )
+    with srv.client() as c, synthetic_stream(srv, 60) as a, synthetic_stream(srv, 60, others={a}) as b:
+
+        def stored(sid: str) -> int:
+            return len(c.get("/api/v1/violations", params={"session_id": sid}).json()["items"])
+
+        wait_until(lambda: stored(a) >= 1, 40, "a violation of the first stream stored")
+        before = stored(a)
+        os.kill(srv.manager.sessions[a].worker.pipeline.pid, signal.SIGKILL)
+        wait_until(lambda: a not in srv.manager.sessions, 15, "the first stream ended")
+        ended = c.get(f"/api/v1/sessions/{a}").json()
+        assert ended["status"] == "failed" and "was killed by SIGKILL" in ended["end_reason"], ended
+        assert stored(a) >= before  # every violation stored before the crash is still there
+        processed = srv.manager.sessions[b].stats.processed
+        wait_until(
+            lambda: srv.manager.sessions[b].stats.processed > processed + 10, 10, "the other stream going on"
+        )
+        health = c.get("/healthz").json()["engines"]
+        assert health["lost"] == {"died": 1} and health["running"] == 1, health
+
+        os.kill(srv.manager.sessions[b].worker.pipeline.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        wait_until(lambda: b not in srv.manager.sessions, 10, "the second stream ended")
+        assert time.monotonic() - stopped < 3.0 + 2.0  # the watchdog's timeout, and the stream's close
+        ended = c.get(f"/api/v1/sessions/{b}").json()
+        assert ended["status"] == "failed" and "hung: no answer to a frame in 3 s" in ended["end_reason"], (
+            ended
+        )
+        health = c.get("/healthz").json()["engines"]
+        assert health["lost"] == {"died": 1, "hung": 1} and health["running"] == 0, health
+        assert "airpatrol_engines_lost_total" in c.get("/metrics").text
+    assert our_slots() == []  # the test server runs in this process: its slots are named by its pid
