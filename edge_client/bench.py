@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_client.bench_api_load import api_load
+from edge_client.bench_fault import add_fault_arguments
 from edge_client.bench_report import cpu_model, loadavg, print_report
 from edge_client.bench_runs import churn, long_run, run_streams
 from edge_client.bench_server import ServerProcess
@@ -104,6 +105,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="--api-load: seconds of stream without load measured just before the load, and again after it",
     )
     p.add_argument("--api-concurrency", type=int, default=50, help="concurrent requests of --api-load")
+    add_fault_arguments(p)
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
     p.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
 

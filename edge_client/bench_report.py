@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from edge_client.bench_fault import fault_line
+
 
 def print_table(runs: list[dict[str, Any]], out: Any) -> None:
     """skip: frames the publisher left out to stay real time (its encoder fell behind); speeds:
@@ -54,6 +56,8 @@ def print_report(report: dict[str, Any], args: argparse.Namespace, out: Any) -> 
                 )
                 + "\n"
             )
+        if run.get("fault"):
+            out.write(fault_line(run["fault"]))
         for k, sess in enumerate(run["sessions"], 1):
             ev = sess.get("evidence") or {}
             if ev.get("packs"):

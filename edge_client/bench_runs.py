@@ -8,6 +8,7 @@ import argparse
 import time
 from typing import Any
 
+from edge_client.bench_fault import Fault
 from edge_client.bench_server import ServerProcess
 
 
@@ -66,6 +67,8 @@ async def run_streams(
     seen: dict[
         int, dict
     ] = {}  # every process under the server, as last sampled (engines end with their stream)
+    fault = Fault(args.fault, args.fault_at, n) if getattr(args, "fault", None) and n >= 2 else None
+    args.fault = None  # one fault, in the first run of several streams
 
     async def sample_rss() -> None:
         while True:
@@ -77,6 +80,7 @@ async def run_streams(
     started = time.monotonic()
     server_cpu0, own_cpu0 = server.cpu_s(), time.process_time()
     procs0 = server.processes()
+    firing = asyncio.create_task(fault.fire()) if fault is not None else None
     results = await asyncio.gather(
         *(
             publish(
@@ -88,10 +92,13 @@ async def run_streams(
                 return_video=args.return_video,
                 telemetry=tel,
                 passthrough=passthrough,
+                on_event=fault.on_event(k) if fault is not None else None,
             )
-            for _ in range(n)
+            for k in range(n)
         )
     )
+    if firing is not None:
+        await firing  # raises when the fault could not be injected
     wall = time.monotonic() - started
     server_cores = (server.cpu_s() - server_cpu0) / wall
     seen.update(server.processes())
@@ -103,7 +110,7 @@ async def run_streams(
         for r in results:
             s = (await c.get(f"/api/v1/sessions/{r.session_id}")).json()
             rows.append(session_row(s, r))
-    return {
+    out = {
         "streams": n,
         "wall_s": round(wall, 1),
         "rss_mb_max": round(max(rss_samples), 1) if rss_samples else None,
@@ -115,6 +122,10 @@ async def run_streams(
         "publishers_cpu_cores": round(publisher_cores, 2),
         "sessions": rows,
     }
+    if fault is not None:
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}) as c:
+            out["fault"] = fault.report((await c.get(f"/api/v1/sessions/{results[0].session_id}")).json())
+    return out
 
 
 def session_row(s: dict[str, Any], r: Any) -> dict[str, Any]:

@@ -41,6 +41,26 @@ def process_info(pid: int) -> dict[str, Any] | None:
     return {"role": role, "cpu_s": (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK"), **mem}
 
 
+def process_tree(root: int) -> dict[int, dict[str, Any]]:
+    """``root`` (role ``server``) and every process under it (engine processes, their ``fork
+    server``, nginx, Mosquitto): pid -> its role, CPU seconds so far, RSS and PSS in MB (Linux
+    ``/proc``)."""
+    out: dict[int, dict[str, Any]] = {}
+    todo: list[tuple[int, str | None]] = [(root, None)]
+    while todo:
+        pid, parent = todo.pop()
+        info = process_info(pid)
+        if info is None:
+            continue
+        if parent is None:
+            info["role"] = "server"
+        elif parent == "fork server":
+            info["role"] = "engine"
+        out[pid] = info
+        todo += [(kid, info["role"]) for kid in children(pid)]
+    return out
+
+
 class ServerProcess:
     def __init__(self, args: argparse.Namespace, data_dir: Path, token: str) -> None:
         import socket
@@ -127,22 +147,8 @@ class ServerProcess:
             return float("nan")
 
     def processes(self) -> dict[int, dict[str, Any]]:
-        """The server and every process under it (engine processes, their fork server, nginx,
-        Mosquitto): pid -> its role, CPU seconds so far, RSS and PSS in MB (Linux ``/proc``)."""
-        out: dict[int, dict[str, Any]] = {}
-        todo = [(self.proc.pid, None)]
-        while todo:
-            pid, parent = todo.pop()
-            info = process_info(pid)
-            if info is None:
-                continue
-            if parent is None:
-                info["role"] = "server"
-            elif parent == "fork server":
-                info["role"] = "engine"
-            out[pid] = info
-            todo += [(kid, info["role"]) for kid in children(pid)]
-        return out
+        """The server and every process under it: :func:`process_tree`."""
+        return process_tree(self.proc.pid)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

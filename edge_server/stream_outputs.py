@@ -67,6 +67,7 @@ class StreamOutputs:
         self.first_media_time: float | None = None
         self.first_wall: float | None = None
         self.last_telemetry: Telemetry | None = None  # of the last frame that had any
+        self.engine_pid: int | None = None  # the stream's engine process (None: a thread of the server)
         self._last_stats_pub = 0.0
         self._last_persist = time.perf_counter()
 
@@ -125,6 +126,7 @@ class StreamOutputs:
                 "scale_check": None if self.stats.scale_check is None else self.stats.scale_check.to_dict(),
                 # what is wrong with the frame timestamps now (None: nothing): speeds are timed by them
                 "clock_problem": self.stats.clock_problem or None,
+                "engine_pid": self.engine_pid,  # the stream's engine process (None: a thread of the server)
             }
         )
 

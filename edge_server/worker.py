@@ -74,6 +74,7 @@ class StreamWorker:
             session_id, services, self.stats, pipeline.config.rules.snapshot_margin_px
         )
         self.outputs.violations.context = self._evidence_context  # what a violation's record keeps
+        self.outputs.engine_pid = getattr(pipeline, "pid", None)  # an engine process's (None: a thread)
         self.outputs.violations.source_segment = self.peer.source_segment  # RTMP/RTSP: the received video
         self.outputs.violations.alerts = pipeline.config.alerts  # the stop team's checkpoints
         # settings.prepare_ahead: received frames -> ``incoming`` -> prepare thread (BGR, grey,

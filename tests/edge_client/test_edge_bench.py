@@ -41,3 +41,39 @@ def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
     assert load["server_cpu_cores_before"] > 0 and load["client_cpu_s"] > 0
     assert load["latency_ms"]["p50"] <= load["latency_ms"]["p95"] <= load["latency_ms"]["max"]
     assert "API load: 60 x GET /api/v1/violations" in table
+
+
+def test_a_fault_is_reported_from_the_streams_stats() -> None:
+    """--fault's report: the faulted stream's end from its session.ended event, every other
+    stream's processed fps in the windows before and after the fault, from its stats events."""
+    from edge_client.bench_fault import WINDOW_S, Fault, fault_line
+
+    fault = Fault("kill", 10.0, 3)
+    t0 = 1000.0
+    for k, fps_before, fps_after in ((1, 6.0, 9.0), (2, 5.0, 0.0)):
+        record = fault.on_event(k)
+        for i in range(int(2 * WINDOW_S * 2) + 9):  # stats every 0.5 s, 8 s before to 10 s after
+            t = t0 - WINDOW_S + 0.5 * i
+            n = fps_before * (t - t0 + WINDOW_S) if t <= t0 else fps_before * WINDOW_S + fps_after * (t - t0)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr("time.monotonic", lambda t=t: t)
+                record({"type": "stats", "frames_processed": round(n), "engine_pid": None})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("time.monotonic", lambda: t0 + 0.3)
+        fault.on_event(0)({"type": "stats", "frames_processed": 5, "engine_pid": 4711})
+        fault.on_event(0)({"type": "session.ended"})
+    fault.fired_at, fault.fired_wall = t0, 1.7e9
+    report = fault.report({"status": "failed", "end_reason": "engine process 4711 was killed by SIGKILL",
+                           "violations_count": 2})  # fmt: skip
+    assert report["engine_pid"] == 4711 and report["ended_after_s"] == 0.3 and report["violations_kept"] == 2
+    (one, two) = report["others"]
+    assert one["fps_before"] == pytest.approx(6.0, abs=0.1) and one["fps_after"] == pytest.approx(
+        9.0, abs=0.1
+    )
+    assert one["ratio"] == pytest.approx(1.5, abs=0.03)
+    assert (
+        two["fps_before"] == pytest.approx(5.0, abs=0.1) and two["fps_after"] == 0.0 and two["ratio"] == 0.0
+    )
+    line = fault_line(report)
+    assert "kill of stream 1's engine 4711" in line and "0.3 s later, failed" in line
+    assert "stream 2 6.0 -> 9.0 fps (1.5x)" in line

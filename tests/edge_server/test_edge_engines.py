@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from edge_helpers import synthetic_stream, wait_until
 
+from edge_client.bench_server import process_tree
 from edge_client.synthetic import DEFAULT_CAMERA, BrightBlobDetector, SceneRoadSegmenter, SyntheticScene
 from edge_server.engine_link import EngineLost
 from edge_server.engines import slots
@@ -75,6 +76,10 @@ def test_the_engine_process_gives_the_pipelines_results_and_is_reused(engines) -
     local = build_pipeline(CONFIG, detector=BrightBlobDetector(), segmenter=SceneRoadSegmenter())
     remote = engines.start(spec())
     pid = remote.pid
+    tree = process_tree(os.getpid())  # as serve-bench reads a server's processes
+    assert tree[os.getpid()]["role"] == "server" and tree[pid]["role"] == "engine"
+    assert any(p["role"] == "fork server" for p in tree.values())
+    assert tree[pid]["rss_mb"] > 0 and tree[pid]["pss_mb"] > 0 and tree[pid]["cpu_s"] > 0
     speeds_seen, first_ids = 0, []
     for k, frame in enumerate(frames(150)):
         want = local.process(frame, prepared=local.prepare(frame) if k % 2 else None)
@@ -175,7 +180,9 @@ def test_a_killed_or_hung_engine_ends_its_stream_alone(server_factory) -> None:
 
         wait_until(lambda: stored(a) >= 1, 40, "a violation of the first stream stored")
         before = stored(a)
-        os.kill(srv.manager.sessions[a].worker.pipeline.pid, signal.SIGKILL)
+        worker = srv.manager.sessions[a].worker
+        assert worker.outputs.engine_pid == worker.pipeline.pid  # in its live stats events
+        os.kill(worker.pipeline.pid, signal.SIGKILL)
         wait_until(lambda: a not in srv.manager.sessions, 15, "the first stream ended")
         ended = c.get(f"/api/v1/sessions/{a}").json()
         assert ended["status"] == "failed" and "was killed by SIGKILL" in ended["end_reason"], ended

@@ -55,6 +55,7 @@ async def test_phone_stream_end_to_end(server) -> None:
     assert last["altitude_m"] == 50.0 and last["gimbal_pitch_deg"] == -90.0
     assert 10.5 < last["gsd_cm_per_px"] < 12.0, last
     assert 0 <= last["telemetry_age_s"] < 2.0, last  # sent at 10 Hz
+    assert last["engine_pid"] is None  # the engine is a thread of the server (engine_processes off)
     assert result.violations, f"no violation on the events channel: {types}"
     assert result.return_frames > 20, "annotated return video not received"
     assert result.telemetry_sent > 20
