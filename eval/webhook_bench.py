@@ -44,7 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     from test_edge_alerts import speeding
     from webhook_receiver import SECRET, Receiver
 
-
     receiver = Receiver().start()
     with tempfile.TemporaryDirectory(prefix="airpatrol-webhook-bench-") as tmp:
         srv = start_server(Path(tmp), webhooks=[{"name": "dispatch", "url": receiver.url, "secret": SECRET}])
