@@ -25,10 +25,17 @@ needs_rtsp = pytest.mark.skipif(
 
 
 @pytest.fixture
-def camera(tmp_path: Path) -> Iterator[str]:
-    """rtsp://127.0.0.1:PORT/flight: 6 s of the synthetic scene (H.264, 30 fps), from its start to
-    every client."""
-    video = write_video(tmp_path / "flight.mp4", seconds=6.0)
+def clip_seconds() -> float:
+    """How long the camera's clip is (a test that ends the stream itself needs one that outlasts
+    the wait for its first frames: parametrize it)."""
+    return 6.0
+
+
+@pytest.fixture
+def camera(tmp_path: Path, clip_seconds: float) -> Iterator[str]:
+    """rtsp://127.0.0.1:PORT/flight: ``clip_seconds`` of the synthetic scene (H.264, 30 fps), from
+    its start to every client."""
+    video = write_video(tmp_path / "flight.mp4", seconds=clip_seconds)
     port = free_port()
     proc = subprocess.Popen(
         [RTSP_PYTHON, str(SERVER), str(port), str(video)],
@@ -66,6 +73,7 @@ def test_rtsp_camera_runs_through_the_pipeline(server_factory, camera: str) -> N
 
 
 @needs_rtsp
+@pytest.mark.parametrize("clip_seconds", [30.0])  # a 6 s clip ended by itself first on a slow CI box
 def test_rtsp_stream_is_ended_by_the_client(server_factory, camera: str) -> None:
     srv: RunningServer = server_factory()
     with srv.client() as c:
