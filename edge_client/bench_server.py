@@ -5,6 +5,7 @@ files, CPU seconds)."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -23,10 +24,21 @@ def children(pid: int) -> list[int]:
     return kids
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (NaN when unreadable)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
 def process_info(pid: int) -> dict[str, Any] | None:
     """One process's role (from its command line), CPU seconds, RSS and PSS (MB); None once gone."""
+    cpu = cpu_seconds(pid)
+    if math.isnan(cpu):
+        return None
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
     except OSError:
@@ -38,7 +50,7 @@ def process_info(pid: int) -> dict[str, Any] | None:
             mem[key.lower() + "_mb"] = round(int(rest.split()[0]) / 1024.0, 1)
     text = b" ".join(cmd).decode(errors="replace")
     role = "fork server" if "forkserver" in text else Path(cmd[0].decode(errors="replace")).name or "?"
-    return {"role": role, "cpu_s": (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK"), **mem}
+    return {"role": role, "cpu_s": cpu, **mem}
 
 
 def process_tree(root: int) -> dict[int, dict[str, Any]]:
@@ -140,11 +152,7 @@ class ServerProcess:
 
     def cpu_s(self) -> float:
         """User + system CPU seconds of the server process so far."""
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            return float("nan")
+        return cpu_seconds(self.proc.pid)
 
     def processes(self) -> dict[int, dict[str, Any]]:
         """The server and every process under it: :func:`process_tree`."""

@@ -179,7 +179,7 @@ class _Engine:
         p = self.pipeline
         if op == "prepare":
             return self.prepare(*args)
-        if op in ("process", "process_frame"):
+        if op == "process":
             return self.process(*args)
         if op == "finish":  # with the state the session record keeps, final now
             return p.finish(), p.metadata, p.summary()

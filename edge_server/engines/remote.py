@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.25  # how often a waiting call looks whether the process is still there
 # what the engine was asked, in a stream's end reason
-ASKED = {"prepare": "a frame", "process": "a frame", "process_frame": "a frame", "start": "its start"}
+ASKED = {"prepare": "a frame", "process": "a frame", "start": "its start"}
 
 
 class EngineStartError(AirPatrolError):
@@ -284,8 +284,8 @@ class RemotePipeline:
         timeout = self.engine.start_timeout_s if self._first_frame else None
         if prepared is not None:
             answer = self._call("process", "process", None, prepared, backlog, timeout=timeout)
-        else:  # the frame's pixels go through the slot; its description replaces the None
-            answer = self._call("process", "process_frame", None, backlog, frame=frame, timeout=timeout)
+        else:  # the frame's pixels go through the slot; its description goes first, before the ref
+            answer = self._call("process", "process", None, backlog, frame=frame, timeout=timeout)
         self._first_frame = False
         lite, has_mask, new_mask, problem = answer
         self.timestamps.problem = problem
