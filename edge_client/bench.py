@@ -39,6 +39,23 @@ log = logging.getLogger(__name__)
 DEFAULT_DETECTOR = "edge_client.synthetic:BrightBlobDetector"
 
 
+def _cpu_list(text: str) -> list[int]:
+    """``0`` / ``0,1`` / ``0-3`` -> the CPU numbers; an argparse error for anything else."""
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a CPU list: {text!r} (e.g. 0 or 0,1 or 0-3)") from None
+    usable = os.sched_getaffinity(0)
+    if not cpus or not cpus <= usable:
+        raise argparse.ArgumentTypeError(
+            f"CPUs {sorted(cpus)} are not all usable here (usable: {sorted(usable)})"
+        )
+    return sorted(cpus)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--streams",
@@ -68,6 +85,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--return-video", action="store_true", help="also receive the annotated return video")
     p.add_argument("--process-max-width", type=int, default=None, help="server setting process_max_width")
+    p.add_argument(
+        "--server-cpus",
+        type=_cpu_list,
+        default=None,
+        metavar="LIST",
+        help="confine the server (and every process it starts) to these CPUs, e.g. 0 or 0,1 (a slow box, "
+        "as `taskset -c`); the publishers keep every CPU",
+    )
     p.add_argument(
         "--long-run",
         type=float,
@@ -128,6 +153,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         "duration_s": args.duration,
         "detector": args.detector_factory,
         "return_video": args.return_video,
+        "server_cpus": args.server_cpus,
         "loadavg_before": loadavg(),
         "runs": [],
     }

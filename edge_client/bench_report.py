@@ -34,6 +34,7 @@ def print_report(report: dict[str, Any], args: argparse.Namespace, out: Any) -> 
         f"machine: {report['machine']}, load average before: {report['loadavg_before']}\n"
         f"video: {args.video}, {args.duration:g} s per run, detector {args.detector_factory}, "
         f"process_max_width {args.process_max_width}, return video {args.return_video}, "
+        f"server CPUs {report.get('server_cpus') or 'all'}, "
         f"publishers: {report['publisher']}\n"
     )
     out.write(f"server RSS idle: {report.get('rss_mb_idle')} MB\n")

@@ -115,7 +115,15 @@ class ServerProcess:
         self.log_path = data_dir / "server.log"
         data_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        cpus = getattr(args, "server_cpus", None)
+        self.proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            # a slow box: the server and its children (engines, nginx) on these CPUs only
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,  # noqa: PLW1509
+        )
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         import httpx

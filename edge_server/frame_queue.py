@@ -36,7 +36,8 @@ class FrameQueue:
         self._closed = False
 
     def put(self, item: Any) -> Any | None:
-        """Queue ``item``; beyond the capacity the oldest is dropped and returned."""
+        """Queue ``item``; beyond the capacity the oldest is dropped and returned (the capacity may
+        change while frames wait: one put drops one)."""
         with self._cond:
             if self._closed:
                 return None

@@ -140,6 +140,16 @@ class ServerSettings(BaseSettings):
     # CPU threads of OpenCV and of the OpenVINO detector in each engine process (None: theirs, every
     # core); on a box running more streams than cores, 1 keeps them from crowding each other
     engine_threads: int | None = Field(None, ge=1)
+    # A stream that cannot keep up gives up work in steps (pipelines.effort; docs/scale-out.md, "A
+    # slow box"): the detector and the road U-Net less often, then every 2nd, 3rd ... frame processed,
+    # evenly, up to these bounds (the accuracy the site accepts), holding the latency under
+    # adapt_latency_ms; each choice is logged, on the live card and in the session record. False:
+    # frames are dropped when the queue is full, whichever they are.
+    adapt: bool = True
+    adapt_latency_ms: float = Field(150.0, gt=0)
+    adapt_max_stride: int = Field(3, ge=1, le=10)  # 3: at least every 3rd frame (10 fps of 30)
+    adapt_max_keyframe_interval: int = Field(8, ge=1)  # the detector at least every N processed frames
+    adapt_max_road_every_n_frames: int = Field(120, ge=1)
     # Decoded frames waiting for a stream's worker; beyond this the oldest is dropped. 1: only the
     # latest frame waits (lowest latency, drops a frame after every slow one).
     frame_queue: int = Field(2, ge=1, le=30)

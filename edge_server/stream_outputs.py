@@ -8,8 +8,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +70,7 @@ class StreamOutputs:
         self.first_wall: float | None = None
         self.last_telemetry: Telemetry | None = None  # of the last frame that had any
         self.engine_pid: int | None = None  # the stream's engine process (None: a thread of the server)
+        self.effort: Callable[[], dict[str, Any]] | None = None  # the stream's rung now (edge_server.adapt)
         self._last_stats_pub = 0.0
         self._last_persist = time.perf_counter()
 
@@ -127,6 +130,9 @@ class StreamOutputs:
                 # what is wrong with the frame timestamps now (None: nothing): speeds are timed by them
                 "clock_problem": self.stats.clock_problem or None,
                 "engine_pid": self.engine_pid,  # the stream's engine process (None: a thread of the server)
+                # what the stream gives up to keep up (edge_server.adapt; None: settings.adapt off)
+                "effort": self.effort() if self.effort is not None else None,
+                "frames_skipped": self.stats.skipped,
             }
         )
 

@@ -18,7 +18,8 @@ class StreamStats:
     """Counters of one stream; ints are bumped from the loop thread and the worker (GIL-atomic)."""
 
     received: int = 0
-    dropped: int = 0
+    dropped: int = 0  # the queue was full (edge_server.frame_queue)
+    skipped: int = 0  # skipped on purpose: the stream's stride (edge_server.adapt)
     processed: int = 0
     resized: int = 0
     without_telemetry: int = 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import cv2
 
+from edge_server.adapt import StreamAdapter
 from edge_server.engine_link import EngineLost, IncomingFrame, PeerLink
 from edge_server.frame_queue import CorruptFrameError, FrameQueue, ReadyFrame, to_bgr
 from edge_server.height_reference import LatestFrame, SessionHeight
@@ -60,9 +62,10 @@ class StreamWorker:
         stats: StreamStats | None = None,
         prepare_ahead: bool | None = None,
     ) -> None:
-        """``prepare_ahead`` (default: the setting): a prepare thread of its own (see _prepare_loop),
-        unless ``frame_queue`` is 1: that asks for the lowest latency, and a prepared frame waits for
-        the frame being processed (one processing time more under overload)."""
+        """``prepare_ahead`` (default: the setting, where the server may use two CPUs or more): a
+        prepare thread of its own (see _prepare_loop), unless ``frame_queue`` is 1: that asks for
+        the lowest latency, and a prepared frame waits for the frame being processed (one
+        processing time more under overload)."""
         self.session_id = session_id
         self.pipeline = pipeline
         self.services = services
@@ -79,10 +82,11 @@ class StreamWorker:
         self.outputs.violations.alerts = pipeline.config.alerts  # the stop team's checkpoints
         # settings.prepare_ahead: received frames -> ``incoming`` -> prepare thread (BGR, grey,
         # camera motion) -> ``slot`` -> worker; else received frames go to ``slot`` directly
+        if prepare_ahead is None:  # the setting; on one CPU a second thread would only add latency
+            prepare_ahead = services.settings.prepare_ahead and len(os.sched_getaffinity(0)) >= 2
         self._prepare_thread = (
             threading.Thread(target=self._prepare_loop, name=f"prepare-{session_id[:8]}", daemon=True)
-            if (services.settings.prepare_ahead if prepare_ahead is None else prepare_ahead)
-            and services.settings.frame_queue >= 2
+            if prepare_ahead and services.settings.frame_queue >= 2
             else None
         )
         # With a prepare thread, frames wait (and are dropped) in ``incoming``, and the worker's
@@ -92,6 +96,15 @@ class StreamWorker:
         self.incoming = FrameQueue(services.settings.frame_queue)
         self.slot = FrameQueue(1 if self._prepare_thread is not None else services.settings.frame_queue)
         self._speed_limit = pipeline.config.rules.speed_limit_kmh
+        # settings.adapt: what the stream gives up when it cannot keep up (edge_server.adapt); its
+        # stride is applied here, as frames arrive (the skipped ones are never converted)
+        self.adapter = (
+            StreamAdapter(session_id, pipeline, self.stats, services.settings)
+            if services.settings.adapt
+            else None
+        )
+        self.outputs.effort = self.adapter.live if self.adapter is not None else None
+        self._phase = 0
         # the operator's rules for this stream (PUT .../rules), applied by this thread at its next frame
         self._rules_lock = threading.Lock()
         self._pending_rules: RulesConfig | None = None
@@ -120,6 +133,11 @@ class StreamWorker:
         if self.outputs.first_wall is None:
             self.outputs.first_wall = item.received_wall
             self.outputs.first_media_time = item.media_time_s
+        stride = self.adapter.stride if self.adapter is not None else 1
+        self._phase = (self._phase + 1) % stride if stride > 1 else 0
+        if self._phase:  # skipped on purpose: every stride-th frame is processed, evenly
+            self.stats.skipped += 1
+            return
         queue = self.incoming if self._prepare_thread is not None else self.slot
         if queue.put(item) is not None:
             self._count_dropped()
@@ -325,6 +343,10 @@ class StreamWorker:
         backlog = self.slot.waiting + self.incoming.waiting
         result = self.pipeline.process(frame, backlog=backlog, prepared=prepared)
         now = self._count_processed(item, result)
+        if self.adapter is not None and self.adapter.after_frame(now, self.stats.latencies_ms[-1]):
+            # skipping frames on purpose, at most one waits: a frame never waits for two others
+            queue = self.incoming if self._prepare_thread is not None else self.slot
+            queue.capacity = 1 if self.adapter.stride > 1 else self.settings.frame_queue
         self.height.latest = LatestFrame(frame, result.road_mask, result.scale)
         t_annotate = time.perf_counter()
         wants_return = self.peer.return_sink is not None and self.peer.return_wanted()
@@ -400,6 +422,8 @@ class StreamWorker:
         # frame timestamps speeds could not be timed by (pipelines.timestamps): problem -> frames
         info["clock_problems"] = dict(self.stats.clock_problems.most_common(5))
         info.update(self.height.info())  # the height reference in effect and every change
+        if self.adapter is not None:  # what it gave up to keep up, when and why
+            info.update(self.adapter.info())
         # the laser's readings, the lens and shutter corrected for, the scale against the vehicles
         info.update(self.pipeline.summary())
         return info

@@ -89,6 +89,7 @@ class RoadMaskLayer:
         self, cfg: RoadConfig, segmenter: RoadSegmenter | None, *, min_early_gap_frames: int = 1
     ) -> None:
         self.cfg = cfg.resolved()
+        self._every_n_frames = self.cfg.every_n_frames  # the configuration's (set_every_n_frames)
         self.min_early_gap_frames = max(1, int(min_early_gap_frames))
         self.polygon = list(cfg.polygon) if cfg.polygon and len(cfg.polygon) >= 3 else None
         if cfg.polygon is not None and self.polygon is None:
@@ -129,6 +130,13 @@ class RoadMaskLayer:
     @property
     def enabled(self) -> bool:
         return self.cfg.enabled and (self.segmenter is not None or self.polygon is not None)
+
+    def set_every_n_frames(self, n: int | None) -> None:
+        """Run the network every ``n`` frames from now on (a live stream that cannot keep up,
+        :mod:`pipelines.effort`); None: the configuration's rate again."""
+        every = self._every_n_frames if n is None else max(1, int(n))
+        if every != self.cfg.every_n_frames:
+            self.cfg = self.cfg.model_copy(update={"every_n_frames": every})
 
     def release(self) -> None:
         """Let go of the segmenter (the stream is over) and of the last mask."""

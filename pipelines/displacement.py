@@ -35,7 +35,7 @@ import numpy as np
 
 from pipelines.geometry import GroundProjector
 from pipelines.motion.flow import BoxFlowRefiner
-from pipelines.types import EgoMotion
+from pipelines.types import EgoMotion, Frame
 
 # A box edge this close to the image border is taken as cut by it: at least BORDER_MARGIN_PX, and
 # BORDER_MARGIN_FRAC of the image's shorter side (6.5 px at 1080p). A detector's box for a vehicle
@@ -272,6 +272,24 @@ class GroundDisplacement:
         self._prev_index = -1
 
 
+def ground_sizes(xyxy: np.ndarray, proj: GroundProjector, frame: Frame) -> np.ndarray:
+    """Each box's size on the ground (m): sqrt of its area in pixels times the GSD at its centre
+    (a vehicle nearing an oblique camera grows in pixels, not in metres, so only a partial or
+    merged box changes it); NaN for a box cut by the image border (its visible part's size)."""
+    if not len(xyxy):
+        return np.zeros(0)
+    w, h = xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]
+    sizes = np.sqrt(np.clip(w * h, 0, None)) * proj.gsd_at(box_anchors(xyxy))
+    return np.where(touches_border(xyxy, frame.width, frame.height), np.nan, sizes)
+
+
+def centre_gsd(proj: GroundProjector | None, frame: Frame) -> float | None:
+    """The ground size of a pixel at the image centre (None without a ground projection)."""
+    if proj is None:
+        return None
+    return float(proj.gsd_at(np.array([[frame.width / 2, frame.height / 2]]))[0])
+
+
 __all__ = [
     "BORDER_MARGIN_FRAC",
     "BORDER_MARGIN_PX",
@@ -283,8 +301,10 @@ __all__ = [
     "blend_flow",
     "border_margin",
     "box_anchors",
+    "centre_gsd",
     "clipped_edges",
     "edge_point",
+    "ground_sizes",
     "measurable_clipped",
     "touches_border",
 ]

@@ -32,7 +32,8 @@ import supervision as sv
 
 from pipelines.base_layer import RoadMaskLayer, filter_by_mask
 from pipelines.config import PipelineConfig
-from pipelines.displacement import GroundDisplacement, box_anchors, touches_border
+from pipelines.displacement import GroundDisplacement, centre_gsd, ground_sizes
+from pipelines.effort import Effort, keyframes_at
 from pipelines.geometry import GroundProjector
 from pipelines.ground import GroundModel
 from pipelines.height import scale_sigma_frac
@@ -93,6 +94,7 @@ class Pipeline:
     relinker: TrackRelinker | None = None
     timestamps: TimestampCheck = field(default_factory=TimestampCheck)  # are speeds timed right?
     scale_check: ScaleCheck | None = None  # the scale against the vehicles' sizes (None: off)
+    effort: Effort = Effort()  # a live stream's rung of the effort ladder (set_effort)
 
     _prev_time: float | None = None
     _prev_gray: np.ndarray | None = None
@@ -246,7 +248,7 @@ class Pipeline:
             m_flow = None if flow is None else np.asarray(flow)[measurable]
             positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, m_flow)
             if proj is not None:
-                sizes = _ground_sizes(m_xyxy, proj, frame)
+                sizes = ground_sizes(m_xyxy, proj, frame)
                 seen = frame.timestamp_s + proj.row_times(positions)  # each row's time (lens.py)
                 # a relinked track (a box of the size it had) is carried over its gap at its speed
                 # and measured from its new box on: where on the vehicle that box sits is no motion
@@ -330,6 +332,14 @@ class Pipeline:
             scale.height_m, scale.height_sigma_m, scale.pitch_sigma_deg, per_deg, scale.height_pitch_cov
         )
 
+    def set_effort(self, effort: Effort) -> None:
+        """A live stream's rung of the effort ladder from the next frame on (:mod:`pipelines.effort`):
+        its detector and road U-Net rates (the stride is the caller's: it skips the frames)."""
+        self.effort = effort
+        if self.keyframes is not None:
+            self.keyframes.cfg = keyframes_at(self.config.keyframes, effort)
+        self.road.set_every_n_frames(effort.road_every_n_frames)
+
     def set_height_reference(self, reference: HeightReference | None) -> None:
         """Measure with ``reference`` (a measured base, a session's take-off height above the road)
         from the next frame on; None: the configuration's. Call it from the thread that processes."""
@@ -368,7 +378,7 @@ class Pipeline:
             return ids
         new_xyxy = tracked.xyxy[born]
         new_xy = proj.to_ground(self.displacement.anchors(new_xyxy))
-        links = self.relinker.link(raw[born], new_xy, lost, _ground_sizes(new_xyxy, proj, frame))
+        links = self.relinker.link(raw[born], new_xy, lost, ground_sizes(new_xyxy, proj, frame))
         for r, o in links.items():
             log.debug("track %d continues track %d", r, o)
             self._bridged.add(o)
@@ -476,7 +486,7 @@ class Pipeline:
             detections=tracked,
             road_mask=mask,
             ego=ego,
-            gsd_m_per_px=_centre_gsd(proj, frame),
+            gsd_m_per_px=centre_gsd(proj, frame),
             speeds=speeds,
             violations=tuple(violations),
             timings_ms=timings,
@@ -570,23 +580,6 @@ class _ClosedDetector:
 
 
 _CLOSED_DETECTOR = _ClosedDetector()
-
-
-def _ground_sizes(xyxy: np.ndarray, proj: GroundProjector, frame: Frame) -> np.ndarray:
-    """Each box's size on the ground (m): sqrt of its area in pixels times the GSD at its centre
-    (a vehicle nearing an oblique camera grows in pixels, not in metres, so only a partial or
-    merged box changes it); NaN for a box cut by the image border (its visible part's size)."""
-    if not len(xyxy):
-        return np.zeros(0)
-    w, h = xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]
-    sizes = np.sqrt(np.clip(w * h, 0, None)) * proj.gsd_at(box_anchors(xyxy))
-    return np.where(touches_border(xyxy, frame.width, frame.height), np.nan, sizes)
-
-
-def _centre_gsd(proj: GroundProjector | None, frame: Frame) -> float | None:
-    if proj is None:
-        return None
-    return float(proj.gsd_at(np.array([[frame.width / 2, frame.height / 2]]))[0])
 
 
 __all__ = ["STAGES", "Pipeline", "Prepared"]

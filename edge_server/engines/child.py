@@ -187,6 +187,8 @@ class _Engine:
             return p.rules.set_rules(*args)
         if op == "set_height_reference":
             return p.set_height_reference(*args)
+        if op == "set_effort":
+            return p.set_effort(*args)
         if op == "summary":
             return p.summary()
         if op == "metadata":

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
 
     from pipelines.config import PipelineConfig, RulesConfig
+    from pipelines.effort import Effort
     from pipelines.height import HeightReference
     from pipelines.types import Frame, FrameResult, Violation
 
@@ -299,6 +300,9 @@ class RemotePipeline:
 
     def set_height_reference(self, reference: HeightReference | None) -> None:
         self._call("process", "set_height_reference", reference)
+
+    def set_effort(self, effort: Effort) -> None:
+        self._call("process", "set_effort", effort)
 
     def summary(self) -> dict[str, Any]:
         """The engine's summary (:meth:`pipelines.pipeline.Pipeline.summary`); the last one it gave

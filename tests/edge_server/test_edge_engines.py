@@ -24,6 +24,7 @@ from edge_server.engines.supervisor import EngineProcesses, engine_factory
 from edge_server.settings import ServerSettings, SettingsError
 from pipelines.builder import build_pipeline
 from pipelines.config import PipelineConfig
+from pipelines.effort import Effort
 from pipelines.types import Frame, Telemetry
 
 FPS = 30.0
@@ -71,8 +72,9 @@ def our_slots(pid: int | None = None) -> list[Path]:
 
 
 def test_the_engine_process_gives_the_pipelines_results_and_is_reused(engines) -> None:
-    """Frames through the process (prepared ahead, and not) give what the pipeline gives here: the
-    same tracks, speeds and violations; its next stream starts in the same process, fresh."""
+    """Frames through the process (prepared ahead, and not; on a rung of the effort ladder from half
+    way) give what the pipeline gives here: the same tracks, speeds and violations; its next stream
+    starts in the same process, fresh."""
     local = build_pipeline(CONFIG, detector=BrightBlobDetector(), segmenter=SceneRoadSegmenter())
     remote = engines.start(spec())
     pid = remote.pid
@@ -82,6 +84,9 @@ def test_the_engine_process_gives_the_pipelines_results_and_is_reused(engines) -
     assert tree[pid]["rss_mb"] > 0 and tree[pid]["pss_mb"] > 0 and tree[pid]["cpu_s"] > 0
     speeds_seen, first_ids = 0, []
     for k, frame in enumerate(frames(150)):
+        if k == 75:  # a rung of the effort ladder, half way: the engine applies it as the pipeline does
+            for p in (local, remote):
+                p.set_effort(Effort(2, 2, 8, 60))
         want = local.process(frame, prepared=local.prepare(frame) if k % 2 else None)
         got = remote.process(frame, prepared=remote.prepare(frame) if k % 2 else None)
         assert got.frame is frame

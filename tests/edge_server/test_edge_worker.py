@@ -22,6 +22,7 @@ from edge_server.stream_outputs import StreamServices
 from edge_server.worker import StreamWorker
 from pipelines.builder import build_pipeline
 from pipelines.config import PipelineConfig
+from pipelines.effort import LoadGovernor
 
 
 def _incoming(i: int, image=None) -> IncomingFrame:
@@ -50,7 +51,7 @@ def test_an_overloaded_worker_spends_no_work_on_frames_it_drops(tmp_path, prepar
     every frame it prepares is processed, in order (none is converted and given camera motion only
     to be dropped), and a processed frame waited less than two processing times; either way
     every received frame is processed or counted as dropped."""
-    settings = ServerSettings(data_dir=tmp_path, frame_queue=2)
+    settings = ServerSettings(data_dir=tmp_path, frame_queue=2, adapt=False)
     store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
     clips = ThreadPoolExecutor(1)
     cfg = PipelineConfig().with_overrides(road={"enabled": False}, keyframes={"enabled": True})
@@ -110,10 +111,16 @@ def test_an_overloaded_worker_spends_no_work_on_frames_it_drops(tmp_path, prepar
 PROCESS_S = 0.08  # the slowed pipeline's time per frame
 
 
-@pytest.mark.parametrize(("frame_queue", "prepares"), [(1, False), (2, True), (3, True)])
-def test_a_latest_frame_slot_gets_no_prepare_thread(tmp_path, frame_queue: int, prepares: bool) -> None:
+@pytest.mark.parametrize(
+    ("frame_queue", "cpus", "prepares"), [(1, 2, False), (2, 2, True), (3, 4, True), (2, 1, False)]
+)
+def test_a_latest_frame_slot_gets_no_prepare_thread(
+    tmp_path, monkeypatch, frame_queue: int, cpus: int, prepares: bool
+) -> None:
     """frame_queue 1 asks for the lowest latency: no prepared frame waiting behind the one being
-    processed. Longer queues get a prepare thread, whose hand-over slot holds one frame."""
+    processed. Longer queues get a prepare thread, whose hand-over slot holds one frame, unless the
+    server may use one CPU only (a container's cpuset, taskset): a second thread would only wait."""
+    monkeypatch.setattr("edge_server.worker.os.sched_getaffinity", lambda pid: set(range(cpus)))
     settings = ServerSettings(data_dir=tmp_path, frame_queue=frame_queue, prepare_ahead=True)
     store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
     cfg = PipelineConfig().with_overrides(road={"enabled": False})
@@ -166,4 +173,70 @@ def test_a_stream_whose_clock_crawls_says_why_on_its_card_its_session_and_the_lo
     assert mine[:1] == [f"session c1: {worker.stats.clock_problems.most_common(1)[0][0]}"]
     info = store.get_session("c1").info
     assert info["clock_problems"] and all("ms a frame" in k for k in info["clock_problems"])
+    store.close()
+
+
+def test_an_overloaded_stream_gives_up_work_in_steps_instead_of_dropping_at_random(tmp_path) -> None:
+    """30 fps into a pipeline that takes 45 ms a frame (22 fps at most), a governor with short
+    windows: the stream climbs the ladder (the detector less often, then every 2nd frame), then
+    processes every 2nd frame, evenly, with none dropped; the choice is in the stats event, the
+    log and the session record, and the pipeline got each rung."""
+    settings = ServerSettings(data_dir=tmp_path, adapt_max_stride=2)
+    store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
+    clips = ThreadPoolExecutor(1)
+    bus = EventBus()
+    events: list[dict] = []
+    bus.add_listener("e1", events.append)
+    bus.publish_threadsafe = bus.publish  # no event loop here: the worker's events straight to the listener
+    cfg = PipelineConfig().with_overrides(road={"enabled": False}, keyframes={"enabled": True})
+    pipeline = build_pipeline(cfg, detector=BrightBlobDetector())
+    processed: list[int] = []
+    process, efforts = pipeline.process, []
+
+    def slow_process(frame, **kw):
+        processed.append(frame.index)
+        time.sleep(0.045)
+        return process(frame, **kw)
+
+    pipeline.process = slow_process
+    set_effort = pipeline.set_effort
+    pipeline.set_effort = lambda e: (efforts.append(e), set_effort(e))
+    store.create_session("e1", "test")
+    worker = StreamWorker("e1", pipeline, StreamServices(settings, store, bus, Metrics(), clips))
+    assert worker.adapter is not None
+    worker.adapter.governor = LoadGovernor(worker.adapter.governor.ladder, window_s=0.5, settle_s=0.5)
+    worker.start()
+    image = np.zeros((240, 320, 3), np.uint8)
+    t0 = time.perf_counter()
+    try:
+        for i in range(150):  # 5 s at 30 fps, paced by the clock
+            worker.submit(_incoming(i, image))
+            time.sleep(max(0.0, t0 + (i + 1) / 30 - time.perf_counter()))
+        time.sleep(0.3)
+    finally:
+        worker.stop("test over")
+        assert worker.join(30)
+        clips.shutdown()
+    ladder = worker.adapter.governor.ladder
+    # a rung at a time, up to every 2nd frame (and maybe the bound's rarer detector at that stride)
+    assert [e.level for e in efforts] == list(range(1, len(efforts) + 1)) and efforts[-1].stride == 2
+    assert efforts[-1] == ladder[len(efforts)]
+    assert pipeline.keyframes.cfg.interval == efforts[-1].keyframe_interval
+    # from its last change on: every 2nd frame, evenly, none dropped
+    since = int(worker.adapter.changes[-1]["t_s"] * 30) + 15
+    late = [i for i in processed if i >= since]
+    assert len(late) >= 20 and set(np.diff(late)) == {2}, late
+    stats = worker.stats
+    assert stats.received == 150 and stats.processed + stats.dropped + stats.skipped == 150
+    assert stats.skipped >= 40
+    live = [e["effort"] for e in events if e.get("type") == "stats" and e.get("effort")]
+    level = efforts[-1].level
+    assert live[-1]["level"] == level and live[-1]["stride"] == 2 and "every 2nd frame" in live[-1]["text"]
+    assert "frames dropped" in live[-1]["reason"] or "latency" in live[-1]["reason"]
+    info = store.get_session("e1").info["effort"]
+    assert (
+        info["level"] == level and info["highest_level"] == level and info["frames_skipped"] == stats.skipped
+    )
+    assert [c["level"] for c in info["changes"]] == [e.level for e in efforts]
+    assert all(c["reason"] for c in info["changes"])
     store.close()

@@ -51,6 +51,13 @@ export function mount(container, { events }) {
   const log = record;
   feed.append(...feedEntries.map(entry));
 
+  // what the server gives up to keep up with this stream (edge_server.adapt): the rung and why
+  function effortText(e, skipped) {
+    if (!e) return "fixed effort (adapting off)";
+    if (!e.level) return "full effort";
+    return `${e.text}; ${skipped ?? 0} frames skipped on purpose (${e.reason})`;
+  }
+
   function figuresOf(stream) {
     const s = stream.session || {};
     const f = { ...s, ...stream.stats };
@@ -58,6 +65,7 @@ export function mount(container, { events }) {
       ["fps", num(f.processed_fps)],
       ["frames", `${f.frames_received ?? "–"} in, ${f.frames_processed ?? "–"} done`],
       ["dropped", f.frames_dropped ?? "–"],
+      ["keeping up", effortText(f.effort, f.frames_skipped)],
       ["latency p50 / p95", `${num(f.latency_p50_ms, 0)} / ${num(f.latency_p95_ms, 0)} ms`],
       ["telemetry", f.telemetry_age_s == null ? "none yet" : `${num(f.telemetry_age_s)} s ago, ${f.telemetry_rejected ?? 0} rejected`],
       ["altitude, pitch", f.altitude_m == null ? "unknown (no telemetry)" : `${num(f.altitude_m)} m, ${num(f.gimbal_pitch_deg, 0)}°`],
