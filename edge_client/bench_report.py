@@ -29,6 +29,24 @@ def print_table(runs: list[dict[str, Any]], out: Any) -> None:
             )
 
 
+def steady_line(k: int, sess: dict[str, Any]) -> str:
+    """A stream's second half (:func:`edge_client.bench_runs.steady_state`) and what it gave up."""
+    st, effort = sess.get("steady"), sess.get("effort") or {}
+    gave_up = (
+        f"effort level {effort.get('level')} (highest {effort.get('highest_level')}, {effort.get('changes')} changes, "
+        f"{effort.get('frames_skipped')} frames skipped on purpose)"
+        if "level" in effort
+        else "adapting off"
+    )
+    if not st:
+        return f"  stream {k}: {gave_up}\n"
+    return (
+        f"  stream {k}, the last {st['seconds']:g} s: {st['processed_fps']} fps, latency p95 "
+        f"{st['latency_p95_ms']} ms (last 5 s), {100 * st['dropped_ratio']:.1f} % dropped, "
+        f"{100 * st['skipped_ratio']:.1f} % skipped; {gave_up}; now: {st['effort'] or 'full effort'}\n"
+    )
+
+
 def print_report(report: dict[str, Any], args: argparse.Namespace, out: Any) -> None:
     out.write(
         f"machine: {report['machine']}, load average before: {report['loadavg_before']}\n"
@@ -60,6 +78,7 @@ def print_report(report: dict[str, Any], args: argparse.Namespace, out: Any) -> 
         if run.get("fault"):
             out.write(fault_line(run["fault"]))
         for k, sess in enumerate(run["sessions"], 1):
+            out.write(steady_line(k, sess))
             ev = sess.get("evidence") or {}
             if ev.get("packs"):
                 out.write(

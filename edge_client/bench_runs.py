@@ -128,6 +128,35 @@ async def run_streams(
     return out
 
 
+def steady_state(
+    events: list[dict[str, Any]], times: list[float], last: float = 0.5
+) -> dict[str, Any] | None:
+    """A stream's figures over the ``last`` share of its run, from the ``stats`` events its publisher
+    received (once the server has settled on what to give up): processed fps, the latency p95 of
+    the last 5 s, and the received frames dropped and skipped on purpose; None without two events."""
+    stats = [(t, e) for e, t in zip(events, times, strict=True) if e.get("type") == "stats"]
+    if len(stats) < 2:
+        return None
+    t_end = stats[-1][0]
+    window = [(t, e) for t, e in stats if t >= t_end - last * (t_end - stats[0][0])]
+    (ta, a), (tb, b) = window[0], window[-1]
+    if tb <= ta:
+        return None
+    received = max(b["frames_received"] - a["frames_received"], 1)
+    effort = b.get("effort") or {}
+    return {
+        "seconds": round(tb - ta, 1),
+        "processed_fps": round((b["frames_processed"] - a["frames_processed"]) / (tb - ta), 2),
+        "latency_p95_ms": b.get("latency_p95_recent_ms"),
+        "dropped_ratio": round((b["frames_dropped"] - a["frames_dropped"]) / received, 3),
+        "skipped_ratio": round(
+            ((b.get("frames_skipped") or 0) - (a.get("frames_skipped") or 0)) / received, 3
+        ),
+        "effort_level": effort.get("level"),
+        "effort": effort.get("text"),
+    }
+
+
 def session_row(s: dict[str, Any], r: Any) -> dict[str, Any]:
     """One stream's figures: the server's session record ``s`` and the publisher's result ``r``."""
     return {
@@ -148,6 +177,14 @@ def session_row(s: dict[str, Any], r: Any) -> dict[str, Any]:
         "stage_ms_mean": (s.get("info") or {}).get("stage_ms_mean"),
         "detection": ((s.get("info") or {}).get("pipeline") or {}).get("keyframes"),
         "evidence": evidence_lags(r.events, r.event_times),
+        "steady": steady_state(r.events, r.event_times),
+        # what the server gave up to keep up (edge_server.adapt): the last rung, the highest, changes
+        "effort": {
+            k: v
+            for k, v in ((s.get("info") or {}).get("effort") or {}).items()
+            if k in ("level", "stride", "highest_level", "frames_skipped")
+        }
+        | {"changes": len(((s.get("info") or {}).get("effort") or {}).get("changes") or ())},
     }
 
 

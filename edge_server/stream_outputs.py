@@ -113,6 +113,7 @@ class StreamOutputs:
                 "frames_dropped": self.stats.dropped,
                 "latency_p50_ms": self.stats.percentile_ms(50),
                 "latency_p95_ms": self.stats.percentile_ms(95),
+                "latency_p95_recent_ms": self.stats.recent_latency_ms(95),  # the last 5 s
                 "telemetry_rejected": self.stats.telemetry_rejected,
                 # seconds since the last telemetry message arrived (None: none yet)
                 "telemetry_age_s": (

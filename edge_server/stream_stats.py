@@ -57,6 +57,16 @@ class StreamStats:
             return None
         return round(float(np.percentile(np.fromiter(self.latencies_ms, float), q)), 2)
 
+    def recent_latency_ms(self, q: float, window_s: float = 5.0) -> float | None:
+        """The latency percentile ``q`` of the frames processed in the last ``window_s`` seconds
+        (a stream's state now, where :meth:`percentile_ms` covers the whole stream)."""
+        now = time.perf_counter()
+        n = min(sum(1 for t in self.processed_at if now - t <= window_s), len(self.latencies_ms))
+        if n == 0:
+            return None
+        recent = list(self.latencies_ms)[-n:]
+        return round(float(np.percentile(recent, q)), 2)
+
     def fps(self) -> float | None:
         """Processed frames per second over the whole stream."""
         if self.first_processed_perf is None or self.last_processed_perf is None or self.processed < 2:

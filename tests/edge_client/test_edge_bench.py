@@ -77,3 +77,44 @@ def test_a_fault_is_reported_from_the_streams_stats() -> None:
     line = fault_line(report)
     assert "kill of stream 1's engine 4711" in line and "0.3 s later, failed" in line
     assert "stream 2 6.0 -> 9.0 fps (1.5x)" in line
+
+
+def test_the_steady_state_is_read_from_the_second_half_of_the_stats_events() -> None:
+    """A stream that drops frames until the server settles, then skips every 2nd frame: its second
+    half's fps, latency, drop and skip shares and the rung it ended on; the report's line."""
+    from edge_client.bench_report import steady_line
+    from edge_client.bench_runs import steady_state
+
+    events, times = [], []
+    received = processed = dropped = skipped = 0
+    for k in range(41):  # 20 s of stats every 0.5 s
+        t = 100.0 + 0.5 * k
+        received += 15
+        if t < 110:
+            processed, dropped = processed + 5, dropped + 10
+        else:
+            processed, skipped = processed + 7, skipped + 8
+        effort = (
+            {"level": 2, "text": "level 2: every 2nd frame"} if t >= 110 else {"level": 1, "text": "level 1"}
+        )
+        events.append({"type": "stats", "frames_received": received, "frames_processed": processed,
+                       "frames_dropped": dropped, "frames_skipped": skipped, "latency_p95_recent_ms": 120.0,
+                       "effort": effort})  # fmt: skip
+        times.append(t)
+        events.append({"type": "violation.created"})
+        times.append(t + 0.1)
+    st = steady_state(events, times)
+    assert st is not None and st["seconds"] == 10.0
+    assert st["processed_fps"] == 14.0 and st["latency_p95_ms"] == 120.0
+    assert st["dropped_ratio"] == 0.0 and st["skipped_ratio"] == pytest.approx(8 / 15, abs=0.01)
+    assert st["effort_level"] == 2
+    line = steady_line(
+        1, {"steady": st, "effort": {"level": 2, "highest_level": 2, "changes": 2, "frames_skipped": 160}}
+    )
+    assert (
+        "14.0 fps, latency p95 120.0 ms" in line
+        and "0.0 % dropped" in line
+        and "effort level 2 (highest 2" in line
+    )
+    assert steady_state(events[:1], times[:1]) is None
+    assert "adapting off" in steady_line(1, {"steady": None, "effort": {}})

@@ -369,7 +369,9 @@ def test_a_live_stream_on_every_page(server: RunningServer, chromium: WebDriver)
         )
         # what the server gives up to keep up (issue 42): a synthetic 640x360 stream needs nothing
         effort = (By.CSS_SELECTOR, "#streams .card dd[data-figure='keeping up']")
-        assert wait(chromium).until(lambda d: d.find_element(*effort).text).startswith(("full effort", "level "))
+        assert (
+            wait(chromium).until(lambda d: d.find_element(*effort).text).startswith(("full effort", "level "))
+        )
         # violations page, opened before the first violation: it arrives without a reload (how
         # fast: eval/examples/console_bench.py measures it)
         go(chromium, "violations")

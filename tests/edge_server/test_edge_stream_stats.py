@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import supervision as sv
 
-from edge_server.stream_stats import TrackSummaries
+from edge_server.stream_stats import StreamStats, TrackSummaries
 from pipelines.types import EgoMotion, Frame, FrameResult, SpeedEstimate
 
 
@@ -49,3 +51,16 @@ def test_finished_tracks(now_s: float, idle_s: float, finished: list[int]) -> No
     assert len(tracks) == 2 - len(finished)
     assert [r["track_id"] for r in tracks.rows()] == [i for i in (1, 2) if i not in finished]
     assert tracks.violated == ({1} - set(finished))
+
+
+def test_the_recent_latency_covers_the_last_seconds_only() -> None:
+    """The live card's latency now: the frames processed in the last 5 s, not the stream's start."""
+    stats = StreamStats()
+    assert stats.recent_latency_ms(95) is None
+    now = time.perf_counter()
+    for k in range(100):  # 50 slow frames 20-10 s ago, then 50 fast ones in the last 4 s
+        old = k < 50
+        stats.processed_at.append(now - (20 - 0.2 * k if old else 4 - 0.08 * (k - 50)))
+        stats.latencies_ms.append(500.0 if old else 80.0)
+    assert stats.recent_latency_ms(95) == 80.0
+    assert stats.percentile_ms(95) == 500.0
