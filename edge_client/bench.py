@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 DEFAULT_DETECTOR = "edge_client.synthetic:BrightBlobDetector"
 
 
-def _cpu_list(text: str) -> list[int]:
+def cpu_list(text: str) -> list[int]:
     """``0`` / ``0,1`` / ``0-3`` -> the CPU numbers; an argparse error for anything else."""
     cpus: set[int] = set()
     try:
@@ -87,7 +87,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--process-max-width", type=int, default=None, help="server setting process_max_width")
     p.add_argument(
         "--server-cpus",
-        type=_cpu_list,
+        type=cpu_list,
         default=None,
         metavar="LIST",
         help="confine the server (and every process it starts) to these CPUs, e.g. 0 or 0,1 (a slow box, "

@@ -29,26 +29,42 @@ class StreamAdapter:
     """One stream's governor (see the module doc); ``stride`` is read by the receiving side."""
 
     def __init__(
-        self, session_id: str, pipeline: Pipeline, stats: StreamStats, settings: ServerSettings
+        self,
+        session_id: str,
+        pipeline: Pipeline,
+        stats: StreamStats,
+        settings: ServerSettings,
+        memory: dict[str, int] | None = None,
     ) -> None:
+        """``memory``: the server's (``StreamServices.effort_memory``): the stream starts one rung
+        below where the last one ended (a box that needed skipping needs it again; one rung lower
+        finds out whether it can do more), and leaves its own last rung there when it ends."""
         self.session_id = session_id
         self.pipeline = pipeline
         self.stats = stats
+        self.memory = memory if memory is not None else {}
         config = pipeline.config
         self.governor = LoadGovernor(
             effort_ladder(
                 config.keyframes,
                 config.road,
+                config.egomotion,
                 max_stride=settings.adapt_max_stride,
                 max_keyframe_interval=settings.adapt_max_keyframe_interval,
                 max_road_every_n_frames=settings.adapt_max_road_every_n_frames,
+                min_ego_width=settings.adapt_min_ego_width,
             ),
             target_latency_ms=settings.adapt_latency_ms,
+            start_level=self.memory.get("level", 0) - 1,
         )
-        self.stride = 1
+        self.stride = self.effort.stride
         self.reason: str | None = None  # why the current rung was chosen
         self.changes: list[dict[str, Any]] = []
         self._t0 = time.perf_counter()
+        if self.effort.level:
+            self.reason = "where the last stream on this server ended, one rung lower"
+            pipeline.set_effort(self.effort)
+            self._record(self._t0, self.reason)
 
     @property
     def effort(self) -> Effort:
@@ -68,12 +84,20 @@ class StreamAdapter:
         self.pipeline.set_effort(effort)
         self.stride = effort.stride
         self.reason = decision.reason
-        change = {"t_s": round(now - self._t0, 2), **effort.to_dict(), "reason": decision.reason}
+        self._record(now, decision.reason)
+        return effort
+
+    def _record(self, now: float, reason: str) -> None:
+        change = {"t_s": round(now - self._t0, 2), **self.effort.to_dict(), "reason": reason}
         if len(self.changes) >= MAX_CHANGES_KEPT:
             del self.changes[MAX_CHANGES_KEPT // 2]
         self.changes.append(change)
-        log.info("session %s adapts: %s (%s)", self.session_id, effort.describe(), decision.reason)
-        return effort
+        log.info("session %s adapts: %s (%s)", self.session_id, self.effort.describe(), reason)
+
+    def ended(self) -> None:
+        """The stream is over: one that ran long enough to judge its rung leaves it for the next."""
+        if time.perf_counter() - self._t0 >= 2 * self.governor.window_s:
+            self.memory["level"] = self.governor.level
 
     def live(self) -> dict[str, Any]:
         """The ``stats`` event's ``effort``: the rung, what it means and why it was chosen."""

@@ -150,6 +150,9 @@ class ServerSettings(BaseSettings):
     adapt_max_stride: int = Field(3, ge=1, le=10)  # 3: at least every 3rd frame (10 fps of 30)
     adapt_max_keyframe_interval: int = Field(8, ge=1)  # the detector at least every N processed frames
     adapt_max_road_every_n_frames: int = Field(120, ge=1)
+    adapt_min_ego_width: int | None = Field(
+        640, ge=64
+    )  # camera motion on an image this wide; None: as configured
     # Decoded frames waiting for a stream's worker; beyond this the oldest is dropped. 1: only the
     # latest frame waits (lowest latency, drops a frame after every slow one).
     frame_queue: int = Field(2, ge=1, le=30)

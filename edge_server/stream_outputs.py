@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,8 @@ class StreamServices:
     clip_executor: Executor
     evidence: EvidenceService | None = None  # records and signed packs (None: off)
     auditor: Auditor | None = None  # the audit trail (None: a test's services without one)
+    # the rung of the effort ladder the last stream ended on (edge_server.adapt): the next starts near it
+    effort_memory: dict[str, int] = field(default_factory=dict)
 
 
 class StreamOutputs:

@@ -99,7 +99,7 @@ class StreamWorker:
         # settings.adapt: what the stream gives up when it cannot keep up (edge_server.adapt); its
         # stride is applied here, as frames arrive (the skipped ones are never converted)
         self.adapter = (
-            StreamAdapter(session_id, pipeline, self.stats, services.settings)
+            StreamAdapter(session_id, pipeline, self.stats, services.settings, services.effort_memory)
             if services.settings.adapt
             else None
         )
@@ -118,6 +118,15 @@ class StreamWorker:
         self.status = "active"
         self.end_reason: str | None = None
         self.finished = threading.Event()
+        if self.adapter is not None:  # it may start on a rung that skips (near the last stream's)
+            self._fit_queue()
+
+    def _fit_queue(self) -> None:
+        """Skipping frames on purpose (the adapter's stride), at most one frame waits: a frame never
+        waits for two others; else the configured queue."""
+        assert self.adapter is not None
+        queue = self.incoming if self._prepare_thread is not None else self.slot
+        queue.capacity = 1 if self.adapter.stride > 1 else self.settings.frame_queue
 
     # -- called from the event loop -------------------------------------------------------------
 
@@ -344,9 +353,7 @@ class StreamWorker:
         result = self.pipeline.process(frame, backlog=backlog, prepared=prepared)
         now = self._count_processed(item, result)
         if self.adapter is not None and self.adapter.after_frame(now, self.stats.latencies_ms[-1]):
-            # skipping frames on purpose, at most one waits: a frame never waits for two others
-            queue = self.incoming if self._prepare_thread is not None else self.slot
-            queue.capacity = 1 if self.adapter.stride > 1 else self.settings.frame_queue
+            self._fit_queue()
         self.height.latest = LatestFrame(frame, result.road_mask, result.scale)
         t_annotate = time.perf_counter()
         wants_return = self.peer.return_sink is not None and self.peer.return_wanted()
@@ -406,6 +413,8 @@ class StreamWorker:
             log.exception("session %s: pipeline.finish() failed", self.session_id)
             closing = []
         close_pipeline(self.pipeline)
+        if self.adapter is not None:
+            self.adapter.ended()
         self.outputs.write_out(closing)
 
     def _session_info(self) -> dict[str, Any]:

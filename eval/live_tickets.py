@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from edge_client.bench import cpu_list
 from eval.groundtruth import GroundTruth, GtSpeeds, load_gt_speeds, load_mot_gt
 from eval.metrics.tickets import vehicle_at
 
@@ -176,7 +177,9 @@ async def _stream(flight: Flight, url: str, token: str, encode: bool, work: Path
     return {"session": s, "violations": items}
 
 
-async def run(flights: list[Flight], encode: bool, work: Path) -> list[dict[str, Any]]:
+async def run(
+    flights: list[Flight], encode: bool, work: Path, server_cpus: list[int] | None = None
+) -> list[dict[str, Any]]:
     from edge_client.bench_server import ServerProcess
 
     token = secrets.token_urlsafe(16)
@@ -186,7 +189,12 @@ async def run(flights: list[Flight], encode: bool, work: Path) -> list[dict[str,
         site = Path(tmp) / "site.yaml"
         site.write_text(yaml.safe_dump({"camera": {"takeoff_above_road_m": 0.0}}))
         server_args = argparse.Namespace(
-            port=0, streams=[1], process_max_width=None, detector_factory=None, config=site
+            port=0,
+            streams=[1],
+            process_max_width=None,
+            detector_factory=None,
+            config=site,
+            server_cpus=server_cpus,
         )
         server = ServerProcess(server_args, Path(tmp), token)
         try:
@@ -225,13 +233,20 @@ def main(argv: list[str] | None = None) -> int:
         help="where the flights' videos re-encoded without B-frames are kept (made once)",
     )
     p.add_argument("--json", type=Path, help="also write every scored violation here")
+    p.add_argument(
+        "--server-cpus",
+        type=cpu_list,
+        default=None,
+        metavar="LIST",
+        help="confine the server to these CPUs (e.g. 0: a one-core box; the publisher keeps the others)",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     flights = [Flight.load(f) for f in args.flights if (f / "gt" / "gt.txt").exists()]
     if not flights:
         sys.stderr.write("live_tickets: no simulated flight with gt/ among the arguments\n")
         return 2
-    runs = asyncio.run(run(flights, args.encode, args.work))
+    runs = asyncio.run(run(flights, args.encode, args.work, args.server_cpus))
     rows = [r for run_ in runs for r in run_["rows"]]
     received = sum(r["frames_received"] for r in runs)
     dropped = sum(r["frames_dropped"] for r in runs)

@@ -334,11 +334,14 @@ class Pipeline:
 
     def set_effort(self, effort: Effort) -> None:
         """A live stream's rung of the effort ladder from the next frame on (:mod:`pipelines.effort`):
-        its detector and road U-Net rates (the stride is the caller's: it skips the frames)."""
+        its detector and road U-Net rates and ego-motion's working width (the stride is the
+        caller's: it skips the frames)."""
         self.effort = effort
         if self.keyframes is not None:
             self.keyframes.cfg = keyframes_at(self.config.keyframes, effort)
         self.road.set_every_n_frames(effort.road_every_n_frames)
+        if self.egomotion is not None:
+            self.egomotion.set_max_width(effort.ego_max_width or self.config.egomotion.max_width)
 
     def set_height_reference(self, reference: HeightReference | None) -> None:
         """Measure with ``reference`` (a measured base, a session's take-off height above the road)

@@ -334,8 +334,34 @@ class EgoMotionEstimator:
         self._smoother = MotionSmoother(self.cfg.smooth_window, self.cfg.smooth_gate_px)
         self.reset()
 
+    def set_max_width(self, max_width: int | None) -> None:
+        """Work at most ``max_width`` pixels wide from the next frame on (None: the configured
+        scale alone): a live stream's effort rung (:mod:`pipelines.effort`). The previous frame's
+        working image, corners and motion prior are carried to the new scale, so no frame's motion
+        is lost. Safe from another thread: it is applied by the next :meth:`update`."""
+        self._pending_width = (max_width,)
+
+    def _apply_width(self, max_width: int | None) -> None:
+        if max_width == self.cfg.max_width:
+            return
+        self.cfg = self.cfg.model_copy(update={"max_width": max_width})
+        if self._prev is None or self._full_shape is None:
+            return
+        h, w = self._full_shape
+        s = working_scale(self.cfg, w)
+        ws, hs = (w, h) if s >= 0.999 else (max(16, round(w * s)), max(16, round(h * s)))
+        fx, fy = ws / self._prev.shape[1], hs / self._prev.shape[0]
+        self._prev = cv2.resize(self._prev, (ws, hs), interpolation=cv2.INTER_AREA)
+        if self._prev_pts is not None:
+            f = np.array([fx, fy], np.float32)
+            self._prev_pts = ((self._prev_pts + 0.5) * f - 0.5).astype(np.float32)  # as scale_matrix maps
+        if self._last_h is not None:
+            g = scale_matrix(fx, fy)
+            self._last_h = g @ self._last_h @ np.linalg.inv(g)
+
     def reset(self) -> None:
         """Forget the previous frame (next :meth:`update` returns identity)."""
+        self._pending_width: tuple[int | None] | None = None
         self._prev: np.ndarray | None = None
         self._prev_pts: np.ndarray | None = None  # (N, 1, 2) float32, working coordinates
         self._full_shape: tuple[int, int] | None = None
@@ -388,6 +414,9 @@ class EgoMotionEstimator:
         ``exclude_xyxy``: (N, 4) boxes of moving things (vehicles) in this frame, in full-resolution
         pixels; no background corners are taken from them.
         """
+        if self._pending_width is not None:
+            (width,), self._pending_width = self._pending_width, None
+            self._apply_width(width)
         small, sx, sy = self._to_working(gray)
         full_shape = gray.shape[:2]
         if self._prev is None or self._prev.shape != small.shape or self._full_shape != full_shape:

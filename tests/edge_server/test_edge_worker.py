@@ -202,8 +202,9 @@ def test_an_overloaded_stream_gives_up_work_in_steps_instead_of_dropping_at_rand
     set_effort = pipeline.set_effort
     pipeline.set_effort = lambda e: (efforts.append(e), set_effort(e))
     store.create_session("e1", "test")
-    worker = StreamWorker("e1", pipeline, StreamServices(settings, store, bus, Metrics(), clips))
-    assert worker.adapter is not None
+    services = StreamServices(settings, store, bus, Metrics(), clips)
+    worker = StreamWorker("e1", pipeline, services)
+    assert worker.adapter is not None and worker.adapter.effort.level == 0  # the server's first stream
     worker.adapter.governor = LoadGovernor(worker.adapter.governor.ladder, window_s=0.5, settle_s=0.5)
     worker.start()
     image = np.zeros((240, 320, 3), np.uint8)
@@ -239,4 +240,13 @@ def test_an_overloaded_stream_gives_up_work_in_steps_instead_of_dropping_at_rand
     )
     assert [c["level"] for c in info["changes"]] == [e.level for e in efforts]
     assert all(c["reason"] for c in info["changes"])
+    # the server's next stream starts one rung below where this one ended, skipping from its first frame
+    assert services.effort_memory == {"level": level}
+    nxt = build_pipeline(cfg, detector=BrightBlobDetector())
+    second = StreamWorker("e2", nxt, services)
+    assert second.adapter.effort == ladder[level - 1] and nxt.effort == ladder[level - 1]
+    assert second.adapter.stride == ladder[level - 1].stride and second.incoming.capacity == (
+        1 if second.adapter.stride > 1 else settings.frame_queue
+    )
+    assert second.adapter.changes[0]["reason"].startswith("where the last stream on this server ended")
     store.close()

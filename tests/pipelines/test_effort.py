@@ -8,7 +8,7 @@ import pytest
 
 from edge_client.synthetic import BrightBlobDetector, SceneRoadSegmenter, SyntheticScene
 from pipelines.builder import build_pipeline
-from pipelines.config import KeyframeConfig, PipelineConfig, RoadConfig
+from pipelines.config import EgoMotionConfig, KeyframeConfig, PipelineConfig, RoadConfig
 from pipelines.effort import Effort, LoadGovernor, LoadSample, effort_ladder, keyframes_at
 from pipelines.types import Frame
 
@@ -33,6 +33,23 @@ ROAD = RoadConfig(every_n_frames=30)
             {"max_stride": 2},
             [(1, None, None), (1, None, 60), (2, None, 60), (2, None, 120)],
         ),
+        # ego-motion on: its working width drops to the bound from the first rung on
+        (
+            KF,
+            {"egomotion": EgoMotionConfig(), "max_stride": 2},
+            [(1, None, None, None), (1, 6, 60, 640), (2, 6, 60, 640), (2, 8, 120, 640)],
+        ),
+        # ... unless it is configured that narrow already, or off
+        (
+            KF,
+            {"egomotion": EgoMotionConfig(max_width=480), "max_stride": 1},
+            [(1, None, None), (1, 6, 60), (1, 8, 120)],
+        ),
+        (
+            KF,
+            {"egomotion": EgoMotionConfig(enabled=False), "max_stride": 1},
+            [(1, None, None), (1, 6, 60), (1, 8, 120)],
+        ),
         # bounds no looser than the configuration: no rung beyond the strides
         (
             KeyframeConfig(enabled=True, interval=3, max_interval=8),
@@ -43,7 +60,13 @@ ROAD = RoadConfig(every_n_frames=30)
 )
 def test_the_ladder_gives_up_work_in_order_within_its_bounds(keyframes, bounds, want) -> None:
     ladder = effort_ladder(keyframes, ROAD, **bounds)
-    assert [(e.stride, e.keyframe_interval, e.road_every_n_frames) for e in ladder] == want
+    ego = any(len(w) == 4 for w in want)
+    got = [
+        (e.stride, e.keyframe_interval, e.road_every_n_frames) + ((e.ego_max_width,) if ego else ())
+        for e in ladder
+    ]
+    assert got == want
+    assert ego or all(e.ego_max_width is None for e in ladder)
     assert [e.level for e in ladder] == list(range(len(want)))
     strides = [e.stride for e in ladder]
     assert strides == sorted(strides)  # each rung does no more work than the one before
@@ -65,8 +88,9 @@ def test_a_rung_sets_the_detectors_schedule(effort, interval, max_interval) -> N
 
 def test_describe_says_what_is_given_up() -> None:
     assert Effort().describe() == "full effort (the configuration's)"
-    assert Effort(3, 3, 8, 120).describe() == (
-        "level 3: every 3rd frame, detector at least every 8 frames, road U-Net every 120 frames"
+    assert Effort(3, 3, 8, 120, 640).describe() == (
+        "level 3: every 3rd frame, detector at least every 8 frames, road U-Net every 120 frames, "
+        "camera motion at 640 px"
     )
 
 
@@ -177,3 +201,14 @@ def test_a_pipeline_on_a_rung_detects_less_often() -> None:
         assert p.effort == effort
     assert runs["top"][0] < runs["full"][0] and runs["top"][1] < runs["full"][1], runs
     assert runs["full"][1] >= 8 and runs["top"][1] <= 3
+
+
+def test_a_stream_may_start_on_a_higher_rung_and_steps_down_when_it_can() -> None:
+    """Where the box's last stream ended (the server remembers): the governor starts there, within
+    the ladder, and steps down once the engine has room."""
+    assert LoadGovernor(LADDER, start_level=99).level == len(LADDER) - 1
+    assert LoadGovernor(LADDER, start_level=-1).level == 0
+    gov = LoadGovernor(LADDER, start_level=2)
+    assert gov.effort == LADDER[2]
+    down = feed(gov, 0.0, 40.0, fps=30, drop=0.0, busy=0.15, latency=40, state=fresh_state())
+    assert [lvl for _, lvl, _ in down] == [1, 0]

@@ -379,6 +379,27 @@ def test_working_scale_caps_the_working_width(scale, max_width, width, expected)
     assert working_scale(cfg, width) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("widths", [(None, 320), (320, None), (384, 256)])
+def test_a_new_working_width_mid_pan_loses_no_frames_motion(widths) -> None:
+    """A live stream's effort rung changes ego-motion's working width (issue 42) during a 7 px/frame
+    pan: the frame after the change is measured as well as the others (the previous frame's image,
+    corners and motion prior carried to the new scale), not returned as identity."""
+    est = EgoMotionEstimator(EgoMotionConfig(max_width=widths[0]))
+    world_to_frame = WORLD_TO_F0.copy()
+    est.update(_frame(world_to_frame, CARS0), _boxes(CARS0))
+    step = _step_motion(-7.0, 1.5)
+    for k in range(10):
+        if k == 5:
+            est.set_max_width(widths[1])
+        world_to_frame = step @ world_to_frame
+        ego = est.update(_frame(world_to_frame, CARS0), _boxes(CARS0))
+        assert ego.valid and _corner_error(ego.homography, step) < 0.35, (
+            k,
+            _corner_error(ego.homography, step),
+        )
+    assert est.cfg.max_width == widths[1]
+
+
 # ---- issue 10, third round: edge-like corners (the aperture problem) ---------------------------------
 
 
