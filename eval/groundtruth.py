@@ -111,8 +111,15 @@ class GroundTruth:
     def truncated(self, max_frames: int | None) -> GroundTruth:
         if max_frames is None:
             return self
-        sel = self.frames <= max_frames
-        isel = self.ignore_frames <= max_frames
+        return self._select(self.frames <= max_frames, self.ignore_frames <= max_frames)
+
+    def on_frames(self, frames: set[int]) -> GroundTruth:
+        """Only the rows of these (1-based) frames: a run that processed every Nth frame (a live
+        stream's effort rung, ``--ablate effort=N``) is scored on the frames it saw."""
+        keep = np.array(sorted(frames), dtype=int)
+        return self._select(np.isin(self.frames, keep), np.isin(self.ignore_frames, keep))
+
+    def _select(self, sel: np.ndarray, isel: np.ndarray) -> GroundTruth:
         return GroundTruth(
             self.frames[sel],
             self.ids[sel],

@@ -136,6 +136,15 @@ def run_sequence(
         model = worker_detector(cfg.detector)
     cached, cfg, segmenter, model = _cached_models(cache, seq, cfg, detector, segmenter, model)
     pipeline = build_pipeline(cfg, detector=detector, segmenter=segmenter, model=model)
+    stride = _set_effort(pipeline, variant, notes)
+    read = [0]  # frames read from the source (the pipeline gets every stride-th)
+
+    def strided(frames):
+        for f in frames:
+            read[0] = f.index + 1
+            if f.index % stride == 0:  # a live stream on that rung never hands the pipeline the rest
+                yield f
+
     collector = TrackCollector()
     egos: dict[int, tuple] = {}  # frame index -> (estimated prev -> current homography, valid)
 
@@ -146,8 +155,13 @@ def run_sequence(
             on_frame()
 
     total = source.frame_count if max_frames is None else min(max_frames, source.frame_count or max_frames)
-    summary = run_pipeline(pipeline, frames, on_result=on_result, progress_total=total, progress=progress)
-    n_frames = int(summary["frames"])
+    summary = run_pipeline(
+        pipeline, strided(frames) if stride > 1 else frames, on_result=on_result, progress_total=total,
+        progress=progress,
+    )  # fmt: skip
+    n_frames = read[0] if stride > 1 else int(summary["frames"])
+    if gt is not None and stride > 1:  # scored on the frames it processed
+        gt = gt.on_frames({i + 1 for i in egos})
     lrf = summary["scale"]["rangefinder"]  # the laser's readings: used, refused and why
     metadata = dict(pipeline.metadata) | ({"rangefinder": lrf} if lrf is not None else {})
     if cached is not None:  # a recording is written now; the report says which it was
@@ -175,9 +189,25 @@ def run_sequence(
         pipeline=metadata,
         altitude_m=altitude,
         pitch_deg=pitch,
-        egomotion=_ego_score(seq, egos, source.size),
+        # (a stride's homographies span several frames: not comparable with the camera's per frame)
+        egomotion=_ego_score(seq, egos, source.size) if stride == 1 else None,
         **scores,
     )
+
+
+def _set_effort(pipeline: Any, variant: Variant, notes: list[str]) -> int:
+    """``--ablate effort=N``: the pipeline on rung N of the live ladder (the server's default
+    bounds); returns its stride (1: every frame)."""
+    if not variant.effort:
+        return 1
+    from pipelines.effort import effort_ladder
+
+    cfg = pipeline.config
+    ladder = effort_ladder(cfg.keyframes, cfg.road, cfg.egomotion)
+    rung = ladder[min(variant.effort, len(ladder) - 1)]
+    pipeline.set_effort(rung)
+    notes.append(f"effort {rung.describe()}")
+    return rung.stride
 
 
 def _cached_models(

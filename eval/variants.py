@@ -10,6 +10,9 @@ Variants: the base config, plus one per ``--ablate`` item:
 * ``egomotion`` -> ego-motion compensation toggled; ``egomotion=on|off`` explicit.
 * ``detector=PATH`` -> other detector weights; ``oracle`` -> the ground-truth oracle detector.
 * ``section.key=value`` -> any config field (value parsed as YAML), e.g. ``tracker.lost_track_buffer=10``.
+* ``effort=N`` -> the pipeline on rung N of a live stream's effort ladder (:mod:`pipelines.effort`,
+  the server's default bounds): its detector, U-Net and ego-motion rates, and only every ``stride``-th
+  frame processed, scored on the frames it saw (what a server that adapts to a slow box measures).
 * ``a+b`` combines items into one variant, e.g. ``detector=m.onnx+detector.classes=coco``.
 """
 
@@ -40,6 +43,7 @@ class Variant:
     overrides: tuple[tuple[str, str, Any], ...] = ()  # (section, key, value)
     mask: str = "config"  # config | on | off | oracle
     oracle: bool = False
+    effort: int = 0  # a rung of the live effort ladder (pipelines.effort); 0: full effort
 
     def apply(self, config: PipelineConfig) -> PipelineConfig:
         sections: dict[str, dict[str, Any]] = {}
@@ -84,6 +88,8 @@ def parse_ablations(text: str | None, base: Variant) -> list[Variant]:
                     v = dataclasses.replace(v, oracle=True)
                 elif key == "mask" and value in ("on", "off", "oracle"):
                     v = dataclasses.replace(v, mask=value)
+                elif key == "effort" and value.isdigit():
+                    v = dataclasses.replace(v, effort=int(value))
                 elif key == "egomotion" and value in ("on", "off"):
                     overrides.append(("egomotion", "enabled", value == "on"))
                 elif key == "detector" and sep:
@@ -98,7 +104,7 @@ def parse_ablations(text: str | None, base: Variant) -> list[Variant]:
                 else:
                     raise ConfigError(
                         f"--ablate: cannot read {part!r}; use mask, mask=on|off, egomotion, egomotion=on|off, "
-                        "oracle, detector=PATH or section.key=value (join with '+')"
+                        "oracle, detector=PATH, effort=N or section.key=value (join with '+')"
                     )
             variants.append(dataclasses.replace(v, overrides=tuple(overrides)))
     names = [v.name for v in variants]

@@ -205,6 +205,7 @@ def test_eval_rejects_bad_numbers_up_front(argv, capsys):
         ("oracle", ["base", "oracle"], ("oracle", "oracle", True)),
         ("detector=m.onnx+detector.classes=coco", ["base", "detector=m.onnx+detector.classes=coco"], None),
         ("tracker.lost_track_buffer=10", ["base", "tracker.lost_track_buffer=10"], None),
+        ("effort=3,effort=4+mask=off", ["base", "effort=3", "effort=4+mask=off"], ("effort=3", "effort", 3)),
     ],
 )
 def test_parse_ablations(text, names, check):
@@ -220,7 +221,7 @@ def test_parse_ablations(text, names, check):
         assert str(cfg.detector.weights) == "m.onnx" and cfg.detector.classes == "coco"
 
 
-@pytest.mark.parametrize("text", ["warp=9", "tracker.no_such_field=1", "mask,mask=on"])
+@pytest.mark.parametrize("text", ["warp=9", "tracker.no_such_field=1", "mask,mask=on", "effort=top"])
 def test_parse_ablations_errors(text):
     with pytest.raises(ConfigError):
         parse_ablations(text, Variant("base"))
@@ -351,3 +352,29 @@ def test_measurement_sigma_takes_the_altitude_term_out():
     assert (
         summarize_speed(wide)["measurement_sigma"]["within_1sigma"] == 0.0
     )  # ... not within the measurement's 0.6
+
+
+def test_an_effort_rung_is_scored_on_the_frames_it_processed(small_flight_dir, tmp_path):
+    """``--ablate effort=4``: the pipeline on the live ladder's top rung (every 3rd frame, the
+    detector at least every 8 of them): the frames read are the base's, tracking is scored on the
+    frames it processed (a third of the ground truth's rows: no miss counted on a skipped frame),
+    speeds are measured, fewer of them."""
+    from eval.cli import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    out = tmp_path / "report"
+    argv = ["eval", str(small_flight_dir), "--oracle", "--detect-every", "3", "--ablate", "effort=4"]
+    args = parser.parse_args(argv + ["--max-frames", "90", "--out", str(out), "-q"])
+    assert args.func(args) == 0
+    data = json.loads((out / "metrics.json").read_text())
+    seqs = {s["variant"]: s for s in data["sequences"]}
+    base, top = seqs["base"], seqs["effort=4"]
+    assert base["frames"] == top["frames"] == 90
+    gt_rows = {k: v["tracking"]["TP"] + v["tracking"]["FN"] for k, v in seqs.items()}
+    assert gt_rows["effort=4"] == pytest.approx(gt_rows["base"] / 3, rel=0.05)  # the frames it saw
+    assert top["egomotion"] is None
+    assert any("every 3rd frame" in n for n in top["notes"])
+    assert 0 < top["speed"]["matched"] < base["speed"]["matched"] / 2
+    rows = (out / "tracks" / "effort=4" / f"{small_flight_dir.name}.txt").read_text().split()
+    assert {int(r.split(",")[0]) % 3 for r in rows} == {1}  # MOT frames 1, 4, 7 ...: every 3rd
