@@ -129,22 +129,10 @@ def run_sequence(
     if variant.mask in ("on", "oracle") and mask_source.startswith("N/A"):
         notes.append(f"mask={variant.mask} requested but no such mask exists for this sequence")
         cfg = cfg.with_overrides(road={"enabled": False})
-    model = None
-    if shared_models and detector is None:
-        from batch.jobs import worker_detector
-
-        model = worker_detector(cfg.detector)
+    model = _shared_model(cfg) if shared_models and detector is None else None
     cached, cfg, segmenter, model = _cached_models(cache, seq, cfg, detector, segmenter, model)
     pipeline = build_pipeline(cfg, detector=detector, segmenter=segmenter, model=model)
-    stride = _set_effort(pipeline, variant, notes)
-    read = [0]  # frames read from the source (the pipeline gets every stride-th)
-
-    def strided(frames):
-        for f in frames:
-            read[0] = f.index + 1
-            if f.index % stride == 0:  # a live stream on that rung never hands the pipeline the rest
-                yield f
-
+    strided = _Strided(_set_effort(pipeline, variant, notes))
     collector = TrackCollector()
     egos: dict[int, tuple] = {}  # frame index -> (estimated prev -> current homography, valid)
 
@@ -156,18 +144,12 @@ def run_sequence(
 
     total = source.frame_count if max_frames is None else min(max_frames, source.frame_count or max_frames)
     summary = run_pipeline(
-        pipeline, strided(frames) if stride > 1 else frames, on_result=on_result, progress_total=total,
-        progress=progress,
-    )  # fmt: skip
-    n_frames = read[0] if stride > 1 else int(summary["frames"])
-    if gt is not None and stride > 1:  # scored on the frames it processed
+        pipeline, strided(frames), on_result=on_result, progress_total=total, progress=progress
+    )
+    n_frames = strided.read if strided.stride > 1 else int(summary["frames"])
+    if gt is not None and strided.stride > 1:  # scored on the frames it processed
         gt = gt.on_frames({i + 1 for i in egos})
-    lrf = summary["scale"]["rangefinder"]  # the laser's readings: used, refused and why
-    metadata = dict(pipeline.metadata) | ({"rangefinder": lrf} if lrf is not None else {})
-    if cached is not None:  # a recording is written now; the report says which it was
-        cached.finish(n_frames, cfg)
-        metadata["detection_cache"] = cached.metadata()
-        notes.append(f"detections: {cached.mode} ({cached.key.name})")
+    metadata = _run_metadata(pipeline, summary, cached, n_frames, cfg, notes)
     tracks = collector.result().of_classes(seq.scored_classes)
     if seq.scored_classes:
         notes.append(f"scored classes: {', '.join(seq.scored_classes)} (tracks of other classes left out)")
@@ -190,9 +172,43 @@ def run_sequence(
         altitude_m=altitude,
         pitch_deg=pitch,
         # (a stride's homographies span several frames: not comparable with the camera's per frame)
-        egomotion=_ego_score(seq, egos, source.size) if stride == 1 else None,
+        egomotion=_ego_score(seq, egos, source.size) if strided.stride == 1 else None,
         **scores,
     )
+
+
+def _run_metadata(
+    pipeline: Any, summary: dict, cached: Any, n_frames: int, cfg: PipelineConfig, notes: list[str]
+):
+    """The pipeline's metadata, the laser's readings (used, refused and why) and the detection cache's
+    (a recording is written now; the report says which it was)."""
+    lrf = summary["scale"]["rangefinder"]
+    metadata = dict(pipeline.metadata) | ({"rangefinder": lrf} if lrf is not None else {})
+    if cached is not None:
+        cached.finish(n_frames, cfg)
+        metadata["detection_cache"] = cached.metadata()
+        notes.append(f"detections: {cached.mode} ({cached.key.name})")
+    return metadata
+
+
+def _shared_model(cfg: PipelineConfig):
+    from batch.jobs import worker_detector
+
+    return worker_detector(cfg.detector)
+
+
+class _Strided:
+    """The frames a pipeline on an effort rung gets: every ``stride``-th (a live stream on that rung
+    never hands it the rest); ``read`` counts every frame read from the source."""
+
+    def __init__(self, stride: int) -> None:
+        self.stride, self.read = stride, 0
+
+    def __call__(self, frames):
+        for f in frames:
+            self.read = f.index + 1
+            if f.index % self.stride == 0:
+                yield f
 
 
 def _set_effort(pipeline: Any, variant: Variant, notes: list[str]) -> int:
