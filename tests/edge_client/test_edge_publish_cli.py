@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from edge_helpers import TOKEN, RunningServer, speeding_in_view
 
@@ -221,7 +222,15 @@ async def test_a_killed_server_is_noticed_in_seconds(tmp_path) -> None:
     try:
         server.wait_ready()
         task = asyncio.create_task(publish("synthetic", server.url, TOKEN, max_seconds=60.0))
-        await asyncio.sleep(4.0)
+        # mid-stream: the server has received frames (a slow machine answers the offer late, and a
+        # kill before the answer is a refused start, not a lost server)
+        async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+            deadline = time.monotonic() + 60.0
+            while time.monotonic() < deadline and not task.done():
+                items = (await c.get("/api/v1/sessions")).json()["items"]
+                if any((s.get("frames_received") or 0) >= 30 for s in items):
+                    break
+                await asyncio.sleep(0.25)
         assert not task.done()
         server.proc.send_signal(signal.SIGKILL)
         killed = time.monotonic()
