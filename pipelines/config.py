@@ -217,6 +217,11 @@ class TrackerConfig(_Section):
     minimum_consecutive_frames: int = 1
     frame_rate: float = 30.0
     refine_with_flow: bool = True  # optical flow inside each box refines its displacement
+    # frames skipped or dropped (a slow box): association compares boxes grown by this share of
+    # their size on each side per missing frame, at most gap_buffer_max (buffered IoU, C-BIoU); a
+    # new track has no velocity yet and its vehicle moved that many frames' worth. 0: plain IoU
+    gap_buffer_per_frame: float = Field(0.15, ge=0)
+    gap_buffer_max: float = Field(0.6, ge=0)
     # a track born where a track lost at most relink_max_gap_s ago would be now (its last ground
     # position carried by its fitted velocity; within relink_along_m along its motion and
     # relink_across_m across) continues that track's id (pipelines.motion.relink); 0: off

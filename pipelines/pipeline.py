@@ -17,7 +17,6 @@ optical flow inside them, stand in for the detections (no road filter: they are 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections import Counter
@@ -39,7 +38,13 @@ from pipelines.ground import GroundModel
 from pipelines.height import scale_sigma_frac
 from pipelines.motion.detector import Detector
 from pipelines.motion.egomotion import EgoMotionEstimator
-from pipelines.motion.keyframes import FLOW_KEY, BoxPropagator, KeyframeScheduler, carried_boxes
+from pipelines.motion.keyframes import (
+    FLOW_KEY,
+    BoxPropagator,
+    KeyframeScheduler,
+    carried_boxes,
+    late_keyframe,
+)
 from pipelines.motion.relink import LostTrack, TrackRelinker
 from pipelines.motion.tracker import Tracker
 from pipelines.rules import ViolationDetector
@@ -48,7 +53,6 @@ from pipelines.speed import SpeedEstimator
 from pipelines.timestamps import TimestampCheck
 from pipelines.types import (
     EXTRAPOLATED_KEY,
-    NOT_ENFORCEABLE,
     PROPAGATED_KEY,
     EgoMotion,
     Frame,
@@ -97,6 +101,7 @@ class Pipeline:
     effort: Effort = Effort()  # a live stream's rung of the effort ladder (set_effort)
 
     _prev_time: float | None = None
+    _last_late: bool = False
     _prev_gray: np.ndarray | None = None
     _last_mask: np.ndarray | None = None
     _held: dict[int, SpeedEstimate] = field(default_factory=dict)  # keyframes: last estimate per track
@@ -205,8 +210,10 @@ class Pipeline:
 
     def _propagate(
         self, frame: Frame, timings: dict[str, float], warnings: list[str], prepared: Prepared | None = None
-    ) -> tuple[sv.Detections, np.ndarray, EgoMotion, float]:
-        """Ego-motion, then the previous boxes carried by their in-box flow: a frame without detection."""
+    ) -> tuple[sv.Detections, np.ndarray, EgoMotion, np.ndarray | None, float, bool]:
+        """Ego-motion, then the previous boxes carried by their in-box flow: a frame without
+        detection, unless a new vehicle could not be carried after frames went missing
+        (:func:`late_keyframe`): then the detector runs after all (the last flag)."""
         assert self.propagator is not None and self._prev_gray is not None
         clock = time.perf_counter
         t1 = clock()
@@ -217,10 +224,19 @@ class Pipeline:
             ego = self._ego(gray, self.propagator.predicted_xyxy(), warnings)
         t2 = clock()
         timings["flow"] = (t2 - t1) * 1e3
-        self.road.advance(ego)
         step = self.propagator.propagate(self._prev_gray, gray, ego)
         timings["propagate"] = (clock() - t2) * 1e3
-        return step.detections, gray, ego, step.lost_share
+        gap = (
+            (frame.timestamp_s - self._prev_time) * self.config.tracker.frame_rate if self._prev_time else 1.0
+        )
+        self._last_late = late_keyframe(step.stranded, gap, self._last_late)
+        if not self._last_late:
+            self.road.advance(ego)
+            return step.detections, gray, ego, self._last_mask, step.lost_share, False
+        self.metadata["keyframes"].update({"propagated": -1, "new vehicle not carried": 1})
+        detections = self._detect(frame)
+        timings["detect"] = (clock() - t2) * 1e3 - timings["propagate"]
+        return (*self._on_road(frame, detections, gray, ego, timings, clock()), step.lost_share, True)
 
     def _speeds(
         self,
@@ -432,19 +448,20 @@ class Pipeline:
 
         t0 = clock()
         keyframe = self._schedule(backlog) is not None
-        lost_share = 0.0
         if prepared is not None:
             timings["prepare"] = prepared.ms  # done ahead, on another thread: not in total
             if not prepared.ego.valid and self.egomotion is not None:
                 warnings.append("ego-motion estimate unreliable for this frame")
         if keyframe:
+            self._last_late, lost_share = False, 0.0
             detections, gray, ego, mask = self._find(frame, timings, warnings, prepared)
         else:
-            detections, gray, ego, lost_share = self._propagate(frame, timings, warnings, prepared)
-            mask = self._last_mask
+            detections, gray, ego, mask, lost_share, keyframe = self._propagate(
+                frame, timings, warnings, prepared
+            )
         t3 = clock()
 
-        tracked = self.tracker.update(detections, ego)
+        tracked = self.tracker.update(detections, ego, frame.timestamp_s)
         self.displacement.advance(ego)
         t4 = clock()
         timings["track"] = (t4 - t3) * 1e3
@@ -458,11 +475,8 @@ class Pipeline:
         t5 = clock()
         timings["speed"] = (t5 - t4) * 1e3 - timings.get("scale_check", 0.0)
 
-        violations = self._held_by_clock(
-            self.rules.update(
-                frame, tracked, speeds, ground_xy, self.ground.scale if proj is not None else None
-            )
-        )
+        scale = self.ground.scale if proj is not None else None
+        violations = self._held_by_clock(self.rules.update(frame, tracked, speeds, ground_xy, scale))
         t6 = clock()
         timings["rules"] = (t6 - t5) * 1e3
         timings["total"] = (t6 - t0) * 1e3
@@ -471,7 +485,7 @@ class Pipeline:
         self._last_xyxy = tracked.xyxy
         if self.keyframes is not None and self.propagator is not None:
             carried = carried_boxes(tracked, self.tracker.pending)
-            self.propagator.remember(carried, ego.homography if ego.valid else None)
+            self.propagator.remember(carried, ego.homography if ego.valid else None, self.tracker.confirmed)
             self.keyframes.observe(
                 detected=keyframe, gray=gray, ego=ego, boxes_xyxy=carried.xyxy, lost_share=lost_share
             )
@@ -495,7 +509,7 @@ class Pipeline:
             timings_ms=timings,
             warnings=tuple(warnings),
             keyframe=keyframe,
-            scale=self.ground.scale if proj is not None else None,
+            scale=scale,
             scale_check=self.scale_check.current() if self.scale_check is not None else None,
         )
 
@@ -519,22 +533,15 @@ class Pipeline:
         return out
 
     def _held_by_clock(self, violations: list[Violation]) -> list[Violation]:
-        """Violations whose measuring base (or episode) overlaps implausible frame timestamps are
-        not enforceable: their speeds were timed by a wrong clock. Each carries the session's scale
-        check; one whose status the site holds (``rules.hold_scale_check``) is held for review."""
+        """Not enforceable where the frame clock was implausible (``TimestampCheck.hold``); each
+        carries the session's scale check, held for review where the site says so."""
         check = self.scale_check.result if self.scale_check is not None and violations else None
-        out = []
-        for v in violations:
-            start, end = (
-                (v.base.start_time_s, v.base.end_time_s) if v.base else (v.start_time_s, v.end_time_s)
-            )
-            problem = self.timestamps.problem_between(start, end)
-            if problem and v.enforceable:
-                v = dataclasses.replace(v, status=NOT_ENFORCEABLE, status_reason=problem)
-            if check is not None:
-                v = hold_for_check(v, check, self.config.rules.hold_scale_check)
-            out.append(v)
-        return out
+        out = self.timestamps.hold(violations)
+        return (
+            out
+            if check is None
+            else [hold_for_check(v, check, self.config.rules.hold_scale_check) for v in out]
+        )
 
     def rehold(self, violations: Sequence[Violation]) -> list[Violation]:
         """Violations closed earlier, weighed against the scale check now: an enforceable one from a

@@ -10,7 +10,7 @@ stream's nominal rate (a clock running slow: every speed too high; a rate below 
 or a server dropping frames, and a clock running fast only lowers speeds). The pipeline puts the problem on every frame's warnings, logs it when it
 starts and ends, and holds a violation whose base overlaps it from being enforceable.
 
-Pure Python; imports nothing of the engine.
+Pure Python; imports only the domain types (pipelines.types), nothing of the engine.
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ from __future__ import annotations
 import logging
 import statistics
 from collections import deque
+from collections.abc import Sequence
+from dataclasses import replace
+
+from pipelines.types import NOT_ENFORCEABLE, Violation
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +94,20 @@ class TimestampCheck:
             if a <= end_s and b >= start_s:
                 return problem
         return ""
+
+    def hold(self, violations: Sequence[Violation]) -> list[Violation]:
+        """Violations whose measuring base (or episode) overlaps implausible frame timestamps are
+        not enforceable: their speeds were timed by a wrong clock."""
+        out = []
+        for v in violations:
+            start, end = (
+                (v.base.start_time_s, v.base.end_time_s) if v.base else (v.start_time_s, v.end_time_s)
+            )
+            problem = self.problem_between(start, end)
+            out.append(
+                replace(v, status=NOT_ENFORCEABLE, status_reason=problem) if problem and v.enforceable else v
+            )
+        return out
 
 
 __all__ = ["TimestampCheck"]

@@ -85,6 +85,14 @@ def detect_reason(cfg: KeyframeConfig, s: ScheduleSignals) -> str | None:
     return None
 
 
+def late_keyframe(stranded: int, gap_frames: float, was_late: bool) -> bool:
+    """Whether a frame meant to be propagated is detected after all: a vehicle that just appeared
+    could not be carried (``stranded``: no flow, no motion known yet) and frames were skipped or
+    dropped since the last one (``gap_frames`` nominal frames), so its box left where it was would
+    teach its track no motion and the next detection would start another. Not twice in a row. Pure."""
+    return bool(stranded) and gap_frames > 1.5 and not was_late
+
+
 @dataclass(frozen=True, slots=True)
 class Propagation:
     """One propagation step: the boxes carried forward and how well it went.
@@ -97,6 +105,9 @@ class Propagation:
 
     detections: sv.Detections
     lost_share: float  # share of moving vehicles whose flow failed (moved by their last motion)
+    # boxes whose flow failed and whose vehicle's own motion is not known yet (a track just
+    # started): left where they were, wherever the vehicle went
+    stranded: int = 0
 
 
 class BoxPropagator:
@@ -132,12 +143,21 @@ class BoxPropagator:
             return np.full(len(dets), -1, dtype=int)
         return np.asarray(dets.tracker_id, dtype=int)
 
-    def remember(self, boxes: sv.Detections, homography: np.ndarray | None) -> None:
+    def remember(
+        self,
+        boxes: sv.Detections,
+        homography: np.ndarray | None,
+        confirmed: dict[int, np.ndarray] | None = None,
+    ) -> None:
         """This frame's output boxes (the next frame propagates them); ``homography`` is this
-        frame's ego-motion (previous -> current), used to update each vehicle's own motion."""
+        frame's ego-motion (previous -> current), used to update each vehicle's own motion.
+        ``confirmed``: tracks confirmed on this frame -> the pending box (previous frame) they
+        started from (``Tracker.confirmed``), so a new vehicle's motion is known at once."""
         prev = self._prev
         if prev is not None and len(prev) and len(boxes) and homography is not None:
             prev_c = {int(t): c for t, c in zip(self._ids(prev), _centres(prev.xyxy), strict=True) if t > 0}
+            for tid, box in (confirmed or {}).items():
+                prev_c.setdefault(int(tid), _centres(np.asarray(box).reshape(1, 4))[0])
             ids = self._ids(boxes)
             known = [i for i, t in enumerate(ids) if int(t) in prev_c]
             if known:
@@ -183,7 +203,8 @@ class BoxPropagator:
         out.data[EXTRAPOLATED_KEY] = extrapolated
         moving = np.hypot(own[:, 0], own[:, 1]) > MOVING_PX
         lost = float((moving & ~ok).sum() / moving.sum()) if moving.any() else 0.0
-        return Propagation(out, lost)
+        unknown = np.array([int(t) not in self._velocity for t in ids], dtype=bool)
+        return Propagation(out, lost, int((unknown & ~ok).sum()))
 
 
 def _centres(xyxy: np.ndarray) -> np.ndarray:
@@ -368,4 +389,5 @@ __all__ = [
     "ScheduleSignals",
     "carried_boxes",
     "detect_reason",
+    "late_keyframe",
 ]

@@ -122,6 +122,32 @@ def needs_reanchor(h_cur_to_ref: np.ndarray, extent: tuple[float, float]) -> str
 # --------------------------------------------------------------------------------------------
 
 
+def gap_buffer(gap_frames: float, per_frame: float, most: float) -> float:
+    """The buffer ratio (share of a box's size added on each side before IoU) for a step of
+    ``gap_frames`` nominal frames: none for one frame, ``per_frame`` more for each frame skipped or
+    dropped, at most ``most``. Pure."""
+    if not np.isfinite(gap_frames) or gap_frames <= 1.5:
+        return 0.0
+    return float(min(most, per_frame * (gap_frames - 1.0)))
+
+
+def _gap_iou_class() -> type:
+    from trackers.utils.iou import BIoU
+
+    class _GapBufferedIoU(BIoU):
+        """trackers' buffered IoU (C-BIoU, arXiv 2211.14317) with a buffer the :class:`Tracker`
+        sets before each update from the time since the previous frame (0: plain IoU)."""
+
+        def __init__(self) -> None:
+            super().__init__(buffer_ratio=0.0)
+
+    return _GapBufferedIoU
+
+
+def GapBufferedIoU() -> Any:  # noqa: N802 (a factory: trackers is imported only when used)
+    return _gap_iou_class()()
+
+
 def spawn_threshold(cfg: TrackerConfig) -> float:
     """The confidence a detection needs to start a track (sv.ByteTrack's ``t + 0.1``)."""
     t = float(cfg.track_activation_threshold)
@@ -140,6 +166,7 @@ def make_backend(cfg: TrackerConfig, prefer: str = "trackers") -> tuple[str, Any
             log.warning("'trackers' package not installed; falling back to supervision's ByteTrack")
         else:
             return "trackers", ByteTrackTracker(
+                iou=GapBufferedIoU(),
                 lost_track_buffer=cfg.lost_track_buffer,
                 frame_rate=cfg.frame_rate,
                 track_activation_threshold=spawn,
@@ -231,6 +258,13 @@ class Tracker:
         self.reanchor_count = 0
         self.frame_count = 0
         self.pending = _no_detections()
+        self._pending_index = np.zeros(0, dtype=int)
+        self._pending_tracklets: list[Any] = []
+        # tracks the last update confirmed that were pending before it: id -> the pending box
+        # (previous frame's image coordinates) they started from
+        self.confirmed: dict[int, np.ndarray] = {}
+        self._last_t: float | None = None
+        self.last_buffer = 0.0
 
     @property
     def homography_to_reference(self) -> np.ndarray:
@@ -248,7 +282,9 @@ class Tracker:
             return float(self._seen_max[0]), float(self._seen_max[1])
         return DEFAULT_EXTENT
 
-    def update(self, detections: sv.Detections, ego: EgoMotion | None = None) -> sv.Detections:
+    def update(
+        self, detections: sv.Detections, ego: EgoMotion | None = None, timestamp_s: float | None = None
+    ) -> sv.Detections:
         """Tracked detections of this frame: current-image boxes, ``data`` kept, ``tracker_id`` set.
 
         Afterwards :attr:`pending` holds the detections that started a track which is not confirmed
@@ -265,13 +301,52 @@ class Tracker:
             self._reanchor(reason)
 
         ref = self._to_reference(detections)
-        tracked = self._run_backend(ref)
-        out = self._back_to_image(detections, tracked, id_offset=1 if self.backend_name == "trackers" else 0)
+        self._set_gap(timestamp_s)
+        tracked = self._run_backend(ref, timestamp_s)
+        offset = 1 if self.backend_name == "trackers" else 0
+        out = self._back_to_image(detections, tracked, id_offset=offset)
+        self.confirmed = {
+            int(t.tracker_id) + offset: box
+            for t, box in zip(self._pending_tracklets, self.pending.xyxy, strict=True)
+            if t is not None and t.tracker_id >= 0
+        }
         self.pending = self._pending(detections, tracked)
+        self._pending_tracklets = self._tracklets_of(ref.xyxy[self._pending_index])
         return out
+
+    def _tracklets_of(self, ref_xyxy: np.ndarray) -> list[Any]:
+        """The backend's unconfirmed track behind each pending box (the one whose box it is, in
+        the reference frame), so the next update can tell which of them it confirmed."""
+        if self.backend_name != "trackers" or len(ref_xyxy) == 0:
+            return [None] * len(ref_xyxy)
+        unconfirmed = [t for t in self._bt.tracks if t.tracker_id < 0]
+        if not unconfirmed:
+            return [None] * len(ref_xyxy)
+        boxes = np.array(
+            [np.asarray(t.get_state_bbox(), dtype=np.float64).reshape(-1)[:4] for t in unconfirmed]
+        )
+        out: list[Any] = []
+        for box in ref_xyxy:
+            err = np.abs(boxes - box).max(axis=1)
+            best = int(np.argmin(err))
+            out.append(unconfirmed[best] if err[best] < 0.5 else None)
+        return out
+
+    def _set_gap(self, timestamp_s: float | None) -> None:
+        """The association buffer for this step: from the frames skipped or dropped since the last
+        one (a new track has no velocity yet; its vehicle moved that many frames' worth)."""
+        last, self._last_t = self._last_t, timestamp_s
+        gap = 1.0
+        if timestamp_s is not None and last is not None and timestamp_s > last:
+            gap = (timestamp_s - last) * float(self.cfg.frame_rate)
+        self.last_buffer = gap_buffer(gap, self.cfg.gap_buffer_per_frame, self.cfg.gap_buffer_max)
+        iou = getattr(self._bt, "iou", None)
+        if iou is not None and hasattr(iou, "buffer_ratio"):
+            iou.buffer_ratio = self.last_buffer
 
     def _pending(self, detections: sv.Detections, tracked: sv.Detections) -> sv.Detections:
         """Detections left without an id that were confident enough to start a track."""
+        self._pending_index = np.zeros(0, dtype=int)
         if len(tracked) == 0 or _INDEX_KEY not in tracked.data or tracked.tracker_id is None:
             return _no_detections()
         idx = np.asarray(tracked.data[_INDEX_KEY], dtype=int)[np.asarray(tracked.tracker_id) < 0]
@@ -281,7 +356,8 @@ class Tracker:
         prop = detections.data.get(PROPAGATED_KEY)
         if prop is not None:
             idx = idx[~np.asarray(prop, dtype=bool)[idx]]
-        out = detections[np.sort(idx)]
+        self._pending_index = np.sort(idx)
+        out = detections[self._pending_index]
         out.tracker_id = np.full(len(out), -1, dtype=int)
         return out
 
@@ -342,9 +418,9 @@ class Tracker:
         ref.data = {_INDEX_KEY: np.arange(n)}
         return ref
 
-    def _run_backend(self, ref: sv.Detections) -> sv.Detections:
+    def _run_backend(self, ref: sv.Detections, timestamp_s: float | None = None) -> sv.Detections:
         if self.backend_name == "trackers":
-            return self._bt.update(ref)
+            return self._bt.update(ref, timestamp=timestamp_s)
         return self._bt.update_with_detections(ref)
 
     @staticmethod

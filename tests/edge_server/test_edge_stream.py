@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import time
 import zipfile
 from fractions import Fraction
@@ -189,9 +190,11 @@ async def test_whip_session_lifecycle(server) -> None:
 async def test_three_concurrent_streams(server, monkeypatch) -> None:
     """Three streams at once, each until it has a violation (however loaded the machine, rather than
     a fixed time: on 2 cores with a foreign load, 7 s was sometimes too short for one of them).
-    Every frame each stream can take: adapting off (on a slow box the three streams climb to the
-    top rung, every 3rd frame, where the synthetic scene's fast small vehicles lose their in-box
-    flow and none of them got a violation in 60 s: docs/scale-out.md, "A slow box")."""
+    Every frame each stream can take, adapting off (the effort ladder has tests of its own): with the
+    server on one core each processes ~5 of 30 frames a second, and the scene's fast, untextured
+    vehicles (0.9 of their length a step, no in-box flow) keep their tracks only by the gap-buffered
+    association and the detection of new vehicles that could not be carried: before those, no
+    stream found a violation there (CI, 2026-11-28); now 20-34 s on one core."""
     monkeypatch.setattr(server.manager.services.settings, "adapt", False)
     stop = asyncio.Event()
     streams = [
@@ -209,9 +212,10 @@ async def test_three_concurrent_streams(server, monkeypatch) -> None:
             )
 
         await wait_for(each_has_a_violation, timeout=80.0)
-        # every stream prepares its frames on a second thread (only frames its worker will take)
+        # every stream prepares its frames on a second thread (only frames its worker will take),
+        # where the server may use two CPUs (on one it would only add latency)
         ahead = [s.worker.prepares_ahead for s in server.manager.sessions.values() if s.worker is not None]
-        assert ahead == [True, True, True], ahead
+        assert ahead == [len(os.sched_getaffinity(0)) >= 2] * 3, ahead
     finally:
         stop.set()
         results = await asyncio.gather(*streams)

@@ -124,6 +124,26 @@ def test_where_flow_fails_a_box_moves_with_its_last_own_motion_and_counts_as_los
     assert prop.propagate(textured, textured, _pan(0.0, 0.0)).detections.data["extrapolated"].all()
 
 
+def test_a_new_vehicle_whose_flow_fails_is_stranded_until_its_motion_is_known():
+    """A pending box (a track just started) or one of a track without a motion yet cannot be
+    carried when its flow fails: ``stranded`` counts them (the pipeline then detects). A track
+    confirmed from a pending box (``Tracker.confirmed``) has its motion at once."""
+    plain = _render(BOXES, textured=False)
+    prop = BoxPropagator()
+    prop.remember(_dets(BOXES, [1, 2, -1]), None)
+    assert prop.propagate(plain, plain, _pan(0.0, 0.0)).stranded == 3  # no motion known for any
+    moved = BOXES + np.array([5.0, 0, 5.0, 0])
+    prop.remember(_dets(moved, [1, 2, 7]), np.eye(3), confirmed={7: BOXES[2]})
+    step = prop.propagate(_render(moved, textured=False), _render(moved, textured=False), _pan(0.0, 0.0))
+    assert step.stranded == 0 and step.lost_share == 1.0  # all three moving, flow failed
+    assert np.allclose(step.detections.xyxy, moved + np.array([5.0, 0, 5.0, 0]), atol=1e-4)
+    textured = BoxPropagator()
+    textured.remember(_dets(BOXES, [-1, -1, -1]), None)
+    assert (
+        textured.propagate(_render(BOXES), _render(BOXES + 2.0), _pan(0.0, 0.0)).stranded == 0
+    )  # flow worked
+
+
 def test_nothing_to_propagate_gives_an_empty_step():
     step = BoxPropagator().propagate(_render(BOXES), _render(BOXES), _pan(0, 0))
     assert len(step.detections) == 0 and step.lost_share == 0.0

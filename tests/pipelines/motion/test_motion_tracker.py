@@ -13,6 +13,7 @@ from pipelines.motion.tracker import (
     Tracker,
     _warp_xyah_kalman,
     _warp_xyxy_kalman,
+    gap_buffer,
     jacobians,
     map_boxes,
     needs_reanchor,
@@ -199,3 +200,66 @@ def test_a_detection_that_started_a_track_is_pending_until_confirmed() -> None:
     trk2 = Tracker(TrackerConfig(), backend="trackers")
     trk2.update(_marked(WORLD0, propagated=False, conf=0.3), EgoMotion.identity())
     assert len(trk2.pending) == 0
+
+
+@pytest.mark.parametrize(
+    ("gap_frames", "expected"),
+    [
+        (1.0, 0.0),  # every frame: plain IoU, as before
+        (1.4, 0.0),  # jitter, not a missing frame
+        (2.0, 0.15),
+        (3.0, 0.30),
+        (5.0, 0.60),
+        (12.0, 0.60),  # at most gap_buffer_max
+        (float("nan"), 0.0),
+    ],
+)
+def test_gap_buffer(gap_frames: float, expected: float) -> None:
+    cfg = TrackerConfig()
+    assert gap_buffer(gap_frames, cfg.gap_buffer_per_frame, cfg.gap_buffer_max) == pytest.approx(expected)
+
+
+def _fast_vehicle(trk: Tracker, stride: int, steps: int, fps: float = 30.0) -> list[int]:
+    """One 40 x 18 px vehicle at 6 px a frame (the synthetic scene's fast lane), every stride-th
+    frame given to the tracker with its time: the ids it got, -1 while pending."""
+    ids = []
+    for k in range(steps):
+        frame = k * stride
+        x = 100.0 + 6.0 * frame
+        out = trk.update(
+            _marked(np.array([[x, 200.0, x + 40.0, 218.0]]), False), EgoMotion.identity(), frame / fps
+        )
+        ids.append(int(out.tracker_id[0]) if len(out) else -1)
+    return ids
+
+
+@pytest.mark.parametrize(
+    ("stride", "buffer", "one_track"),
+    [
+        (1, 0.15, True),
+        (4, 0.15, True),  # 24 px a step, 0.6 of its length: IoU 0.25 > 0.2 even plain
+        (6, 0.15, True),  # 36 px, 0.9 of its length: only the buffer matches a new track's second box
+        (6, 0.0, False),  # plain IoU (0.05): a new track every step, never a speed
+    ],
+)
+def test_a_fast_vehicle_on_skipped_frames_keeps_one_track(
+    stride: int, buffer: float, one_track: bool
+) -> None:
+    trk = Tracker(TrackerConfig(gap_buffer_per_frame=buffer), backend="trackers")
+    ids = _fast_vehicle(trk, stride, 10)
+    assert (len(set(ids[1:])) == 1 and ids[1] >= 1) is one_track, ids
+    assert trk.last_buffer == pytest.approx(min(0.6, buffer * (stride - 1)))
+
+
+def test_a_track_confirmed_from_a_pending_box_says_which() -> None:
+    """``confirmed``: the tracks the last update confirmed -> the pending box they started from
+    (the previous frame's), so the propagation knows a new vehicle's motion at once."""
+    trk = Tracker(TrackerConfig(), backend="trackers")
+    trk.update(_marked(WORLD0, propagated=False), EgoMotion.identity(), 0.0)
+    assert trk.confirmed == {} and len(trk.pending) == 3
+    out = trk.update(_marked(WORLD0 + np.array([5, 0, 5, 0]), propagated=False), EgoMotion.identity(), 1 / 30)
+    assert sorted(trk.confirmed) == sorted(int(i) for i in out.tracker_id)
+    for tid, box in zip(out.tracker_id, out.xyxy, strict=True):
+        assert np.allclose(trk.confirmed[int(tid)], box - np.array([5, 0, 5, 0]))
+    trk.update(_marked(WORLD0 + np.array([10, 0, 10, 0]), propagated=False), EgoMotion.identity(), 2 / 30)
+    assert trk.confirmed == {}  # confirmed once
