@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -64,7 +65,7 @@ class StreamStats:
         n = min(sum(1 for t in self.processed_at if now - t <= window_s), len(self.latencies_ms))
         if n == 0:
             return None
-        recent = list(self.latencies_ms)[-n:]
+        recent = list(islice(reversed(self.latencies_ms), n))  # the newest n of up to 20,000
         return round(float(np.percentile(recent, q)), 2)
 
     def fps(self) -> float | None:

@@ -23,7 +23,7 @@ the stride is the server's (it never hands the pipeline a skipped frame).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pipelines.config import EgoMotionConfig, KeyframeConfig, RoadConfig
 
@@ -95,9 +95,11 @@ def effort_ladder(
 ) -> tuple[Effort, ...]:
     """The rungs from the configuration (level 0) to the bounds, each cheaper than the one before.
     The detector's rate only moves where keyframes are on (else it runs on every frame by choice);
-    ego-motion's working width only where it is on and configured wider than ``min_ego_width``."""
+    the U-Net's only where the road mask is on; ego-motion's working width only where it is on and
+    configured wider than ``min_ego_width``."""
     slow_kf = max(keyframes.max_interval, keyframes.interval) if keyframes.enabled else None
-    road_x2 = min(road.every_n_frames * 2, max(max_road_every_n_frames, road.every_n_frames))
+    road_bound = max(max_road_every_n_frames, road.every_n_frames) if road.enabled else None
+    road_x2 = min(road.every_n_frames * 2, road_bound) if road_bound is not None else None
     ego_w = (
         min_ego_width
         if egomotion is not None
@@ -107,14 +109,12 @@ def effort_ladder(
         else None
     )
     rungs = [Effort()]
-    first = Effort(1, 1, slow_kf, road_x2, ego_w)
-    if first != replace(rungs[0], level=1):
-        rungs.append(first)
+    if (slow_kf, road_x2, ego_w) != (None, None, None):  # rung 1 has something to give up
+        rungs.append(Effort(1, 1, slow_kf, road_x2, ego_w))
     for stride in range(2, max(max_stride, 1) + 1):
         rungs.append(Effort(len(rungs), stride, slow_kf, road_x2, ego_w))
     last = rungs[-1]
     kf_bound = max(max_keyframe_interval, slow_kf) if slow_kf is not None else None
-    road_bound = max(max_road_every_n_frames, road.every_n_frames)
     if (kf_bound, road_bound) != (last.keyframe_interval, last.road_every_n_frames):
         rungs.append(Effort(len(rungs), last.stride, kf_bound, road_bound, ego_w))
     return tuple(rungs)

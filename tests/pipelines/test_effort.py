@@ -50,6 +50,18 @@ ROAD = RoadConfig(every_n_frames=30)
             {"egomotion": EgoMotionConfig(enabled=False), "max_stride": 1},
             [(1, None, None), (1, 6, 60), (1, 8, 120)],
         ),
+        # the road mask off: its U-Net rate never moves; with the detector on every frame as well,
+        # nothing is left to give up but frames
+        (
+            KF,
+            {"road": RoadConfig(enabled=False)},
+            [(1, None, None), (1, 6, None), (2, 6, None), (3, 6, None), (3, 8, None)],
+        ),
+        (
+            KeyframeConfig(enabled=False),
+            {"road": RoadConfig(enabled=False)},
+            [(1, None, None), (2, None, None), (3, None, None)],
+        ),
         # bounds no looser than the configuration: no rung beyond the strides
         (
             KeyframeConfig(enabled=True, interval=3, max_interval=8),
@@ -59,7 +71,8 @@ ROAD = RoadConfig(every_n_frames=30)
     ],
 )
 def test_the_ladder_gives_up_work_in_order_within_its_bounds(keyframes, bounds, want) -> None:
-    ladder = effort_ladder(keyframes, ROAD, **bounds)
+    bounds = dict(bounds)
+    ladder = effort_ladder(keyframes, bounds.pop("road", ROAD), **bounds)
     ego = any(len(w) == 4 for w in want)
     got = [
         (e.stride, e.keyframe_interval, e.road_every_n_frames) + ((e.ego_max_width,) if ego else ())
