@@ -301,7 +301,7 @@ class Tracker:
             self._reanchor(reason)
 
         ref = self._to_reference(detections)
-        self._set_gap(timestamp_s)
+        timestamp_s = self._set_gap(timestamp_s)
         tracked = self._run_backend(ref, timestamp_s)
         offset = 1 if self.backend_name == "trackers" else 0
         out = self._back_to_image(detections, tracked, id_offset=offset)
@@ -332,17 +332,22 @@ class Tracker:
             out.append(unconfirmed[best] if err[best] < 0.5 else None)
         return out
 
-    def _set_gap(self, timestamp_s: float | None) -> None:
+    def _set_gap(self, timestamp_s: float | None) -> float | None:
         """The association buffer for this step: from the frames skipped or dropped since the last
-        one (a new track has no velocity yet; its vehicle moved that many frames' worth)."""
-        last, self._last_t = self._last_t, timestamp_s
-        gap = 1.0
-        if timestamp_s is not None and last is not None and timestamp_s > last:
-            gap = (timestamp_s - last) * float(self.cfg.frame_rate)
+        one (a new track has no velocity yet; its vehicle moved that many frames' worth). Returns the
+        time for the backend: None (one nominal frame) where the clock did not advance - trackers
+        would skip the whole update, and every one after until the clock passes its last time."""
+        last = self._last_t
+        advanced = (
+            timestamp_s is not None and np.isfinite(timestamp_s) and (last is None or timestamp_s > last)
+        )
+        self._last_t = timestamp_s if advanced else None
+        gap = (timestamp_s - last) * float(self.cfg.frame_rate) if advanced and last is not None else 1.0
         self.last_buffer = gap_buffer(gap, self.cfg.gap_buffer_per_frame, self.cfg.gap_buffer_max)
         iou = getattr(self._bt, "iou", None)
         if iou is not None and hasattr(iou, "buffer_ratio"):
             iou.buffer_ratio = self.last_buffer
+        return timestamp_s if advanced else None
 
     def _pending(self, detections: sv.Detections, tracked: sv.Detections) -> sv.Detections:
         """Detections left without an id that were confident enough to start a track."""

@@ -263,3 +263,19 @@ def test_a_track_confirmed_from_a_pending_box_says_which() -> None:
         assert np.allclose(trk.confirmed[int(tid)], box - np.array([5, 0, 5, 0]))
     trk.update(_marked(WORLD0 + np.array([10, 0, 10, 0]), propagated=False), EgoMotion.identity(), 2 / 30)
     assert trk.confirmed == {}  # confirmed once
+
+
+def test_a_clock_that_does_not_advance_costs_no_update() -> None:
+    """A repeated or backward frame time (a clock problem the pipeline flags) is one nominal frame
+    for the tracker: trackers would skip the update (no ids), and every later one until the clock
+    passed its last time again."""
+    import warnings as _warnings
+
+    trk = Tracker(TrackerConfig(), backend="trackers")
+    times = [10.0, 10.0 + 1 / 30, 10.0 + 2 / 30, 0.5, 0.5, 0.5 + 1 / 30, 0.5 + 2 / 30]
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")  # and no warning from the backend
+        for k, t in enumerate(times):
+            out = trk.update(_marked(WORLD0 + np.array([k, 0, k, 0]), False), EgoMotion.identity(), t)
+            if k >= 1:
+                assert sorted(out.tracker_id) == [1, 2, 3], (k, t, out.tracker_id)
