@@ -46,7 +46,7 @@ from pipelines.motion.keyframes import (
     late_keyframe,
 )
 from pipelines.motion.relink import LostTrack, TrackRelinker
-from pipelines.motion.tracker import Tracker
+from pipelines.motion.tracker import Tracker, frames_between
 from pipelines.rules import ViolationDetector
 from pipelines.scale_session import ScaleCheck, hold_for_check
 from pipelines.speed import SpeedEstimator
@@ -226,9 +226,7 @@ class Pipeline:
         timings["flow"] = (t2 - t1) * 1e3
         step = self.propagator.propagate(self._prev_gray, gray, ego)
         timings["propagate"] = (clock() - t2) * 1e3
-        gap = (
-            (frame.timestamp_s - self._prev_time) * self.config.tracker.frame_rate if self._prev_time else 1.0
-        )
+        gap = frames_between(frame.timestamp_s, self._prev_time, self.config.tracker.frame_rate)
         self._last_late = late_keyframe(step.stranded, gap, self._last_late)
         if not self._last_late:
             self.road.advance(ego)

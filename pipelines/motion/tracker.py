@@ -122,6 +122,12 @@ def needs_reanchor(h_cur_to_ref: np.ndarray, extent: tuple[float, float]) -> str
 # --------------------------------------------------------------------------------------------
 
 
+def frames_between(t: float, last: float | None, frame_rate: float) -> float:
+    """Nominal frames from ``last`` to ``t`` (1.0 without a previous time): more than one where
+    frames were skipped or dropped in between. Pure."""
+    return 1.0 if last is None else (t - last) * float(frame_rate)
+
+
 def gap_buffer(gap_frames: float, per_frame: float, most: float) -> float:
     """The buffer ratio (share of a box's size added on each side before IoU) for a step of
     ``gap_frames`` nominal frames: none for one frame, ``per_frame`` more for each frame skipped or
@@ -129,23 +135,6 @@ def gap_buffer(gap_frames: float, per_frame: float, most: float) -> float:
     if not np.isfinite(gap_frames) or gap_frames <= 1.5:
         return 0.0
     return float(min(most, per_frame * (gap_frames - 1.0)))
-
-
-def _gap_iou_class() -> type:
-    from trackers.utils.iou import BIoU
-
-    class _GapBufferedIoU(BIoU):
-        """trackers' buffered IoU (C-BIoU, arXiv 2211.14317) with a buffer the :class:`Tracker`
-        sets before each update from the time since the previous frame (0: plain IoU)."""
-
-        def __init__(self) -> None:
-            super().__init__(buffer_ratio=0.0)
-
-    return _GapBufferedIoU
-
-
-def GapBufferedIoU() -> Any:  # noqa: N802 (a factory: trackers is imported only when used)
-    return _gap_iou_class()()
 
 
 def spawn_threshold(cfg: TrackerConfig) -> float:
@@ -162,11 +151,12 @@ def make_backend(cfg: TrackerConfig, prefer: str = "trackers") -> tuple[str, Any
     if prefer == "trackers":
         try:
             from trackers import ByteTrackTracker
+            from trackers.utils.iou import BIoU
         except ImportError:
             log.warning("'trackers' package not installed; falling back to supervision's ByteTrack")
         else:
             return "trackers", ByteTrackTracker(
-                iou=GapBufferedIoU(),
+                iou=BIoU(buffer_ratio=0.0),  # buffered IoU (C-BIoU): Tracker sets it per update
                 lost_track_buffer=cfg.lost_track_buffer,
                 frame_rate=cfg.frame_rate,
                 track_activation_threshold=spawn,
@@ -258,7 +248,6 @@ class Tracker:
         self.reanchor_count = 0
         self.frame_count = 0
         self.pending = _no_detections()
-        self._pending_index = np.zeros(0, dtype=int)
         self._pending_tracklets: list[Any] = []
         # tracks the last update confirmed that were pending before it: id -> the pending box
         # (previous frame's image coordinates) they started from
@@ -310,8 +299,8 @@ class Tracker:
             for t, box in zip(self._pending_tracklets, self.pending.xyxy, strict=True)
             if t is not None and t.tracker_id >= 0
         }
-        self.pending = self._pending(detections, tracked)
-        self._pending_tracklets = self._tracklets_of(ref.xyxy[self._pending_index])
+        self.pending, index = self._pending(detections, tracked)
+        self._pending_tracklets = self._tracklets_of(ref.xyxy[index])
         return out
 
     def _tracklets_of(self, ref_xyxy: np.ndarray) -> list[Any]:
@@ -342,29 +331,30 @@ class Tracker:
             timestamp_s is not None and np.isfinite(timestamp_s) and (last is None or timestamp_s > last)
         )
         self._last_t = timestamp_s if advanced else None
-        gap = (timestamp_s - last) * float(self.cfg.frame_rate) if advanced and last is not None else 1.0
+        gap = frames_between(timestamp_s, last, self.cfg.frame_rate) if advanced else 1.0
         self.last_buffer = gap_buffer(gap, self.cfg.gap_buffer_per_frame, self.cfg.gap_buffer_max)
         iou = getattr(self._bt, "iou", None)
         if iou is not None and hasattr(iou, "buffer_ratio"):
             iou.buffer_ratio = self.last_buffer
         return timestamp_s if advanced else None
 
-    def _pending(self, detections: sv.Detections, tracked: sv.Detections) -> sv.Detections:
-        """Detections left without an id that were confident enough to start a track."""
-        self._pending_index = np.zeros(0, dtype=int)
+    def _pending(self, detections: sv.Detections, tracked: sv.Detections) -> tuple[sv.Detections, np.ndarray]:
+        """Detections left without an id that were confident enough to start a track, and their
+        indices in ``detections``."""
+        none = (_no_detections(), np.zeros(0, dtype=int))
         if len(tracked) == 0 or _INDEX_KEY not in tracked.data or tracked.tracker_id is None:
-            return _no_detections()
+            return none
         idx = np.asarray(tracked.data[_INDEX_KEY], dtype=int)[np.asarray(tracked.tracker_id) < 0]
         if len(idx) == 0 or detections.confidence is None:
-            return _no_detections()
+            return none
         idx = idx[np.asarray(detections.confidence)[idx] >= spawn_threshold(self.cfg)]
         prop = detections.data.get(PROPAGATED_KEY)
         if prop is not None:
             idx = idx[~np.asarray(prop, dtype=bool)[idx]]
-        self._pending_index = np.sort(idx)
-        out = detections[self._pending_index]
+        idx = np.sort(idx)
+        out = detections[idx]
         out.tracker_id = np.full(len(out), -1, dtype=int)
-        return out
+        return out, idx
 
     # --------------------------------------------------------------------------------------
     def _accumulate(self, h_prev_to_cur: np.ndarray) -> None:
