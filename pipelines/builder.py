@@ -33,6 +33,7 @@ from pipelines.road_network import (
 from pipelines.rules import ViolationDetector
 from pipelines.scale_session import ScaleCheck
 from pipelines.speed import SpeedEstimator
+from pipelines.terrain_io import load_terrain
 from pipelines.timestamps import TimestampCheck
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,9 @@ def build_pipeline(
         displacement=GroundDisplacement(
             config.speed.anchor, refiner if config.tracker.refine_with_flow else None
         ),
-        ground=GroundModel(config.camera),
+        ground=GroundModel(
+            config.camera, None if config.camera.terrain is None else load_terrain(config.camera.terrain)
+        ),
         speed=SpeedEstimator(config.speed),
         rules=ViolationDetector(
             config.rules,

@@ -125,6 +125,30 @@ def add_pipeline_options(p: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="the sensor's rolling-shutter readout time (each position timed by its image row)",
     )
+    p.add_argument(
+        "--dem",
+        type=Path,
+        metavar="FILE.tif",
+        help="a terrain model of the site (a DEM GeoTIFF of bare earth): each viewing ray meets the "
+        "terrain (docs/calibration.md); --dem-datum, --altitude-datum, --takeoff, --dem-sigma refine it",
+    )
+    p.add_argument(
+        "--dem-datum", choices=("crs", "egm96", "egm2008", "ellipsoid"), help="the model's heights' datum"
+    )
+    p.add_argument(
+        "--altitude-datum",
+        choices=("egm96", "egm2008", "ellipsoid"),
+        help="the drone's absolute altitude's datum (DJI SRT abs_alt: egm96, the default)",
+    )
+    p.add_argument(
+        "--takeoff",
+        type=lat_lon,
+        metavar="LAT,LON",
+        help="the take-off point: its height on the model plus the altitude reading (no absolute altitude used)",
+    )
+    p.add_argument(
+        "--dem-sigma", type=float_in(0.01, 50.0), metavar="M", help="the model's vertical accuracy"
+    )
     p.add_argument("--speed-limit", type=float, help="global speed limit in km/h")
     p.add_argument(
         "--detect-every",
@@ -163,9 +187,39 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             "height_reference": _height_reference(getattr(args, "height_reference", None)),
             "lens": getattr(args, "lens", None),
             "readout_ms": getattr(args, "readout_ms", None),
+            "terrain": _terrain(args, cfg),
         },
         rules={"speed_limit_kmh": args.speed_limit},
     )
+
+
+def lat_lon(text: str) -> tuple[float, float]:
+    """``--takeoff``: ``LAT,LON`` in degrees."""
+    try:
+        lat, lon = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LAT,LON in degrees, got {text!r}") from None
+    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+        raise argparse.ArgumentTypeError(f"{text!r}: latitude within +-90, longitude within +-180")
+    return lat, lon
+
+
+def _terrain(args: argparse.Namespace, cfg) -> dict | None:
+    """``camera.terrain`` from ``--dem`` and its refinements over the configuration's; None: unchanged."""
+    given = {
+        "dem": getattr(args, "dem", None),
+        "dem_datum": getattr(args, "dem_datum", None),
+        "altitude_datum": getattr(args, "altitude_datum", None),
+        "takeoff": getattr(args, "takeoff", None),
+        "sigma_m": getattr(args, "dem_sigma", None),
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if not given:
+        return None
+    base = cfg.camera.terrain.model_dump() if cfg.camera.terrain is not None else {}
+    if "dem" not in base and "dem" not in given:
+        raise ConfigError("--dem-datum, --altitude-datum, --takeoff and --dem-sigma need --dem FILE.tif")
+    return base | given
 
 
 def _height_reference(path: Path | None) -> dict | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -102,6 +103,9 @@ class GroundProjector:
     image_to_ground: np.ndarray
     lens: LensModel | None = None
     readout_s: float = 0.0
+    # the frame's terrain (pipelines.terrain.TerrainView): every ground point moved to where its ray
+    # meets the terrain model; None: flat ground at the altitude
+    terrain: Any = None
 
     @classmethod
     def create(
@@ -122,7 +126,7 @@ class GroundProjector:
         ideal = undistort_points(points, self.intrinsics, self.lens)
         out = apply_homography(self.image_to_ground, ideal)
         out[~self._ideal_below_horizon(ideal)] = np.nan
-        return out
+        return out if self.terrain is None else self.terrain.lift(out, self.altitude_m)
 
     def row_times(self, points: np.ndarray) -> np.ndarray:
         """When each point's image row was read, relative to the frame's timestamp (s; zeros without

@@ -11,6 +11,7 @@ given before: such a frame (telemetry lost, or refused as a jump or a NaN) gets 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ from pipelines.height import (
 )
 from pipelines.lens import LensModel
 from pipelines.rangefinder import Rangefinder
+from pipelines.terrain import TerrainHeights, TerrainView
 from pipelines.types import CameraProfile, Frame, Telemetry
 
 log = logging.getLogger(__name__)
@@ -45,14 +47,15 @@ class GroundStatus:
 class GroundModel:
     """Turns a frame (telemetry) plus overrides into a :class:`GroundProjector`."""
 
-    def __init__(self, cfg: CameraConfig):
+    def __init__(self, cfg: CameraConfig, terrain: TerrainHeights | None = None):
         self.cfg = cfg
+        self.terrain = terrain  # a terrain model of the site (pipelines.terrain), loaded by the builder
         self.priors = scale_priors(cfg)
         self.reference: HeightReference | None = reference_from_config(cfg)
         self.rangefinder = (
             Rangefinder(cfg.rangefinder, cfg.pitch_sigma_deg) if cfg.rangefinder.enabled else None
         )
-        self._using_lrf = False  # whether the last frame's scale was the laser's
+        self._using: str | None = None  # whose scale the last frame used: own (the reference), terrain, lrf
         self.scale: ScaleInfo | None = None  # the scale of the last frame with a projector
         self._scale_model: ScaleModel | None = None
         self._profile: CameraProfile | None = None
@@ -179,36 +182,46 @@ class GroundModel:
             height_pitch_cov=cov,
         )
 
-    def _choose_scale(self, reading: float, pitch: float, frame: Frame) -> ScaleInfo:
-        """The frame's scale: the laser's or the other reference's, whichever leaves the speed at
-        the image's centre less uncertain; the one in use is kept unless the other is better by a
-        fifth (a change of reference makes a ticket's base unenforceable)."""
-        own = self._scale_with(self.reference, reading, pitch, frame)
+    def _choose_scale(
+        self, reading: float, pitch: float, frame: Frame, terrain: HeightReference | None = None
+    ) -> ScaleInfo:
+        """The frame's scale: the reference's, the terrain model's or the laser's, whichever leaves
+        the speed at the image's centre least uncertain; the one in use is kept unless another is
+        better by a fifth (a change of reference makes a ticket's base unenforceable)."""
+        options = {"own": self._scale_with(self.reference, reading, pitch, frame)}
+        if terrain is not None:
+            options["terrain"] = self._scale_with(terrain, reading, pitch, frame)
         lrf_ref = (
             None
             if self.rangefinder is None
             else self.rangefinder.reference(frame.timestamp_s, self._measured_pitch_sigma())
         )
-        if lrf_ref is None:
-            self._using_lrf = False
-            return own
-        lrf = self._scale_with(lrf_ref, reading, pitch, frame)
-        a, b = centre_sigma_frac(lrf), centre_sigma_frac(own)
-        use = a < (1.25 * b if self._using_lrf else 0.8 * b)
-        if use != self._using_lrf:
+        if lrf_ref is not None:
+            options["lrf"] = self._scale_with(lrf_ref, reading, pitch, frame)
+        sigma = {name: centre_sigma_frac(scale) for name, scale in options.items()}
+        best = min(sigma, key=sigma.__getitem__)
+        current = self._using if self._using in options else None
+        use = best if current is None or sigma[best] < 0.8 * sigma[current] else current
+        if use != self._using and (self._using is not None or use != "own"):
+            scale = options[use]
             log.info(
-                "scale from %s: %.2f %% at the centre against %.2f %%",
-                "the laser rangefinder" if use else (own.reference.detail if own.reference else own.source),
-                100 * (a if use else b), 100 * (b if use else a),
-            )  # fmt: skip
-        self._using_lrf = use
-        return lrf if use else own
+                "scale from %s: %.2f %% at the centre (was %s)",
+                scale.reference.detail
+                if scale.reference is not None and scale.reference.detail
+                else scale.source,
+                100 * sigma[use],
+                ", ".join(f"{k} {100 * v:.2f} %" for k, v in sigma.items() if k != use) or "none other",
+            )
+        self._using = use
+        return options[use]
 
-    def _height_above_road(self, reading: float, pitch: float, frame: Frame) -> float | None:
+    def _height_above_road(
+        self, reading: float, pitch: float, frame: Frame, terrain: HeightReference | None = None
+    ) -> float | None:
         """The camera's height above the road from the altitude ``reading`` and the height
         reference (:mod:`pipelines.height`; the laser rangefinder's where it is better), setting
         :attr:`scale`; None (``status`` says why) when it puts the camera under the road."""
-        scale = self._choose_scale(reading, pitch, frame)
+        scale = self._choose_scale(reading, pitch, frame, terrain)
         if scale.height_m <= 1.0:
             self.status = GroundStatus(
                 False,
@@ -264,7 +277,8 @@ class GroundModel:
             focal = profile.focal_length_mm
         zoom = tel.digital_zoom if tel is not None else 1.0
 
-        altitude = self._height_above_road(altitude, pitch, frame)
+        terrain, view = self._terrain(frame, altitude, pitch, assumption)
+        altitude = self._height_above_road(altitude, pitch, frame, terrain)
         if altitude is None:
             return None
         key = (
@@ -288,7 +302,19 @@ class GroundModel:
             f"{profile.name}, altitude {altitude:.1f} m above the road ({self.scale.source if self.scale else '?'}), pitch {pitch:.1f} deg",
             assumption,
         )
-        return self._cache
+        return self._cache if view is None else dataclasses.replace(self._cache, terrain=view)
+
+    def _terrain(
+        self, frame: Frame, reading: float, pitch: float, assumption: str
+    ) -> tuple[HeightReference | None, TerrainView | None]:
+        """The terrain model's reference and view for this frame (None, None without one: why is
+        logged once per reason). Not where the pitch is an assumption (the rays would be guessed)."""
+        if self.terrain is None or assumption:
+            return None, None
+        ref, view, why = self.terrain.for_frame(frame.telemetry, reading, pitch, frame.timestamp_s)
+        if ref is None:
+            self._warn_once(f"terrain: {why}", "terrain model not used from frame %d: %s", frame.number, why)
+        return ref, view
 
     def optics(self, profile: CameraProfile | None = None) -> tuple[LensModel | None, float]:
         """The video's lens (None: a pinhole) and the sensor's readout (ms; 0: a global shutter) the

@@ -161,8 +161,9 @@ def centre_sigma_frac(scale: ScaleInfo) -> float:
 
 def reference_key(reference: HeightReference | None) -> object:
     """What a change of height reference is: an operator's or the configuration's reference is one
-    reference; the laser rangefinder's, refined by each reading, is one source."""
-    return "lrf" if reference is not None and reference.source == "lrf" else reference
+    reference; the laser rangefinder's, refined by each reading, and the terrain model's, met anew by
+    each frame's ray, are one source each."""
+    return reference.source if reference is not None and reference.source in ("lrf", "terrain") else reference
 
 
 def run_scale(scales: Sequence[ScaleInfo | None], frac: float) -> ScaleInfo | None:

@@ -314,12 +314,16 @@ def process_flight(
     from pipelines.builder import build_pipeline
     from pipelines.sinks import OutputWriter
 
-    source, frames, _ = load_frames(
+    source, frames, track = load_frames(
         video, srt, max_frames, camera=camera or config.camera.name, fixed=config.camera, fps=fps
     )
     try:
         config = config_for_source(config, source.fps)
         pipeline = build_pipeline(config, model=model)
+        if pipeline.ground.terrain is not None and track is not None:
+            from pipelines.terrain_io import check_covers
+
+            check_covers(pipeline.ground.terrain, track.samples)
         total = (
             source.frame_count if max_frames is None else min(max_frames, source.frame_count or max_frames)
         )

@@ -165,10 +165,11 @@ class SpeedEstimate:
 
 # where a speed's scale came from (Violation.scale.source, SpeedEstimate.scale_source, the store's
 # scale_source column)
-SCALE_SOURCES = ("flight", "operator", "site", "measured_base", "lrf")
+SCALE_SOURCES = ("flight", "operator", "site", "measured_base", "lrf", "terrain")
 # the ones a HeightReference can carry: an operator sets site or measured_base; the engine makes lrf
-# from the laser rangefinder's readings (pipelines.rangefinder)
-REFERENCE_SOURCES = ("site", "measured_base", "lrf")
+# from the laser rangefinder's readings (pipelines.rangefinder) and terrain from a terrain model of
+# the site (pipelines.terrain)
+REFERENCE_SOURCES = ("site", "measured_base", "lrf", "terrain")
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +264,7 @@ class ScaleInfo:
             "site": "the site's take-off height above the road",
             "measured_base": "a measured base",
             "lrf": "the laser rangefinder",
+            "terrain": "a terrain model of the site",
         }
         pct = f", {100.0 * self.sigma_frac:.1f} % of the speed" if math.isfinite(self.sigma_frac) else ""
         return (

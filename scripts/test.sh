@@ -10,7 +10,9 @@ bash scripts/install.sh --dev
 #   a real headless browser);
 #   .ci/nginx-rtmp.sh: installs Debian's nginx with the RTMP module for the RTMP ingest tests;
 #   .ci/mosquitto.sh: installs Debian's Mosquitto (MQTT broker) for the DJI Cloud API telemetry tests;
-#   .ci/gst-rtsp.sh: installs Debian's GStreamer RTSP server for the RTSP pull tests.
+#   .ci/gst-rtsp.sh: installs Debian's GStreamer RTSP server for the RTSP pull tests;
+#   .ci/proj-data.sh: installs Debian's proj-data (the EGM96 geoid grid) for the terrain model's
+#   vertical datum tests.
 use_service() {  # VARIABLE SCRIPT WHAT (what could not be set up) TESTS (which tests then skip)
   if [ -n "${!1:-}" ] || [ ! -f "$2" ]; then return 0; fi
   local env
@@ -28,4 +30,5 @@ use_service AIRPATROL_TEST_CHROMIUM .ci/chromium.sh "chromium could not be insta
 use_service AIRPATROL_TEST_NGINX .ci/nginx-rtmp.sh "nginx with the RTMP module could not be installed" "RTMP ingest tests"
 use_service AIRPATROL_TEST_MOSQUITTO .ci/mosquitto.sh "Mosquitto could not be installed" "DJI Cloud API telemetry tests"
 use_service AIRPATROL_TEST_RTSP_PYTHON .ci/gst-rtsp.sh "the GStreamer RTSP server could not be installed" "RTSP pull tests"
+use_service AIRPATROL_TEST_GEOID .ci/proj-data.sh "proj-data (the EGM96 geoid grid) could not be installed" "vertical datum tests"
 exec .venv/bin/python -m pytest -q "$@"
