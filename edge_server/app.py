@@ -154,6 +154,13 @@ def make_pipeline_factory(
         PipelineConfig.from_yaml(settings.pipeline_config) if settings.pipeline_config else PipelineConfig(),
         settings,
     )
+    if config.camera.terrain is not None:  # a bad terrain model is refused at start, not per stream
+        from pipelines.terrain_io import TerrainError, load_terrain
+
+        try:
+            load_terrain(config.camera.terrain)
+        except TerrainError as exc:
+            raise SettingsError(str(exc)) from None
     if detector_factory is None and settings.detector_factory:
         detector_factory = import_object(settings.detector_factory)
     if engines is not None:

@@ -24,9 +24,10 @@ log = logging.getLogger(__name__)
 
 # where a speed's scale came from: the drone's altitude over unknown ground (flight), an operator's
 # typed altitude (operator), the take-off point's height above the road for the site or session
-# (site), lines of known length on the road (measured_base), the laser rangefinder's readings (lrf)
+# (site), lines of known length on the road (measured_base), the laser rangefinder's readings (lrf),
+# a terrain model of the site (terrain)
 ScaleSource = Literal[SCALE_SOURCES]  # type: ignore[valid-type]
-# the height reference in effect: an operator's (site, measured_base) or the engine's (lrf)
+# the height reference in effect: an operator's (site, measured_base) or the engine's (lrf, terrain)
 ReferenceSource = Literal[REFERENCE_SOURCES]  # type: ignore[valid-type]
 
 # who set a reference: a name or badge number, printable, at least one visible character
@@ -40,7 +41,7 @@ class HeightReferenceOut(BaseModel):
 
     source: ReferenceSource = Field(
         description="site (a take-off height above the road) | measured_base | lrf (the laser "
-        "rangefinder's readings, made by the engine)"
+        "rangefinder's readings, made by the engine) | terrain (a terrain model of the site, made by the engine)"
     )
     takeoff_above_road_m: float = Field(
         description="the take-off point's height above the road, added to every altitude reading"
@@ -63,7 +64,7 @@ class HeightReferenceOut(BaseModel):
 class ScaleOut(BaseModel):
     """The scale a speed (a violation's ticket, a frame) rests on (``ScaleInfo.to_dict()``)."""
 
-    source: ScaleSource = Field(description="flight | operator | site | measured_base | lrf")
+    source: ScaleSource = Field(description="flight | operator | site | measured_base | lrf | terrain")
     height_above_road_m: float = Field(description="the camera's height above the road (m)")
     height_sigma_m: float = Field(description="its one sigma (m)")
     pitch_deg: float = Field(description="the gimbal pitch used (the reported one plus any measured bias)")

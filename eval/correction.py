@@ -22,6 +22,12 @@ overrides (its ``config.yaml``):
   configuration; the flight's SRT carries the laser's readings (:data:`LASER`: the true slant range
   to the image's centre with the issue's noise, at the OSD's 0.5 Hz, two of them from before the
   clip), which the engine takes where their point is the road's.
+* ``terrain``: a terrain model of the site (:mod:`eval.site_terrain`: an airborne lidar DTM, 0.15 m)
+  and the take-off point on it: the camera's elevation is the take-off point's plus the altitude
+  reading, each ray meets the model (:mod:`pipelines.terrain`). ``terrain-glo30``: a 30 m global
+  model (2 m, heights above the ellipsoid) and the drone's absolute altitude (the SRT's ``abs_alt``,
+  above mean sea level: converted through EGM96); the simulated ``abs_alt`` carries the barometer's
+  errors but no GNSS error (the engine's ``altitude_sigma_m``, 3 m, stands for it).
 * ``base+lrf``: both: the base's solution (the height and the gimbal's pitch bias, with lines in two
   directions) in the configuration and the laser's readings in the SRT; the engine uses, per frame,
   whichever height leaves the speed less uncertain, the laser's with the pitch the base measured.
@@ -35,16 +41,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from eval.simulate import CameraPath, FlightSpec, LaserSim, Road, TelemetryErrors, scene_roads
 from eval.simulate.telemetry_errors import erroneous_telemetry
+from eval.site_terrain import takeoff_point, write_site_terrain
 from pipelines.calibrate import BaseLine, BaseSolution, solve_base
 from pipelines.geometry import apply_homography
 
-ARMS = ("none", "site", "base", "lrf", "base+lrf")
+ARMS = ("none", "site", "base", "lrf", "base+lrf", "terrain", "terrain-glo30")
+DEFAULT_ARMS = ARMS[:5]  # the terrain arms on demand (--arms): each writes a model per flight
 # 0.5 Hz, 0.2 m + 0.1 % (the issue's noise), on before the clip: two readings of the hover before it
 # come with its first frames (the simulated flights are 8 s long; a live session's laser has been
 # ranging since take-off: without them the first 4 s would wait for three readings)
@@ -220,9 +229,16 @@ def measured_base(
 
 
 def arm_config(
-    arm: str, spec: FlightSpec, errors: TelemetryErrors, seed: int, *, base_frame: int | None = None
+    arm: str,
+    spec: FlightSpec,
+    errors: TelemetryErrors,
+    seed: int,
+    *,
+    base_frame: int | None = None,
+    workdir: Path | None = None,
 ) -> tuple[dict[str, dict[str, Any]] | None, dict[str, Any]]:
-    """(the flight's pipeline overrides under ``arm``, the record of what the arm knew)."""
+    """(the flight's pipeline overrides under ``arm``, the record of what the arm knew); a terrain arm
+    writes its model into ``workdir``."""
     if arm == "none":
         return None, {"arm": arm}
     if arm == "site":
@@ -231,6 +247,19 @@ def arm_config(
         return {"camera": camera}, {"arm": arm, "takeoff_above_road_m": takeoff, "sigma_m": SITE_SIGMA_M}
     if arm == "lrf":
         return None, {"arm": arm, "laser": LASER.to_dict()}
+    if arm.startswith("terrain"):
+        if workdir is None:
+            raise ValueError(f"the {arm} arm needs a folder for its terrain model")
+        kind = "lidar" if arm == "terrain" else arm.split("-", 1)[1]
+        record = write_site_terrain(
+            workdir / f"{kind}.tif", spec, errors.road_level_m, kind, np.random.default_rng([seed, 3939])
+        )
+        terrain: dict[str, Any] = {"dem": record["path"], "sigma_m": record["sigma_m"]}
+        if kind == "lidar":  # the pilot says where they took off: its height on the model + the barometer
+            terrain["takeoff"] = list(takeoff_point(spec))
+        else:  # the drone's absolute altitude (SRT abs_alt, above sea level) into the model's ellipsoid
+            terrain |= {"dem_datum": "ellipsoid", "altitude_datum": "egm96"}
+        return {"camera": {"terrain": terrain}}, {"arm": arm, "terrain": record}
     if arm in ("base", "base+lrf"):
         base = measured_base(spec, errors, np.random.default_rng([seed, 39]), frame=base_frame)
         ref = base.solution.reference(at_time_s=base.time_s, set_by="eval.correction")
@@ -247,6 +276,7 @@ def relative_height_error(record: dict[str, Any]) -> float:
 
 __all__ = [
     "ARMS",
+    "DEFAULT_ARMS",
     "LASER",
     "MeasuredBase",
     "TrueLine",

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.correction import ARMS, LASER, arm_config
+from eval.correction import ARMS, DEFAULT_ARMS, LASER, arm_config
 from eval.error_budget_table import budget_rows, format_rows
 from eval.simulate import ErrorPrior, FlightSpec, TelemetryErrors, derive_flight, read_errors
 from pipelines.errors import AirPatrolError
@@ -159,7 +159,9 @@ def build_grid(
                     job = Job(name, sc_name, arm, str(dest), str(result))
                     arm_seed = zlib.crc32(f"{seed}/{name}/{sc_name}".encode())
                     try:
-                        config, record = arm_config(arm, spec, errors, arm_seed)
+                        config, record = arm_config(
+                            arm, spec, errors, arm_seed, workdir=out / "terrain" / sc_name / arm / name
+                        )
                         extra = {"scenario": sc_name, "arm": arm, "flight": name, "arm_record": record}
                         laser = LASER if "lrf" in arm else None
                         derive_flight(
@@ -344,7 +346,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("sources", nargs="+", help="simulated flight folders, or folders of them")
     r.add_argument("--out", type=Path, required=True, help="the budget folder (flights, runs, cache, table)")
     r.add_argument("--scenarios", help=f"comma separated (default: {','.join(DEFAULT_SCENARIOS)})")
-    r.add_argument("--arms", help=f"comma separated (default: {','.join(ARMS)})")
+    r.add_argument("--arms", help=f"comma separated, of {','.join(ARMS)} (default: {','.join(DEFAULT_ARMS)})")
     r.add_argument("--seed", type=int, default=0, help="draws of the prior and of the base's clicks")
     r.add_argument(
         "--prior-draws", type=int, default=1, help="flights drawn per source in the prior scenario"
@@ -372,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pipelines").setLevel(logging.WARNING)  # not every violation of every run
     scenarios = parse_names(args.scenarios, list(SCENARIOS), DEFAULT_SCENARIOS, "scenarios")
-    arms = parse_names(args.arms, ARMS, ARMS, "arms")
+    arms = parse_names(args.arms, ARMS, DEFAULT_ARMS, "arms")
     sources = source_flights(args.sources)
     args.out.mkdir(parents=True, exist_ok=True)
     grid = {

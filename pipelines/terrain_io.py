@@ -88,6 +88,15 @@ def datum_shift(source: str, target: str):
     return shift
 
 
+def geoid_available(datum: str = "egm96") -> bool:
+    """Whether PROJ has the geoid grid to convert ``datum`` heights to the ellipsoid."""
+    try:
+        datum_shift(datum, "ellipsoid")
+        return True
+    except TerrainError:
+        return False
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Dem:
     """A terrain model in memory: heights (m, NaN where the file has none) on its grid, the map from

@@ -4,6 +4,8 @@ and each arm's overrides are a configuration the engine takes."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ from eval.simulate.telemetry_errors import erroneous_telemetry
 from pipelines.config import PipelineConfig
 from pipelines.geometry import apply_homography
 from pipelines.ground import GroundModel
+from pipelines.terrain_io import geoid_available, load_terrain
 from pipelines.types import Frame
 
 # 1080p flights of the ticket grid's kind (a straight road heading north), not rendered: the base
@@ -97,7 +100,7 @@ def _height_above_road(config: dict | None, spec: FlightSpec, errors: TelemetryE
     k = spec.n_frames // 2
     truth = scene_roads(spec)[0].telemetry()
     tel = erroneous_telemetry(truth, errors)[k]
-    ground = GroundModel(cfg.camera)
+    ground = GroundModel(cfg.camera, None if cfg.camera.terrain is None else load_terrain(cfg.camera.terrain))
     frame = Frame(k, tel.timestamp_s, np.zeros((spec.height, spec.width, 3), np.uint8), tel)
     assert ground.projector(frame) is not None, ground.status.reason
     return ground.scale.height_m, ground.scale.source
@@ -126,3 +129,25 @@ def test_each_arm_is_a_configuration_the_engine_takes(arm, source, off_by):
         assert height - 60.0 == pytest.approx(off_by, abs=1e-6)
     with pytest.raises(ValueError, match="unknown correction arm"):
         arm_config("guess", spec, ERRORS, seed=3)
+
+
+@pytest.mark.skipif(
+    not geoid_available() and not os.environ.get("AIRPATROL_TEST_GEOID"),
+    reason="PROJ has no EGM96 grid (Debian's proj-data: .ci/proj-data.sh installs it; CI fails without)",
+)
+@pytest.mark.parametrize(
+    ("arm", "model", "within_m"), [("terrain", "lidar", 0.5), ("terrain-glo30", "glo30", 4.5)]
+)
+def test_a_terrain_arm_writes_a_model_the_engine_measures_the_road_from(arm, model, within_m, tmp_path):
+    """The road 8 m above the take-off point, the barometer 1 m high: from the model, the camera is
+    61 m above the road (the barometer's metre stays), less the model's own error at the road (its
+    site-wide bias is in the record; the lidar's take-off point shares it)."""
+    spec = GRID.replace(altitude_m=60.0, pitch_deg=-60.0)
+    config, record = arm_config(arm, spec, ERRORS, seed=3, workdir=tmp_path)
+    assert record["terrain"]["model"] == model and (tmp_path / f"{model}.tif").is_file()
+    height, used = _height_above_road(config, spec, ERRORS)
+    assert used == "terrain"
+    expected = 61.0 if model == "lidar" else 61.0 - record["terrain"]["bias_m"]
+    assert abs(height - expected) < within_m
+    with pytest.raises(ValueError, match="needs a folder"):
+        arm_config(arm, spec, ERRORS, seed=3)

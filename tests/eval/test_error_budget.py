@@ -111,8 +111,9 @@ def test_names_sources_and_scenarios(small_flight_dir, tmp_path):
 
 def test_a_tiny_grid_end_to_end(small_flight_dir, tmp_path, capsys):
     out = tmp_path / "budget"
-    jobs = build_grid([small_flight_dir], out, ["exact", "road+8"], ["none", "site", "base"], seed=1)
-    assert len(jobs) == 6 and [j.record for j in jobs] == [True] + [False] * 5
+    arms = ["none", "site", "base", "terrain", "terrain-glo30"]
+    jobs = build_grid([small_flight_dir], out, ["exact", "road+8"], arms, seed=1)
+    assert len(jobs) == 10 and [j.record for j in jobs] == [True] + [False] * 9
     run_grid(jobs, out / "cache", max_frames=60)
     assert len([p for p in (out / "cache").iterdir() if not p.name.startswith(".")]) == 1  # detected once
     records = {
@@ -132,6 +133,12 @@ def test_a_tiny_grid_end_to_end(small_flight_dir, tmp_path, capsys):
     assert abs(records["road+8", "base"]["arm_record"]["base"]["height_z"]) < 3.0  # within its sigma
     assert rows["road+8", "base"]["base_height_error_pct"] < 3.0  # 640x360: a pixel is 0.2 m here
     assert rows["road+8", "none"]["flights_within_1sigma"][1] == 1
+    # a terrain model of the site: a lidar DTM with the take-off point on it takes the 8 m off; a 30 m
+    # model (2 m, ellipsoidal heights) with the absolute altitude (above sea level, through EGM96)
+    # takes it off to the model's error (a datum not converted would leave 25 m: +40 %)
+    for arm, within in (("terrain", 0.6), ("terrain-glo30", 6.0)):
+        assert set(records["road+8", arm]["speed"]["scale_source"]) == {"terrain"}
+        assert abs(rows["road+8", arm]["bias_pct"] - exact) < within, arm
     assert main(["table", str(out), "--markdown"]) == 0
     text = capsys.readouterr().out
     assert "| road+8 | base |" in text and "road+8: road +8 m above take-off" in text

@@ -16,7 +16,7 @@ from pyproj import Transformer
 
 from pipelines.config import CameraConfig, TerrainConfig
 from pipelines.ground import GroundModel
-from pipelines.terrain_io import TerrainError, covers, datum_shift, load_terrain, read_dem
+from pipelines.terrain_io import TerrainError, covers, datum_shift, geoid_available, load_terrain, read_dem
 from pipelines.types import Frame, Telemetry
 
 LAT, LON = 47.3769, 8.5417  # Zurich: UTM zone 32N, EGM96 undulation about +48 m
@@ -47,16 +47,8 @@ def graded_utm(tmp_path: Path, crs: str = UTM, name: str = "site.tif", base: flo
     return write_dem(tmp_path / name, crs, z, (left, top), cell)
 
 
-def geoid_grid_available() -> bool:
-    try:
-        datum_shift("egm96", "ellipsoid")
-        return True
-    except TerrainError:
-        return False
-
-
 needs_geoid = pytest.mark.skipif(  # .ci/proj-data.sh sets AIRPATROL_TEST_GEOID: then it must be there
-    not geoid_grid_available() and not os.environ.get("AIRPATROL_TEST_GEOID"),
+    not geoid_available() and not os.environ.get("AIRPATROL_TEST_GEOID"),
     reason="PROJ has no EGM96 grid (Debian's proj-data: .ci/proj-data.sh installs it; CI fails without)",
 )
 
