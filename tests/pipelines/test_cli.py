@@ -138,6 +138,9 @@ def _corrupt_video(tmp_path: Path) -> Path:
         (lambda t: ["process", "x.mp4", "--lens", "9"], "camera.lens.k1"),
         (lambda t: ["process", "x.mp4", "--lens", "d;1,2,3,4,5,6,7,8"], "expected 9"),
         (lambda t: ["process", "x.mp4", "--readout-ms", "-1"], "--readout-ms"),
+        (lambda t: ["process", str(_tiny_video(t / "v.mp4")), "--dem", str(t / "nope.tif")], "nope.tif"),
+        (lambda t: ["process", "x.mp4", "--takeoff", "47.1,8.5"], "need --dem"),
+        (lambda t: ["process", "x.mp4", "--dem", "a.tif", "--takeoff", "147,8"], "--takeoff"),
     ],
     ids=[
         "corrupt-video",
@@ -155,6 +158,9 @@ def _corrupt_video(tmp_path: Path) -> Path:
         "absurd-lens",
         "short-dewarp-data",
         "negative-readout",
+        "missing-dem",
+        "takeoff-without-dem",
+        "takeoff-off-earth",
     ],
 )
 def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path, capsys, make_args, message):
@@ -207,6 +213,18 @@ def _tiny_video(path: Path) -> Path:
         for packet in stream.encode():
             out.mux(packet)
     return path
+
+
+def test_the_terrain_options_reach_the_camera_config(tmp_path):
+    from pipelines.cli import add_pipeline_options, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_pipeline_options(parser)
+    argv = ["--dem", str(tmp_path / "site.tif"), "--takeoff", "47.1,8.5", "--dem-sigma", "0.2"]
+    terrain = config_from_args(parser.parse_args(argv + ["--dem-datum", "egm2008"])).camera.terrain
+    assert (terrain.dem, terrain.takeoff, terrain.sigma_m) == (tmp_path / "site.tif", (47.1, 8.5), 0.2)
+    assert (terrain.dem_datum, terrain.altitude_datum) == ("egm2008", "egm96")
+    assert config_from_args(parser.parse_args([])).camera.terrain is None
 
 
 @pytest.mark.parametrize(
