@@ -349,6 +349,26 @@ def check_outputs(settings) -> list[Check]:
     return out
 
 
+def check_terrain(settings) -> Check:
+    """The site's terrain model (camera.terrain of the site YAML) read as the server would, and
+    whether PROJ has the EGM96 geoid grid that an absolute altitude needs (Debian's proj-data)."""
+    from pipelines.config import ConfigError, PipelineConfig
+    from pipelines.terrain_io import TerrainError, geoid_available, load_terrain
+
+    grid = "EGM96 geoid grid present" if geoid_available() else "no EGM96 geoid grid (apt install proj-data)"
+    try:
+        config = PipelineConfig.from_yaml(settings.pipeline_config) if settings.pipeline_config else None
+    except ConfigError as exc:
+        return Check("terrain", FAIL, str(exc))
+    if config is None or config.camera.terrain is None:
+        return Check("terrain", OK, f"no terrain model configured; {grid}")
+    try:
+        heights = load_terrain(config.camera.terrain)
+    except TerrainError as exc:
+        return Check("terrain", FAIL, str(exc))
+    return Check("terrain", OK, heights.settings.detail)
+
+
 def run_checks(weights: Path, settings_file: Path | None) -> list[Check]:
     from edge_server.settings import ServerSettings
 
@@ -363,6 +383,7 @@ def run_checks(weights: Path, settings_file: Path | None) -> list[Check]:
         lambda: check_signing_key(settings),
         lambda: check_users(settings),
         lambda: check_outputs(settings),
+        lambda: check_terrain(settings),
     ]
     out: list[Check] = []
     for step in steps:

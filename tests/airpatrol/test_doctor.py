@@ -27,6 +27,7 @@ NAMES = [
     "disk",
     "evidence",
     "users",
+    "terrain",
 ]
 
 
@@ -155,4 +156,19 @@ def test_map_tiles_and_webhooks_are_reported(box: Path, capsys, monkeypatch) -> 
     assert (
         checks["webhooks"]["status"] == "warn"
         and "plain HTTP off this box: dispatch" in checks["webhooks"]["detail"]
+    )
+
+
+def test_the_sites_terrain_model_is_read_as_the_server_would(box: Path, capsys, monkeypatch) -> None:
+    rc, checks = doctor(capsys)
+    assert (
+        checks["terrain"]["status"] == "ok" and "no terrain model configured" in checks["terrain"]["detail"]
+    )
+    (box / "site.yaml").write_text(f"camera:\n  terrain:\n    dem: {box / 'missing.tif'}\n")
+    monkeypatch.setenv("AIRPATROL_PIPELINE_CONFIG", str(box / "site.yaml"))
+    rc, checks = doctor(capsys)
+    assert (
+        rc == 1
+        and checks["terrain"]["status"] == "fail"
+        and "missing.tif: no such file" in checks["terrain"]["detail"]
     )
