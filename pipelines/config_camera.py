@@ -102,6 +102,9 @@ class TerrainConfig(_Section):
     # lidar 0.1-0.2 m) and the drone's absolute altitude (GNSS about 3 m; RTK 0.1 m)
     sigma_m: float = Field(2.0, gt=0, le=50)
     altitude_sigma_m: float = Field(3.0, gt=0, le=50)
+    # the model smoothed by a Gaussian of this sigma (m) before use: a model's cell-to-cell noise is
+    # not relief, and a vehicle crossing it would read its slope as motion; None: one cell; 0: none
+    smooth_m: float | None = Field(None, ge=0, le=500)
 
     @field_validator("takeoff")
     @classmethod

@@ -151,8 +151,33 @@ def _vertical_datum(crs, configured: str, path: Path) -> str:
     )
 
 
-def read_dem(path: str | Path, dem_datum: str = "crs") -> Dem:
-    """The terrain model in ``path`` (a single-band raster with a CRS: GeoTIFF)."""
+def smooth(heights: np.ndarray, sigma_cells: float) -> np.ndarray:
+    """``heights`` smoothed by a Gaussian of ``sigma_cells`` (normalised over the cells with data; no
+    data stays no data)."""
+    if sigma_cells <= 0:
+        return heights
+    from scipy.ndimage import gaussian_filter
+
+    valid = np.isfinite(heights)
+    num = gaussian_filter(np.where(valid, heights, 0.0), sigma_cells, mode="nearest")
+    den = gaussian_filter(valid.astype(np.float64), sigma_cells, mode="nearest")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = num / den
+    out[~valid] = np.nan
+    return out
+
+
+def vertical_unit(crs) -> float:
+    """Metres per unit of the heights: the vertical CRS's axis unit (a US model in feet), else 1."""
+    for sub in crs.sub_crs_list if crs.is_compound else ():
+        if sub.is_vertical and sub.axis_info:
+            return float(sub.axis_info[0].unit_conversion_factor or 1.0)
+    return 1.0
+
+
+def read_dem(path: str | Path, dem_datum: str = "crs", smooth_m: float | None = None) -> Dem:
+    """The terrain model in ``path`` (a single-band raster with a CRS: GeoTIFF), smoothed by a
+    Gaussian of ``smooth_m`` metres (None: one cell; 0: not at all)."""
     path = Path(path)
     if not path.is_file():
         raise TerrainError(f"terrain model {path}: no such file")
@@ -179,10 +204,12 @@ def read_dem(path: str | Path, dem_datum: str = "crs") -> Dem:
         ) from None
     crs = pyproj.CRS.from_wkt(wkt)
     datum = _vertical_datum(crs, dem_datum, path)
-    heights = np.ma.filled(band, np.nan)
+    heights = np.ma.filled(band, np.nan) * vertical_unit(crs)
     heights[~np.isfinite(heights) | (np.abs(heights) > 12_000)] = np.nan
     if not np.isfinite(heights).any():
         raise TerrainError(f"{path.name}: no heights in the raster (all no data)")
+    cell = cell_size_m(crs, transform, heights.shape)
+    heights = smooth(heights, 1.0 if smooth_m is None else smooth_m / cell)
     to_crs = pyproj.Transformer.from_crs(
         "EPSG:4326", crs.to_2d() if hasattr(crs, "to_2d") else crs, always_xy=True
     )
@@ -195,10 +222,22 @@ def read_dem(path: str | Path, dem_datum: str = "crs") -> Dem:
     return Dem(heights, to_grid, datum, path.name)
 
 
+def cell_size_m(crs, transform, shape: tuple[int, int]) -> float:
+    """A cell's size in metres (the geometric mean of its two sides; degrees at the model's centre)."""
+    w, h = abs(transform.a), abs(transform.e)
+    if crs.is_projected:  # metres, or the CRS's unit (US survey feet) in metres
+        factor = crs.axis_info[0].unit_conversion_factor or 1.0
+        w, h = w * factor, h * factor
+    elif crs.is_geographic:
+        lat = math.radians(transform.f + transform.e * shape[0] / 2.0)
+        w, h = math.radians(w) * 6_371_008.8 * math.cos(lat), math.radians(h) * 6_371_008.8
+    return math.sqrt(w * h)
+
+
 def load_terrain(cfg: TerrainConfig) -> TerrainHeights:
     """The engine's terrain heights from the configuration: the model read, the drone's altitude
     converted into its datum (not needed when the take-off point is given)."""
-    dem = read_dem(cfg.dem, cfg.dem_datum)
+    dem = read_dem(cfg.dem, cfg.dem_datum, cfg.smooth_m)
     takeoff = None if cfg.takeoff is None else (float(cfg.takeoff[0]), float(cfg.takeoff[1]))
     to_model = None if takeoff is not None else datum_shift(cfg.altitude_datum, dem.datum)
     how = (
