@@ -111,6 +111,7 @@ def build_pipeline(
     ``detector`` replaces the whole detection stage; ``model`` is the loaded network the stage runs
     (a server's :class:`SharedDetector`), sized per frame as the config says like a loaded one."""
     meta: dict = {}
+    terrain = None if config.camera.terrain is None else load_terrain(config.camera.terrain)
     if detector is None:
         dcfg = config.detector
         if model is None:
@@ -118,7 +119,7 @@ def build_pipeline(
         detector = model
         meta["detector"] = str(model.weights)
         if dcfg.imgsz == "auto":
-            detector = AutoSizedDetector(detector, GroundModel(config.camera), dcfg.auto_size)
+            detector = AutoSizedDetector(detector, GroundModel(config.camera, terrain), dcfg.auto_size)
             meta["detector_imgsz"] = detector.frames_at  # {input size: frames}, filled as it runs
         else:
             meta["detector_imgsz"] = dcfg.imgsz
@@ -158,9 +159,7 @@ def build_pipeline(
         displacement=GroundDisplacement(
             config.speed.anchor, refiner if config.tracker.refine_with_flow else None
         ),
-        ground=GroundModel(
-            config.camera, None if config.camera.terrain is None else load_terrain(config.camera.terrain)
-        ),
+        ground=GroundModel(config.camera, terrain),
         speed=SpeedEstimator(config.speed),
         rules=ViolationDetector(
             config.rules,
