@@ -188,7 +188,7 @@ class GroundModel:
         """The frame's scale: the reference's, the terrain model's or the laser's, whichever leaves
         the speed at the image's centre least uncertain; the one in use is kept unless another is
         better by a fifth (a change of reference makes a ticket's base unenforceable)."""
-        options = {"own": self._scale_with(self.reference, reading, pitch, frame)}
+        options = {}
         if terrain is not None:
             options["terrain"] = self._scale_with(terrain, reading, pitch, frame)
         lrf_ref = (
@@ -198,6 +198,11 @@ class GroundModel:
         )
         if lrf_ref is not None:
             options["lrf"] = self._scale_with(lrf_ref, reading, pitch, frame)
+        if self.reference is not None or not options:
+            # the altitude over ground of unknown level never beats a source that knows the road's: its
+            # sigma is a prior, relative to a height that is wrong by as much as the road's level (a road
+            # 15 m above the take-off point at 30 m read 45 m "to 11 %", against the model's 30 m to 12 %)
+            options["own"] = self._scale_with(self.reference, reading, pitch, frame)
         sigma = {name: centre_sigma_frac(scale) for name, scale in options.items()}
         best = min(sigma, key=sigma.__getitem__)
         current = self._using if self._using in options else None

@@ -179,6 +179,15 @@ def test_a_frame_the_model_cannot_place_keeps_the_other_sources(telemetry, why) 
         assert ground.scale.source == "flight"
 
 
+def test_the_altitude_over_unknown_ground_never_beats_the_model() -> None:
+    """30 m above a road 15 m above the take-off point: the drone reads 45 m, whose prior (5.1 m) is
+    11 % of that wrong height, against the model's 3.6 m of the right 30 m (12 %). The model wins:
+    a height over ground of unknown level is no rival to a source that knows the road's."""
+    ground = GroundModel(CameraConfig(name="mavic 3"), terrain=heights(terrain=plane(20.0)))
+    proj = ground.projector(frame(tel(45.0, abs_alt=50.0)))
+    assert ground.scale.source == "terrain" and proj.altitude_m == pytest.approx(30.0, abs=0.01)
+
+
 def test_a_take_off_point_off_the_model_is_refused() -> None:
     with pytest.raises(ValueError, match="not on the terrain model"):
         heights((LAT + 1.0, LON))
