@@ -7,7 +7,8 @@
 # about one sigma, "typical"; each flight's errors drawn from the engine's priors, "prior") and every
 # arm (none: the drone's altitude over unknown ground; site: the take-off height the pilot measured;
 # base: a measured base drawn from the truth and solved against the wrong telemetry; lrf: an
-# enterprise payload's laser rangefinder in the SRT, 0.2 m + 0.1 % at 0.5 Hz) a flight that
+# enterprise payload's laser rangefinder in the SRT, 0.2 m + 0.1 % at 0.5 Hz; on demand, ARMS=terrain,
+# terrain-glo30: a terrain model of the site, eval/site_terrain.py) a flight that
 # links the video and the truth and carries the errors in its SRT; runs each with the shipped
 # detector, whose output is recorded once per video and replayed (eval/detection_cache.py), JOBS
 # runs at a time; and prints per scenario and arm: per-frame speed MAE, bias %, p95 |error|, the
