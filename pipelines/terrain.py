@@ -35,6 +35,11 @@ from pipelines.types import HeightReference, Telemetry
 
 # elevation(lat, lon) -> heights (m, in the camera elevation's datum); NaN off the model or on no data
 Elevation = Callable[[np.ndarray, np.ndarray], np.ndarray]
+# place(ground offsets (N, 2) from the point below the drone) -> the two coordinates elevation takes
+Place = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+# local(lat, lon, heading) -> (place, elevation) for one frame: a model's fast path (its grid's
+# coordinates straight from the ground offsets, pipelines.terrain_io.Dem.local)
+Local = Callable[[float, float, float], tuple[Place, Elevation]]
 
 MAX_ITERATIONS = 30
 TOLERANCE_M = 0.005
@@ -59,13 +64,13 @@ def offsets_to_latlon(
 def ray_heights(
     per_metre: np.ndarray,
     camera_elevation_m: float,
-    place: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    place: Place,
     elevation: Elevation,
     start_m: float,
 ) -> np.ndarray:
     """(N,) the camera's height above the terrain where each ray meets it: a ray is given by its
     ground offset per metre of height below the camera ``per_metre`` (N, 2); ``place`` turns ground
-    offsets (m) into (lat, lon). Solved by fixed point (h = camera - terrain(h x per_metre)) from
+    offsets (m) into the coordinates ``elevation`` takes (lat, lon, or a model's grid). Solved by fixed point (h = camera - terrain(h x per_metre)) from
     ``start_m``: it converges wherever the terrain along the ray is less steep than the ray (a road's
     grade under any ray steeper than 6 deg); NaN where it does not, or the ray leaves the model."""
     d = np.asarray(per_metre, dtype=np.float64).reshape(-1, 2)
@@ -86,21 +91,23 @@ def ray_heights(
     return h
 
 
+def latlon_place(lat_deg: float, lon_deg: float, heading_deg: float) -> Place:
+    """``place`` of ground offsets from the point below a drone at ``lat_deg``, ``lon_deg`` whose camera
+    looks along ``heading_deg``: their latitudes and longitudes."""
+    return lambda xy: offsets_to_latlon(lat_deg, lon_deg, heading_deg, xy)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class TerrainView:
-    """One frame's terrain under the camera: where the drone is, which way the camera looks, its
-    elevation (in the model's datum), and the height above the terrain at the image's centre that
-    the flat projection is scaled against."""
+    """One frame's terrain under the camera: the camera's elevation (in the model's datum), the height
+    above the terrain at the image's centre that the flat projection is scaled against, and where
+    ground offsets from the point below the drone lie on the model (``place``, into the coordinates
+    ``elevation`` takes)."""
 
-    latitude: float
-    longitude: float
-    heading_deg: float
     camera_elevation_m: float
     centre_height_m: float
+    place: Place
     elevation: Elevation
-
-    def place(self, xy_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return offsets_to_latlon(self.latitude, self.longitude, self.heading_deg, xy_m)
 
     def heights(self, flat_xy_m: np.ndarray, flat_height_m: float) -> np.ndarray:
         """(N,) the height above the terrain where the rays through ground points ``flat_xy_m`` of a
@@ -144,9 +151,11 @@ class TerrainHeights:
         settings: TerrainSettings,
         elevation: Elevation,
         to_model_datum: Callable[[float, float, float], float] | None = None,
+        local: Local | None = None,
     ):
         self.settings = settings
         self.elevation = elevation
+        self.local = local
         self.to_model_datum = to_model_datum
         self._takeoff_elevation: float | None = None
         if settings.takeoff is not None:
@@ -192,12 +201,12 @@ class TerrainHeights:
         per_metre = np.array([[0.0, math.cos(depression) / math.sin(depression)]])
         heading = float(tel.gimbal_yaw_deg or 0.0)
         lat, lon = float(tel.latitude), float(tel.longitude)
-
-        def place(xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            return offsets_to_latlon(lat, lon, heading, xy)
-
+        if self.local is not None:
+            place, elevation = self.local(lat, lon, heading)
+        else:
+            place, elevation = latlon_place(lat, lon, heading), self.elevation
         start = max(reading_m, 1.0)
-        centre = float(ray_heights(per_metre, camera, place, self.elevation, start)[0])
+        centre = float(ray_heights(per_metre, camera, place, elevation, start)[0])
         if not math.isfinite(centre):
             return None, None, "the view's centre is not on the terrain model (or the camera is not above it)"
         s = self.settings
@@ -209,7 +218,7 @@ class TerrainHeights:
             set_by="terrain model",
             detail=s.detail or s.name,
         )
-        view = TerrainView(lat, lon, heading, camera, centre, self.elevation)
+        view = TerrainView(camera, centre, place, elevation)
         return reference, view, ""
 
 
@@ -218,6 +227,7 @@ __all__ = [
     "TerrainHeights",
     "TerrainSettings",
     "TerrainView",
+    "latlon_place",
     "offsets_to_latlon",
     "ray_heights",
 ]

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipelines.errors import AirPatrolError
-from pipelines.terrain import TerrainHeights, TerrainSettings
+from pipelines.terrain import TerrainHeights, TerrainSettings, offsets_to_latlon
 
 if TYPE_CHECKING:
     from pipelines.config_camera import TerrainConfig
@@ -41,6 +41,7 @@ DATUM_CRS = {"egm96": "EPSG:4326+5773", "egm2008": "EPSG:4326+3855", "ellipsoid"
 VERTICAL_EPSG = {5773: "egm96", 3855: "egm2008"}
 DEBIAN_PROJ_DATA = "/usr/share/proj"
 MAX_CELLS = 100_000_000  # a site's model, not a country's
+LOCAL_STEP_M = 100.0
 
 
 class TerrainError(AirPatrolError, ValueError):
@@ -110,6 +111,11 @@ class Dem:
     def elevation(self, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
         """Heights at the points, bilinear between cell centres; NaN off the model or next to no data."""
         col, row = self.to_grid(np.asarray(lat, dtype=np.float64), np.asarray(lon, dtype=np.float64))
+        return self.at_grid(col, row)
+
+    def at_grid(self, col: np.ndarray, row: np.ndarray) -> np.ndarray:
+        """Heights at fractional grid positions (cell centres at integers), bilinear."""
+        col, row = np.asarray(col, dtype=np.float64), np.asarray(row, dtype=np.float64)
         rows, cols = self.heights.shape
         c0, r0 = np.floor(col), np.floor(row)
         fc, fr = col - c0, row - r0
@@ -128,6 +134,25 @@ class Dem:
                 + z[ri + 1, ci + 1] * a * b
             )
         return out
+
+    def local(self, lat: float, lon: float, heading_deg: float):
+        """(place, elevation) for a frame whose drone is at ``lat``, ``lon`` looking along
+        ``heading_deg``: ground offsets go straight to grid positions through the affine map that three
+        exact points (100 m apart) define, one projection a frame instead of one per ray step; over
+        the 400 m around the drone a camera sees, grid positions within a few centimetres of the exact
+        projection's (heights within 2 mm on a 4.5 % grade)."""
+        probe = np.array([[0.0, 0.0], [LOCAL_STEP_M, 0.0], [0.0, LOCAL_STEP_M]])
+        plat, plon = offsets_to_latlon(lat, lon, heading_deg, probe)
+        col, row = self.to_grid(plat, plon)
+        origin = np.array([col[0], row[0]])
+        ex = (np.array([col[1], row[1]]) - origin) / LOCAL_STEP_M
+        ey = (np.array([col[2], row[2]]) - origin) / LOCAL_STEP_M
+
+        def place(xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            g = origin + xy[:, :1] * ex + xy[:, 1:2] * ey
+            return g[:, 0], g[:, 1]
+
+        return place, self.at_grid
 
 
 def _vertical_datum(crs, configured: str, path: Path) -> str:
@@ -253,7 +278,7 @@ def load_terrain(cfg: TerrainConfig) -> TerrainHeights:
         detail=f"terrain model {dem.name} ({dem.datum}, +- {cfg.sigma_m:g} m), {how}",
     )
     try:
-        heights = TerrainHeights(settings, dem.elevation, to_model)
+        heights = TerrainHeights(settings, dem.elevation, to_model, dem.local)
     except ValueError as exc:
         raise TerrainError(f"{dem.name}: {exc}") from None
     log.info("terrain: %s", settings.detail)

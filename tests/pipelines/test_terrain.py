@@ -96,7 +96,7 @@ def test_lifted_points_are_where_the_vehicles_are_on_graded_ground(pitch, headin
     centre = ray_heights(
         np.array([[0.0, math.cos(d) / math.sin(d)]]), camera, place_at(heading), terrain, 100.0
     )[0]
-    view = TerrainView(LAT, LON, heading, camera, centre, terrain)
+    view = TerrainView(camera, centre, place_at(heading), terrain)
     rng = np.random.default_rng(3)
     y0 = 100.0 * math.cos(d) / math.sin(d)
     truth = np.column_stack([rng.uniform(-30, 30, 8), y0 + rng.uniform(-25, 25, 8)])
