@@ -31,6 +31,13 @@ BASE = HeightReference(
 )  # fmt: skip
 SITE = HeightReference("site", -8.0, 0.5, set_by="officer 7", set_at="2026-12-04T09:00:00+00:00")
 LRF = HeightReference("lrf", -6.0, 0.3, at_time_s=30.0, detail="laser rangefinder: 40 readings")
+TERRAIN = HeightReference(
+    "terrain",
+    -8.1,
+    1.02,
+    set_by="terrain model",
+    detail="terrain model dtm.tif (egm96, +- 0.15 m), take-off point ...",
+)
 
 
 @pytest.fixture
@@ -64,6 +71,12 @@ def _violation(scale: ScaleInfo | None, check: ScaleCheckResult | None = None) -
         (ScaleInfo("site", 56.4, 0.86, -60.0, 1.0, math.nan, SITE), None, ("site", 56.4, 0.86, None)),
         # the engine's own reference from the laser rangefinder: a plain string column, no migration
         (ScaleInfo("lrf", 58.4, 0.3, -60.0, 1.0, 0.019, LRF), Telemetry(1.0), ("lrf", 58.4, 0.3, 1.9)),
+        # a terrain model of the site (issue 39): the engine's too
+        (
+            ScaleInfo("terrain", 59.9, 1.02, -60.0, 1.0, 0.021, TERRAIN),
+            Telemetry(1.0),
+            ("terrain", 59.9, 1.02, 2.1),
+        ),
         # a source the store does not know is not stored as one: the telemetry's stays
         (ScaleInfo("guess", 50.0, 1.0, -90.0, 1.0, 0.02), Telemetry(1.0), ("flight", 50.0, 1.0, 2.0)),
     ],
@@ -75,7 +88,9 @@ def test_the_scale_fills_its_columns(store: Store, scale, telemetry, columns) ->
     assert got.scale == (None if scale is None else scale.to_dict())
     out = ViolationOut.from_row(got)
     assert (out.scale_source, out.height_above_road_m, out.height_sigma_m, out.scale_sigma_pct) == (
-        None if columns[0] not in ("flight", "operator", "site", "measured_base", "lrf") else columns[0],
+        None
+        if columns[0] not in ("flight", "operator", "site", "measured_base", "lrf", "terrain")
+        else columns[0],
         *columns[1:],
     )
     if scale is None or scale.source == "guess":
