@@ -72,6 +72,34 @@ def lens_arg(text: str) -> dict:
     return dict(zip(("k1", "k2", "p1", "p2", "k3"), values, strict=False)) | {"source": "--lens"}
 
 
+def add_terrain_options(p: argparse.ArgumentParser) -> None:
+    """A terrain model of the site (``camera.terrain``)."""
+    p.add_argument(
+        "--dem",
+        type=Path,
+        metavar="FILE.tif",
+        help="a terrain model of the site (a DEM GeoTIFF of bare earth): each viewing ray meets the "
+        "terrain (docs/calibration.md); --dem-datum, --altitude-datum, --takeoff, --dem-sigma refine it",
+    )
+    p.add_argument(
+        "--dem-datum", choices=("crs", "egm96", "egm2008", "ellipsoid"), help="the model's heights' datum"
+    )
+    p.add_argument(
+        "--altitude-datum",
+        choices=("egm96", "egm2008", "ellipsoid"),
+        help="the drone's absolute altitude's datum (DJI SRT abs_alt: egm96, the default)",
+    )
+    p.add_argument(
+        "--takeoff",
+        type=lat_lon,
+        metavar="LAT,LON",
+        help="the take-off point: its height on the model plus the altitude reading (no absolute altitude used)",
+    )
+    p.add_argument(
+        "--dem-sigma", type=float_in(0.01, 50.0), metavar="M", help="the model's vertical accuracy"
+    )
+
+
 def add_pipeline_options(p: argparse.ArgumentParser) -> None:
     """Options shared by every command that builds a pipeline."""
     p.add_argument("--config", type=Path, help="site YAML (see configs/site.example.yaml)")
@@ -125,30 +153,7 @@ def add_pipeline_options(p: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="the sensor's rolling-shutter readout time (each position timed by its image row)",
     )
-    p.add_argument(
-        "--dem",
-        type=Path,
-        metavar="FILE.tif",
-        help="a terrain model of the site (a DEM GeoTIFF of bare earth): each viewing ray meets the "
-        "terrain (docs/calibration.md); --dem-datum, --altitude-datum, --takeoff, --dem-sigma refine it",
-    )
-    p.add_argument(
-        "--dem-datum", choices=("crs", "egm96", "egm2008", "ellipsoid"), help="the model's heights' datum"
-    )
-    p.add_argument(
-        "--altitude-datum",
-        choices=("egm96", "egm2008", "ellipsoid"),
-        help="the drone's absolute altitude's datum (DJI SRT abs_alt: egm96, the default)",
-    )
-    p.add_argument(
-        "--takeoff",
-        type=lat_lon,
-        metavar="LAT,LON",
-        help="the take-off point: its height on the model plus the altitude reading (no absolute altitude used)",
-    )
-    p.add_argument(
-        "--dem-sigma", type=float_in(0.01, 50.0), metavar="M", help="the model's vertical accuracy"
-    )
+    add_terrain_options(p)
     p.add_argument("--speed-limit", type=float, help="global speed limit in km/h")
     p.add_argument(
         "--detect-every",
