@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from eval.simulate import FlightSpec
+from pipelines.geometry import EARTH_RADIUS_M
 
 FLAT_M = 900.0  # the road's level around the flight (every view of the grid's flights lies within)
 RAMP_M = 1100.0
@@ -47,7 +48,7 @@ def utm_epsg(lat: float, lon: float) -> int:
 
 def takeoff_point(spec: FlightSpec) -> tuple[float, float]:
     """(lat, lon) of the take-off point: :data:`TAKEOFF_M` south of the flight's origin."""
-    return spec.latitude - math.degrees(TAKEOFF_M / 6_371_008.8), spec.longitude
+    return spec.latitude - math.degrees(TAKEOFF_M / EARTH_RADIUS_M), spec.longitude
 
 
 def write_site_terrain(

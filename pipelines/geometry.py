@@ -72,23 +72,29 @@ def apply_homography(h: np.ndarray, points: np.ndarray) -> np.ndarray:
 EARTH_RADIUS_M = 6_371_008.8  # mean radius (IUGG); ample for offsets of a few hundred metres
 
 
+def offsets_to_latlon(
+    lat_deg: float, lon_deg: float, heading_deg: float, xy_m: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Latitudes and longitudes of ground offsets ``xy_m`` (N, 2) from the point below the drone, in
+    this module's world frame (X to the image's right, Y along the camera's horizontal viewing
+    direction); ``heading_deg`` is that viewing direction as a compass bearing (DJI gimbal yaw: 0
+    north, 90 east). Local flat-earth (equirectangular) offsets: centimetre-exact over the few
+    hundred metres a drone camera sees."""
+    xy = np.asarray(xy_m, dtype=np.float64).reshape(-1, 2)
+    psi = math.radians(heading_deg)
+    east = xy[:, 0] * math.cos(psi) + xy[:, 1] * math.sin(psi)
+    north = -xy[:, 0] * math.sin(psi) + xy[:, 1] * math.cos(psi)
+    lat = lat_deg + np.degrees(north / EARTH_RADIUS_M)
+    lon = lon_deg + np.degrees(east / (EARTH_RADIUS_M * math.cos(math.radians(lat_deg))))
+    return lat, lon
+
+
 def geolocate(
     drone_lat_deg: float, drone_lon_deg: float, heading_deg: float, ground_xy_m: tuple[float, float]
 ) -> tuple[float, float]:
-    """Latitude/longitude of a ground point seen by the camera.
-
-    ``ground_xy_m`` is in this module's world frame (X to the image's right, Y along the camera's
-    horizontal viewing direction, origin below the drone); ``heading_deg`` is that viewing
-    direction as a compass bearing (DJI gimbal yaw: 0 north, 90 east). Local flat-earth
-    (equirectangular) offsets: centimetre-exact over the few hundred metres a drone camera sees.
-    """
-    x, y = ground_xy_m
-    psi = math.radians(heading_deg)
-    east = x * math.cos(psi) + y * math.sin(psi)
-    north = -x * math.sin(psi) + y * math.cos(psi)
-    lat = drone_lat_deg + math.degrees(north / EARTH_RADIUS_M)
-    lon = drone_lon_deg + math.degrees(east / (EARTH_RADIUS_M * math.cos(math.radians(drone_lat_deg))))
-    return lat, lon
+    """Latitude/longitude of one ground point seen by the camera (:func:`offsets_to_latlon`)."""
+    lat, lon = offsets_to_latlon(drone_lat_deg, drone_lon_deg, heading_deg, np.array([ground_xy_m]))
+    return float(lat[0]), float(lon[0])
 
 
 @dataclass(frozen=True, slots=True, eq=False)

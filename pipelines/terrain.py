@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipelines.geometry import EARTH_RADIUS_M
+from pipelines.geometry import offsets_to_latlon
 from pipelines.types import HeightReference, Telemetry
 
 # elevation(lat, lon) -> heights (m, in the camera elevation's datum); NaN off the model or on no data
@@ -43,22 +43,6 @@ Local = Callable[[float, float, float], tuple[Place, Elevation]]
 
 MAX_ITERATIONS = 30
 TOLERANCE_M = 0.005
-
-
-def offsets_to_latlon(
-    lat_deg: float, lon_deg: float, heading_deg: float, xy_m: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Latitudes and longitudes of ground offsets ``xy_m`` (N, 2) from the point below the drone, in
-    the engine's world frame (X to the image's right, Y along the camera's horizontal viewing
-    direction; ``heading_deg`` that direction as a compass bearing): vectorised
-    :func:`pipelines.geometry.geolocate`."""
-    xy = np.asarray(xy_m, dtype=np.float64).reshape(-1, 2)
-    psi = math.radians(heading_deg)
-    east = xy[:, 0] * math.cos(psi) + xy[:, 1] * math.sin(psi)
-    north = -xy[:, 0] * math.sin(psi) + xy[:, 1] * math.cos(psi)
-    lat = lat_deg + np.degrees(north / EARTH_RADIUS_M)
-    lon = lon_deg + np.degrees(east / (EARTH_RADIUS_M * math.cos(math.radians(lat_deg))))
-    return lat, lon
 
 
 def ray_heights(

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipelines.errors import AirPatrolError
-from pipelines.terrain import TerrainHeights, TerrainSettings, offsets_to_latlon
+from pipelines.geometry import EARTH_RADIUS_M, offsets_to_latlon
+from pipelines.terrain import TerrainHeights, TerrainSettings
 
 if TYPE_CHECKING:
     from pipelines.config_camera import TerrainConfig
@@ -255,7 +256,7 @@ def cell_size_m(crs, transform, shape: tuple[int, int]) -> float:
         w, h = w * factor, h * factor
     elif crs.is_geographic:
         lat = math.radians(transform.f + transform.e * shape[0] / 2.0)
-        w, h = math.radians(w) * 6_371_008.8 * math.cos(lat), math.radians(h) * 6_371_008.8
+        w, h = math.radians(w) * EARTH_RADIUS_M * math.cos(lat), math.radians(h) * EARTH_RADIUS_M
     return math.sqrt(w * h)
 
 
