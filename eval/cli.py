@@ -81,6 +81,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--yaw-rate", type=float, help="degrees per second")
     s.add_argument("--layout", choices=("straight", "curved", "intersection"))
     s.add_argument("--lanes", type=int, help="lanes per direction")
+    s.add_argument(
+        "--grade",
+        type=float,
+        help="the road's grade in %% (rising along the main road; -15..15): a graded plane, level with the "
+        "take-off point where the camera looks in the middle of the flight",
+    )
     s.add_argument("--vehicles", type=int, help="number of vehicles")
     s.add_argument("--speed-limit", type=float, help="km/h (ground-truth violations)")
     s.add_argument("--speeding-fraction", type=float, help="share of vehicles above the limit")
@@ -117,6 +123,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         yaw_rate_dps=args.yaw_rate,
         layout=args.layout,
         lanes_per_direction=args.lanes,
+        road_grade_pct=args.grade,
         n_vehicles=args.vehicles,
         speed_limit_kmh=args.speed_limit,
         speeding_fraction=args.speeding_fraction,

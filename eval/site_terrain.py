@@ -1,10 +1,11 @@
 """A terrain model of a simulated flight's site, written as a GeoTIFF the engine reads
 (:mod:`pipelines.terrain_io`), for issue 39's ``terrain`` correction arms.
 
-The simulator's world is a flat road at ``FlightSpec.ground_elevation_m`` above mean sea level; a
-flight derived with ``road_level_m`` (:mod:`eval.simulate.telemetry_errors`) took off that far below
-the road. The model: the road's level within :data:`FLAT_M` of the flight's origin, a slope down (or
-up) to the take-off level from there to :data:`RAMP_M`, and the take-off point :data:`TAKEOFF_M`
+The simulator's world is a road at ``FlightSpec.ground_elevation_m`` above mean sea level, flat or
+graded (``road_grade_pct``: a plane through the road's centre point at that level); a flight derived
+with ``road_level_m`` (:mod:`eval.simulate.telemetry_errors`) took off that far below the road. The
+model: the road's ground within :data:`FLAT_M` of the flight's origin, a slope down (or up) to the
+take-off level from there to :data:`RAMP_M`, and the take-off point :data:`TAKEOFF_M`
 south of the origin, in the UTM zone of the site (the model's CRS), with the vertical datum stated
 in its CRS (EGM96 height, or ellipsoidal heights: EPSG:4979). Its error, as a real model's: a bias
 shared by the whole site and a per-cell error, each ``sigma / sqrt(2)``, so one point is off by
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.simulate import FlightSpec
+from eval.simulate import FlightSpec, scene_roads
 from pipelines.geometry import EARTH_RADIUS_M
 
 FLAT_M = 900.0  # the road's level around the flight (every view of the grid's flights lies within)
@@ -72,7 +73,12 @@ def write_site_terrain(
     r = np.hypot(dx, dy)
     road = spec.ground_elevation_m
     takeoff = road - road_level_m
-    z = road + (takeoff - road) * np.clip((r - FLAT_M) / (RAMP_M - FLAT_M), 0.0, 1.0)
+    ground = np.full_like(r, road)
+    surface = scene_roads(spec)[0].surface if spec.road_grade_pct else None
+    if surface is not None:  # world metres east, north of the origin: the model's offsets (UTM, to 0.1 %)
+        ground += surface.height(np.column_stack([dx.ravel(), dy.ravel()])).reshape(r.shape)
+    ramp = np.clip((r - FLAT_M) / (RAMP_M - FLAT_M), 0.0, 1.0)
+    z = ground + (takeoff - ground) * ramp
     bias = float(rng.normal(0.0, model.sigma_m / math.sqrt(2.0)))
     z = z + bias + rng.normal(0.0, model.sigma_m / math.sqrt(2.0), z.shape)
     crs = f"EPSG:{epsg}+5773"
@@ -94,6 +100,7 @@ def write_site_terrain(
         "bias_m": round(bias, 3),
         "road_m": road,
         "takeoff_m": takeoff,
+        "grade_pct": spec.road_grade_pct,
     }
 
 

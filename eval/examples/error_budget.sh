@@ -18,6 +18,8 @@
 #   bash eval/examples/error_budget.sh [OUT]            # default OUT: runs/error_budget
 #   FLIGHTS="alt60_pitch90_hover_steady_s00 ..." bash eval/examples/error_budget.sh   # other flights
 #   SCENARIOS=exact,road+8 ARMS=none,base bash eval/examples/error_budget.sh /tmp/eb  # a part of the grid
+#   SIMS=runs/grade8/sims GRADE=8 SCENARIOS=exact ARMS=none,site,base,terrain bash eval/examples/error_budget.sh runs/eb_grade8
+#                                       # a graded road (GRADE %: the ticket grid's flights rendered on it)
 #
 # SIMS: the simulated flights (default runs/ticket_grid/sims); FLIGHTS: their names (default: one
 # flight a cell of 30 / 60 / 100 / 150 m x -90 / -45, hovering and drifting in turn: 8 flights);
@@ -38,7 +40,7 @@ for f in $FLIGHTS; do
   sources+=("$SIMS/$f")
 done
 if [ "$missing" = 1 ]; then  # the ticket grid's flights (seeds per cell: enough for s00 and s01)
-  SIM_ONLY=1 SEEDS_PER_CELL=${SEEDS_PER_CELL:-2} bash eval/examples/ticket_grid.sh "$(dirname "$SIMS")"
+  SIM_ONLY=1 SEEDS_PER_CELL=${SEEDS_PER_CELL:-2} PITCHES=${PITCHES:--90 -45} bash eval/examples/ticket_grid.sh "$(dirname "$SIMS")"
 fi
 args=(--out "$OUT" --jobs "${JOBS:-2}" --seed "${SEED:-0}" --prior-draws "${PRIOR_DRAWS:-1}")
 [ -n "${SCENARIOS:-}" ] && args+=(--scenarios "$SCENARIOS")

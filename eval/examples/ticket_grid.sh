@@ -25,6 +25,8 @@
 # (AIRPATROL_SHARED_DATA). About 0.5-1 min per flight on the 2-core dev VM (simulation, then the
 # shipped detector; estimated from a 960x540 4 s flight and the speed grid's timings, not measured on
 # this grid): 1.3-2.5 h the full grid, 25-50 min the slice; ABLATE=oracle adds a second scoring.
+# GRADE (%, default 0) grades the road (rising northwards, along it and the camera's view; level with
+# the take-off point where the camera looks mid-flight: eval/simulate/spec.py road_grade_pct).
 # SIZE, DURATION and VEHICLES change the flights (default 1920x1080, 8 s, 20): a smoke test,
 #   SIZE=960x540 DURATION=4 ALTS=60 PITCHES=-90 SEEDS_PER_CELL=2 bash eval/examples/ticket_grid.sh /tmp/tg
 set -euo pipefail
@@ -64,6 +66,7 @@ fast_speed_kmh: [58, 75]
 speeding_fraction: 0.3
 fast_fraction: 0.2
 accel_sigma_mps2: $sigma
+road_grade_pct: ${GRADE:-0}
 EOF
 done
 

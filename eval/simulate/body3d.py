@@ -5,7 +5,7 @@ the vehicle's height, its sides glass on cars, vans and buses) with the vehicle'
 its roof - seen in perspective from the drone.
 
 The horizontal plane ``z = c`` seen from a camera at altitude ``A`` is exactly the ground seen from
-``A - c``: every corner is projected through the homography of its own plane
+``A - c`` (over a graded road, the plane ``c`` above it: :func:`eval.simulate.geometry.plane_homography`): every corner is projected through the homography of its own plane
 (:meth:`SolidView.plane`), then through the renderer's lens (``to_sensor``). Only the side faces
 turned towards the camera are drawn (their outward normal points to the drone's position), the
 parts bottom up: a ray from the drone descends, so it meets anything higher first. Vehicles are
@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from eval.simulate.geometry import world_to_camera_ground
-from pipelines.geometry import ground_to_image_homography
+from eval.simulate.geometry import GroundSurface, plane_homography, world_to_camera_ground
 from pipelines.types import Intrinsics
 
 GROUND_CLEARANCE_M = 0.25  # the lower body's bottom (at most a quarter of the height)
@@ -88,7 +87,8 @@ class SolidView:
     """How a renderer sees solids at one instant: the pinhole camera then (its intrinsics, pitch, the
     drone's position ``eye`` (x, y world metres), yaw and altitude), where its sensor sees pinhole
     pixels (``to_sensor``: (N, 2) -> (N, 2)) and the world -> sensor homography of a plane's face
-    (``face_warp``: the plane's pinhole homography and the face's world corners (4, 2))."""
+    (``face_warp``: the plane's pinhole homography and the face's world corners (4, 2)); ``surface``:
+    the ground's (a graded plane; None: flat), which heights count from."""
 
     intrinsics: Intrinsics
     pitch_deg: float
@@ -97,12 +97,13 @@ class SolidView:
     altitude: float
     to_sensor: Callable[[np.ndarray], np.ndarray]
     face_warp: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    surface: GroundSurface | None = None
 
     def plane(self, z: float) -> np.ndarray:
         """3x3 homography: world metres on the plane ``z`` metres above the ground -> pinhole pixels
-        (the ground seen from ``altitude - z``)."""
-        h0 = ground_to_image_homography(self.intrinsics, self.altitude - z, self.pitch_deg)
-        return h0 @ world_to_camera_ground(self.eye, self.yaw_deg)
+        (flat ground: the ground seen from ``altitude - z``)."""
+        to_ground = world_to_camera_ground(self.eye, self.yaw_deg)
+        return plane_homography(self.intrinsics, self.altitude, self.pitch_deg, to_ground, self.surface, z)
 
     def project(self, xy: np.ndarray, z: float) -> np.ndarray | None:
         """Sensor pixels (N, 2) of the points ``xy`` (N, 2) at height ``z``; None when any is not in

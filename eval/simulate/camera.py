@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from eval.simulate.geometry import world_to_camera_ground
+from eval.simulate.geometry import GroundSurface, plane_homography, world_to_camera_ground
 from eval.simulate.spec import FlightSpec, SimulationError
 from pipelines.camera import equivalent_35mm, get_profile, intrinsics_for
 from pipelines.geometry import apply_homography, ground_to_image_homography
@@ -28,11 +28,13 @@ class CameraPath:
     """Where the camera is and what it sees in each frame ``k`` (0-based).
 
     Raises :class:`SimulationError` for a path that cannot be rendered (the drone below 1 m, or the
-    image top, through the lens, too close to the horizon).
+    image top, through the lens, too close to the horizon). ``surface``: the ground, a graded plane
+    (:class:`GroundSurface`); None: flat at the take-off level. The altitude is above the take-off level.
     """
 
-    def __init__(self, spec: FlightSpec):
+    def __init__(self, spec: FlightSpec, surface: GroundSurface | None = None):
         self.spec = spec
+        self.surface = surface
         profile = get_profile(spec.camera)
         self.profile = profile
         self.intrinsics = intrinsics_for(profile, spec.width, spec.height, spec.focal_length_mm)
@@ -115,6 +117,8 @@ class CameraPath:
         if altitude <= 0.0:
             raise SimulationError(f"the drone is below the ground at t={t:g} s")
         key = round(float(altitude), 6)  # as _h0 rounds it; not cached: every instant has its own
+        if self.surface is not None:
+            return self._plane(key, world_to_camera_ground(xy, float(yaw)))
         h0 = self._h0_cache.get(key)
         if h0 is None:
             h0 = ground_to_image_homography(self.intrinsics, key, self.spec.pitch_deg)
@@ -126,9 +130,17 @@ class CameraPath:
             self._h0_cache[key] = ground_to_image_homography(self.intrinsics, key, self.spec.pitch_deg)
         return self._h0_cache[key]
 
+    def _plane(self, altitude: float, world_to_ground: np.ndarray, z_m: float = 0.0) -> np.ndarray:
+        return plane_homography(
+            self.intrinsics, altitude, self.spec.pitch_deg, world_to_ground, self.surface, z_m
+        )
+
     def world_to_image(self, k: int) -> np.ndarray:
-        """3x3 homography: world metres -> image pixels of frame ``k``."""
-        return self._h0(self.altitude[k]) @ world_to_camera_ground(self.drone_xy[k], float(self.yaw[k]))
+        """3x3 homography: world metres -> image pixels of frame ``k`` (on the ground's surface)."""
+        to_ground = world_to_camera_ground(self.drone_xy[k], float(self.yaw[k]))
+        if self.surface is not None:
+            return self._plane(round(float(self.altitude[k]), 6), to_ground)
+        return self._h0(self.altitude[k]) @ to_ground
 
     def image_to_world(self, k: int, uv: np.ndarray) -> np.ndarray:
         """Ground points (N, 2) seen at image pixels ``uv`` (N, 2) of frame ``k``."""

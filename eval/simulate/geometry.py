@@ -1,5 +1,6 @@
 """World-plane geometry (metres, X east, Y north): compass directions, the world -> camera-ground
-transform, densely sampled polylines, roads and the road layout of a flight."""
+transform, the ground's surface (flat, or a graded plane) and the homography of a plane above it,
+densely sampled polylines, roads and the road layout of a flight."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from eval.simulate.spec import FlightSpec
+from pipelines.geometry import camera_rotation, ground_to_image_homography
+from pipelines.types import Intrinsics
 
 
 def compass_dir(heading_deg: float) -> np.ndarray:
@@ -32,6 +35,56 @@ def world_to_camera_ground(position: np.ndarray, yaw_deg: float) -> np.ndarray:
             [0.0, 0.0, 1.0],
         ]
     )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GroundSurface:
+    """The ground as a plane (a road's grade): height 0 (the take-off level) at ``origin`` (world
+    metres), rising ``gradient`` metres per metre east and north. Heights are along the vertical; a
+    vehicle stands on the plane with its sides vertical (a car on an 8 % grade leans 4.6 deg: not drawn)."""
+
+    origin: np.ndarray
+    gradient: np.ndarray
+
+    @staticmethod
+    def graded(origin: np.ndarray, heading_deg: float, grade_pct: float) -> GroundSurface:
+        """The plane through ``origin`` rising ``grade_pct`` % along the compass ``heading_deg``."""
+        return GroundSurface(np.asarray(origin, float).copy(), compass_dir(heading_deg) * grade_pct / 100.0)
+
+    def height(self, xy: np.ndarray) -> np.ndarray:
+        """Heights (N,) of the ground at world points ``xy`` (N, 2) above the take-off level."""
+        return (np.asarray(xy, dtype=np.float64).reshape(-1, 2) - self.origin) @ self.gradient
+
+    def slope_factor(self, headings: np.ndarray) -> np.ndarray:
+        """(N,) distance along the ground per metre of horizontal run in each unit direction (N, 2):
+        sqrt(1 + (rise per metre along it)^2); a speed along the road is the horizontal one times it."""
+        rise = np.asarray(headings, dtype=np.float64).reshape(-1, 2) @ self.gradient
+        return np.sqrt(1.0 + rise**2)
+
+
+def plane_homography(
+    intrinsics: Intrinsics,
+    altitude_m: float,
+    pitch_deg: float,
+    world_to_ground: np.ndarray,
+    surface: GroundSurface | None = None,
+    z_m: float = 0.0,
+) -> np.ndarray:
+    """3x3 homography: world metres (x, y) on the surface ``z_m`` metres above the ground -> pinhole
+    pixels of a camera ``altitude_m`` above the take-off level at ``pitch_deg``, its camera-ground
+    frame ``world_to_ground`` (:func:`world_to_camera_ground`). Flat ground (``surface`` None): the
+    ground seen from ``altitude_m - z_m``, exactly as the renderer always had it; a graded plane: the
+    camera's projection of the points (x, y, height(x, y) + z_m), a plane too."""
+    if surface is None:
+        return ground_to_image_homography(intrinsics, altitude_m - z_m, pitch_deg) @ world_to_ground
+    r = camera_rotation(pitch_deg).T  # camera-from-world
+    proj = intrinsics.matrix @ np.column_stack([r, -r @ np.array([0.0, 0.0, altitude_m])])  # 3x4
+    gx, gy = surface.gradient
+    z_row = np.array([gx, gy, z_m - float(surface.origin @ surface.gradient)])  # z of world (x, y, 1)
+    # camera-ground (X, Y) of world (x, y) by world_to_ground; z is the same in both frames
+    lift = np.vstack([world_to_ground[0], world_to_ground[1], z_row, [0.0, 0.0, 1.0]])  # 4x3
+    h = proj @ lift
+    return h / h[2, 2] if abs(h[2, 2]) > 1e-12 else h
 
 
 @dataclass(frozen=True, slots=True, eq=False)

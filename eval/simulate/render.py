@@ -185,6 +185,7 @@ class FrameRenderer:
             float(altitude),
             self._to_sensor,
             self._plane_warp,
+            self.camera.surface,
         )
 
     def _to_sensor(self, uv: np.ndarray) -> np.ndarray:

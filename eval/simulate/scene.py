@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from eval.simulate.camera import CameraPath
-from eval.simulate.geometry import Road, road_layout
+from eval.simulate.geometry import GroundSurface, Road, road_layout
 from eval.simulate.ground import GroundPainter
 from eval.simulate.lens_render import frame_renderer
 from eval.simulate.spec import VEHICLE_DIMS_M, FlightSpec, SimulationError
@@ -95,9 +95,12 @@ def _layout(spec: FlightSpec) -> _Layout:
     """The camera path and the roads of ``spec``, from the world stream ``[seed, 1]``."""
     camera = CameraPath(spec)
     rng_world = np.random.default_rng([spec.seed, 1])
-    bounds = _ground_bounds(camera)
     centre = camera.frame_centre(spec.n_frames // 2)
     heading = spec.road_heading_deg if spec.road_heading_deg is not None else float(rng_world.uniform(0, 180))
+    if spec.road_grade_pct:  # the ground a plane through the road's centre point, at the take-off level
+        uphill = heading if spec.grade_heading_deg is None else spec.grade_heading_deg
+        camera = CameraPath(spec, GroundSurface.graded(centre, uphill, spec.road_grade_pct))
+    bounds = _ground_bounds(camera)
     roads, crossings = road_layout(spec, bounds, centre, heading, rng_world)
     return _Layout(camera, bounds, centre, roads, crossings, rng_world)
 

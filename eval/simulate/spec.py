@@ -96,6 +96,12 @@ class FlightSpec(BaseModel):
     yaw_rate_dps: float = 1.0
     layout: Layout = "straight"
     road_heading_deg: float | None = None  # compass heading of the main road; None -> random by seed
+    # the ground's grade (% rise per horizontal run; issue 39): a plane through the road's point at the
+    # middle frame's image centre, where it lies at the take-off level (the altitude is the truth
+    # there), rising along ``grade_heading_deg`` (compass; None: the main road's heading). Vehicles
+    # drive on it and their true speed is along it. 0 (the default) renders a flight as it always was
+    road_grade_pct: float = Field(0.0, ge=-15, le=15)
+    grade_heading_deg: float | None = None
     lanes_per_direction: int = Field(2, ge=1, le=4)
     lane_width_m: float = 3.5
     n_vehicles: int = Field(14, ge=0)
@@ -213,6 +219,15 @@ class FlightSpec(BaseModel):
             except ValueError:
                 raise ValueError("must be an ISO date and time like 2025-06-01T10:00:00") from None
         return value
+
+    @model_validator(mode="after")
+    def _graded_pinhole(self) -> FlightSpec:
+        if self.road_grade_pct and (self.lens_distortion is not None or self.readout_ms):
+            raise ValueError(
+                "road_grade_pct renders through the ideal pinhole only: drop lens_distortion and readout_ms "
+                "(the lens and shutter renderer remaps pixels onto flat ground)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _fractions(self) -> FlightSpec:

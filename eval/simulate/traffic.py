@@ -165,6 +165,8 @@ class _VehicleSampler:
         if s.min() < 0 or s.max() > lane.length:
             return None
         pos, tang = lane.at(s)
+        if self.camera.surface is not None:  # driven along a graded road: the true speed is along it
+            speeds = speeds * self.camera.surface.slope_factor(tang)
         return Vehicle(
             id=vid,
             class_name=label,

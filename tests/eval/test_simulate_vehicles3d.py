@@ -131,7 +131,13 @@ BEFORE = {
     "oblique": "0424f25bf651c67c0fcfa23b0712825bc7b9d1ff7daf5d080a06bd615c05d63d",
 }
 OBLIQUE = {"pitch_deg": -45.0, "altitude_m": 40.0, "layout": "intersection"}
-DEFAULTS = {"vehicle_sizes": "nominal", "suv_share": 0.3, "van_as_car_share": 0.0, "vehicle_height": False}
+DEFAULTS = {
+    "vehicle_sizes": "nominal",
+    "suv_share": 0.3,
+    "van_as_car_share": 0.0,
+    "vehicle_height": False,
+    "road_grade_pct": 0.0,
+}
 
 
 @pytest.mark.parametrize(("name", "changes"), [("nadir", {}), ("oblique", OBLIQUE)])
