@@ -51,6 +51,7 @@ from eval.simulate.telemetry_errors import erroneous_telemetry
 from eval.site_terrain import takeoff_point, write_site_terrain
 from pipelines.calibrate import BaseLine, BaseSolution, solve_base
 from pipelines.geometry import apply_homography
+from pipelines.height import ScalePriors, pitch_sigma_on_road
 
 ARMS = ("none", "site", "base", "lrf", "base+lrf", "terrain", "terrain-glo30")
 DEFAULT_ARMS = ARMS[:5]  # the terrain arms on demand (--arms): each writes a model per flight
@@ -68,7 +69,8 @@ EDGE_MARGIN = 0.03  # share of the frame kept clear of a line's ends
 
 @dataclass(frozen=True, slots=True)
 class TrueLine:
-    """A segment on the road: its ends in world metres, its true length and where it lies."""
+    """A segment on the road: its ends in world metres, its true length (along the ground: on a graded
+    road, what a measuring wheel reads) and where it lies."""
 
     start_xy: tuple[float, float]
     end_xy: tuple[float, float]
@@ -119,7 +121,7 @@ def true_lines(
         fitted = _fit(ends, float(length), project, spec.width, spec.height)
         if fitted is not None:
             a, b = ends(fitted)
-            out.append(TrueLine(tuple(a), tuple(b), fitted, "along"))
+            out.append(TrueLine(tuple(a), tuple(b), _on_ground(camera, a, b), "along"))
     s0 = float(road.centre.cum[int(np.argmin(np.linalg.norm(road.centre.points - centre, axis=1)))])
     mid, tangent = road.centre.at(np.array([s0]))
     normal = np.array([tangent[0, 1], -tangent[0, 0]])
@@ -130,8 +132,17 @@ def true_lines(
     fitted = _fit(across, 2 * n * lw, project, spec.width, spec.height)
     if fitted is not None:
         a, b = across(fitted)
-        out.append(TrueLine(tuple(a), tuple(b), fitted, "across"))
+        out.append(TrueLine(tuple(a), tuple(b), _on_ground(camera, a, b), "across"))
     return out
+
+
+def _on_ground(camera: CameraPath, a: np.ndarray, b: np.ndarray) -> float:
+    """The length between world points ``a`` and ``b`` along the ground (the chord of a graded plane)."""
+    run = float(np.hypot(*(np.asarray(b) - np.asarray(a))))
+    if camera.surface is None:
+        return run
+    rise = float(np.diff(camera.surface.height(np.array([a, b])))[0])
+    return math.hypot(run, rise)
 
 
 def drawn_lines(
@@ -197,10 +208,11 @@ def measured_base(
     along: Sequence[float] = ALONG_M,
     click_sigma_px: float = CLICK_SIGMA_PX,
     length_sigma_frac: float = LENGTH_SIGMA_FRAC,
-    pitch_sigma_deg: float = 1.0,
+    pitch_sigma_deg: float | None = None,
 ) -> MeasuredBase:
     """Draw a base on ``frame`` (default: the middle one) of the flight of ``spec`` and solve it with
-    the telemetry ``errors`` give that frame (:mod:`pipelines.calibrate`)."""
+    the telemetry ``errors`` give that frame (:mod:`pipelines.calibrate`); ``pitch_sigma_deg``: the
+    prior on the pitch against the road (None: the engine's default, the gimbal's and the road's tilt)."""
     camera, roads = scene_roads(spec)
     k = spec.n_frames // 2 if frame is None else int(frame)
     lines = true_lines(camera, roads[0], k, along)
@@ -216,7 +228,7 @@ def measured_base(
         reading.gimbal_pitch_deg,
         click_sigma_px=click_sigma_px,
         length_sigma_frac=length_sigma_frac,
-        pitch_sigma_deg=pitch_sigma_deg,
+        pitch_sigma_deg=pitch_sigma_on_road(ScalePriors()) if pitch_sigma_deg is None else pitch_sigma_deg,
     )
     return MeasuredBase(
         k,

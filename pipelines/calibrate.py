@@ -333,7 +333,7 @@ def solve_base_on_frame(
         proj.intrinsics,
         proj.altitude_m,
         proj.pitch_deg,
-        pitch_sigma_deg=camera.pitch_sigma_deg,
+        pitch_sigma_deg=math.hypot(camera.pitch_sigma_deg, camera.ground_tilt_sigma_deg),  # against the road
         lens=proj.lens,
     )
     return solution, solution.reference(frame.timestamp_s, set_by=set_by, set_at=set_at)

@@ -136,6 +136,12 @@ class CameraConfig(_Section):
     baro_drift_m_per_min: float = Field(0.06, ge=0, le=10)
     # the gimbal's reported pitch (one sigma, degrees); a base with lines in two directions measures it
     pitch_sigma_deg: float = Field(1.0, ge=0, le=15)
+    # the road's unknown tilt against the horizontal (one sigma, degrees; 1 deg is a 1.75 % grade): to
+    # the camera a grade along the view is a pitch error (issue 39's graded flights), added to the
+    # gimbal's for every source that does not know the road's plane (the altitude, a site value, the
+    # laser); a base that solved the pitch measured it against the road, a terrain model lifts every
+    # point onto it. 0: the site's roads are level
+    ground_tilt_sigma_deg: float = Field(1.0, ge=0, le=15)
     rangefinder: RangefinderConfig = RangefinderConfig()
     # the video's lens and the sensor's rolling-shutter readout (pipelines.lens); None: the camera
     # profile's, where it has them (pipelines.camera), else not corrected

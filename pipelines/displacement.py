@@ -229,12 +229,10 @@ class GroundDisplacement:
                         if blended is not None:
                             positions[i] = blended
             if proj is not None:
-                disp[whole] = proj.to_ground(positions[whole]) - proj.to_ground(static_now)
+                disp[whole] = proj.ground_step(positions[whole], static_now)
         if edges and proj is not None:
             rows = [i for i, _, _ in edges]
-            disp[rows] = proj.to_ground(np.array([e[1] for e in edges])) - proj.to_ground(
-                np.array([e[2] for e in edges])
-            )
+            disp[rows] = proj.ground_step(np.array([e[1] for e in edges]), np.array([e[2] for e in edges]))
         return positions, disp
 
     def _carry(self, memory: _TrackMemory, point_px: np.ndarray) -> np.ndarray:

@@ -134,6 +134,15 @@ class GroundProjector:
         out[~self._ideal_below_horizon(ideal)] = np.nan
         return out if self.terrain is None else self.terrain.lift(out, self.altitude_m)
 
+    def ground_step(self, now_px: np.ndarray, then_px: np.ndarray) -> np.ndarray:
+        """(N, 2) ground displacements (m) from pixels ``then_px`` to ``now_px`` (N, 2 each): over a
+        terrain model, the way along the ground (the horizontal step times
+        :meth:`pipelines.terrain.TerrainView.slope_factor`: a speed up or down a grade is the speed
+        along it, sqrt(1 + g^2) of its horizontal run); over flat ground the horizontal step."""
+        then, now = self.to_ground(then_px), self.to_ground(now_px)
+        step = now - then
+        return step if self.terrain is None else step * self.terrain.slope_factor(then, now)[:, None]
+
     def row_times(self, points: np.ndarray) -> np.ndarray:
         """When each point's image row was read, relative to the frame's timestamp (s; zeros without
         a readout time): the time its position belongs to (pipelines.lens)."""

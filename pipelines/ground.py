@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from dataclasses import dataclass
 
 from pipelines.camera import UnknownCameraError, get_profile, intrinsics_for, lens_note, real_focal_from_35mm
@@ -25,6 +26,7 @@ from pipelines.height import (
     ScalePriors,
     centre_sigma_frac,
     height_above_road,
+    pitch_sigma_on_road,
 )
 from pipelines.lens import LensModel
 from pipelines.rangefinder import Rangefinder
@@ -172,14 +174,14 @@ class GroundModel:
         )
         pitch_sigma = ref.pitch_sigma_deg if ref is not None and ref.pitch_sigma_deg is not None else None
         cov = 0.0 if pitch_sigma is None else ref.height_pitch_corr * ref.sigma_m * pitch_sigma
+        if source == "lrf" and self._measured_pitch_sigma() is None:  # the gimbal's, against the horizontal
+            pitch_sigma = math.hypot(
+                pitch_sigma or self.priors.pitch_sigma_deg, self.priors.ground_tilt_sigma_deg
+            )
+        elif pitch_sigma is None:
+            pitch_sigma = pitch_sigma_on_road(self.priors, source)
         return ScaleInfo(
-            source,
-            altitude,
-            height_sigma,
-            pitch,
-            self.priors.pitch_sigma_deg if pitch_sigma is None else pitch_sigma,
-            reference=ref,
-            height_pitch_cov=cov,
+            source, altitude, height_sigma, pitch, pitch_sigma, reference=ref, height_pitch_cov=cov
         )
 
     def _choose_scale(
@@ -359,6 +361,7 @@ def scale_priors(cfg: CameraConfig) -> ScalePriors:
         baro_sigma_m=cfg.baro_sigma_m,
         baro_drift_m_per_min=cfg.baro_drift_m_per_min,
         pitch_sigma_deg=cfg.pitch_sigma_deg,
+        ground_tilt_sigma_deg=cfg.ground_tilt_sigma_deg,
     )
 
 

@@ -63,6 +63,18 @@ class ScalePriors:
     baro_sigma_m: float = 1.0
     baro_drift_m_per_min: float = 0.06
     pitch_sigma_deg: float = 1.0
+    ground_tilt_sigma_deg: float = 1.0
+
+
+def pitch_sigma_on_road(priors: ScalePriors, source: str = "") -> float:
+    """The pitch's sigma against the road's plane where nothing measured it: the gimbal's, and for a
+    source that does not know the road's plane the road's own tilt (a grade along the view is to the
+    camera a pitch error: ``ground_tilt_sigma_deg``); a terrain model lifts every point onto the
+    ground, so only the gimbal's. A measured base's prior on the pitch (its lines solve the pitch
+    against the road's plane)."""
+    if source == "terrain":
+        return priors.pitch_sigma_deg
+    return math.hypot(priors.pitch_sigma_deg, priors.ground_tilt_sigma_deg)
 
 
 def height_above_road(

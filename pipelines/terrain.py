@@ -101,6 +101,24 @@ class TerrainView:
             per_metre, self.camera_elevation_m, self.place, self.elevation, self.centre_height_m
         )
 
+    def slope_factor(self, start_xy_m: np.ndarray, end_xy_m: np.ndarray) -> np.ndarray:
+        """(N,) the distance along the terrain per metre of horizontal run from each ground point
+        ``start_xy_m`` (N, 2, lifted: :meth:`lift`) to ``end_xy_m``: sqrt(1 + (rise / run)^2), from the
+        model's elevations at both ends (a step of a vehicle up an 8 % grade is 0.32 % longer than
+        its run); 1 where the run is nil or either end is off the model."""
+        a = np.asarray(start_xy_m, dtype=np.float64).reshape(-1, 2)
+        b = np.asarray(end_xy_m, dtype=np.float64).reshape(-1, 2)
+        out = np.ones(len(a))
+        run = np.hypot(*(b - a).T)
+        ok = np.isfinite(run) & (run > 1e-6)
+        if ok.any():
+            rise = np.asarray(self.elevation(*self.place(b[ok])), float) - np.asarray(
+                self.elevation(*self.place(a[ok])), float
+            )
+            factor = np.sqrt(1.0 + (rise / run[ok]) ** 2)
+            out[ok] = np.where(np.isfinite(factor), factor, 1.0)
+        return out
+
     def lift(self, flat_xy_m: np.ndarray, flat_height_m: float) -> np.ndarray:
         """Ground points of a flat projection at ``flat_height_m`` moved to where their rays meet the
         terrain, in the same scale: each scaled by its height over the centre's (a point 10 % nearer

@@ -46,7 +46,7 @@ import yaml
 
 from eval.simulate.camera import CameraPath
 from eval.simulate.spec import FlightSpec, SimulationError
-from pipelines.height import ScalePriors
+from pipelines.height import ScalePriors, pitch_sigma_on_road
 from pipelines.telemetry import interpolate_telemetry, write_srt
 from pipelines.telemetry.validate import MAX_PITCH_DEG, MIN_ALTITUDE_M, MIN_PITCH_DEG
 from pipelines.types import Telemetry
@@ -145,12 +145,15 @@ _ENGINE = ScalePriors()  # the engine's defaults (pipelines.config.CameraConfig)
 @dataclass(frozen=True, slots=True)
 class ErrorPrior:
     """Standard deviations (zero-mean normal) from which :meth:`draw` takes a flight's errors. The
-    defaults are the engine's own priors (``camera.unknown_ground_sigma_m``, ``baro_sigma_m``,
-    ``pitch_sigma_deg``): flights drawn from them check that the sigmas the engine reports hold."""
+    defaults are the engine's own priors (``camera.unknown_ground_sigma_m``, ``baro_sigma_m``, and
+    ``pitch_sigma_deg`` with ``ground_tilt_sigma_deg``: a road's grade along the view is to the camera
+    a pitch bias against the road, exactly so for a plane but for the along-slope speed's sqrt(1 + g^2),
+    tests/eval/test_simulate_grade.py): flights drawn from them check that the sigmas the engine
+    reports hold (not the terrain arms': their model is level where the road's tilt was drawn)."""
 
     road_level_sigma_m: float = _ENGINE.unknown_ground_sigma_m
     altitude_bias_sigma_m: float = _ENGINE.baro_sigma_m
-    pitch_bias_sigma_deg: float = _ENGINE.pitch_sigma_deg
+    pitch_bias_sigma_deg: float = pitch_sigma_on_road(_ENGINE)
     altitude_drift_sigma_m_per_min: float = 0.0
 
     def draw(self, rng: np.random.Generator) -> TelemetryErrors:

@@ -25,7 +25,7 @@ from eval.simulate import (
 from eval.simulate.telemetry_errors import erroneous_telemetry, read_error_table
 from eval.variants import Variant
 from pipelines.config import PipelineConfig
-from pipelines.height import ScalePriors
+from pipelines.height import ScalePriors, pitch_sigma_on_road
 from pipelines.telemetry import load_telemetry
 
 ERRORS = [
@@ -163,7 +163,7 @@ def test_the_prior_draws_seeded_errors_of_its_stated_sigmas():
     stated = (
         ("road_level_m", engine.unknown_ground_sigma_m),
         ("altitude_bias_m", engine.baro_sigma_m),
-        ("pitch_bias_deg", engine.pitch_sigma_deg),
+        ("pitch_bias_deg", pitch_sigma_on_road(engine)),  # the gimbal's and the road's tilt
     )
     for name, sigma in stated:
         v = np.array([getattr(d, name) for d in draws])

@@ -180,7 +180,8 @@ def test_a_measured_base_gives_the_laser_the_pitch_it_cannot_measure() -> None:
         CameraConfig(name="dji_mavic_3", pitch_deg=true_pitch),
         [frame(t, height, true_pitch, slant) for t in np.arange(0.0, 10.0, 2.0)],
     ).scale
-    assert lrf_only.source == "lrf" and lrf_only.pitch_sigma_deg == pytest.approx(1.0)
+    # the laser knows the height, not the road's plane: the gimbal's 1 deg and the road's tilt, 1 deg
+    assert lrf_only.source == "lrf" and lrf_only.pitch_sigma_deg == pytest.approx(math.sqrt(2.0))
     assert scale.height_sigma_m < lrf_only.height_sigma_m / 3  # the pitch's share of the laser's height
     ground.set_reference(HeightReference("measured_base", 0.0, 1.5, pitch_bias_deg=-1.0, pitch_sigma_deg=0.2))
     assert not ground.rangefinder.readings and "pitch bias changed" in ground.rangefinder.status

@@ -117,6 +117,55 @@ def test_lifted_points_are_where_the_vehicles_are_on_graded_ground(pitch, headin
         assert np.abs(np.linalg.norm(flat_step, axis=1) - 10.0).max() > 0.05
 
 
+@pytest.mark.parametrize(
+    ("grade_north", "grade_east", "step", "factor"),
+    [
+        (0.08, 0.0, (0.0, 0.5), math.sqrt(1 + 0.08**2)),  # a car's frame step up an 8 % grade
+        (0.08, 0.0, (0.0, -0.5), math.sqrt(1 + 0.08**2)),  # down it
+        (0.08, 0.0, (0.7, 0.0), 1.0),  # across it
+        (0.06, 0.03, (3.0, 4.0), math.sqrt(1 + ((0.06 * 4.0 + 0.03 * 3.0) / 5.0) ** 2)),
+        (0.0, 0.0, (0.0, 0.5), 1.0),
+        (0.08, 0.0, (0.0, 0.0), 1.0),  # standing still
+    ],
+)
+def test_a_step_over_the_terrain_is_measured_along_the_ground(grade_north, grade_east, step, factor) -> None:
+    """Heading north, the camera's ground frame is east / north: a step's length along the ground is
+    its run times sqrt(1 + (rise / run)^2); off the model, the run."""
+    terrain = plane(20.0, grade_north, grade_east, radius_m=500.0)
+    view = TerrainView(120.0, 100.0, place_at(0.0), terrain)
+    start = np.array([[2.0, 30.0], [-5.0, 60.0]])
+    got = view.slope_factor(start, start + step)
+    assert got == pytest.approx(np.full(2, factor), rel=1e-9)
+    assert view.slope_factor(np.array([[0.0, 900.0]]), np.array([[0.0, 901.0]]))[0] == 1.0  # off the model
+
+
+def test_the_projector_s_steps_over_a_graded_road_are_along_it() -> None:
+    """A vehicle driving north up an 8 % grade under an oblique camera: the projector's step is its
+    way along the road (sqrt(1 + 0.08^2) of the run: +0.32 %); without the model, the flat step."""
+    from pipelines.geometry import GroundProjector
+
+    terrain = plane(20.0, 0.08, radius_m=2000.0)
+    pitch, camera = -45.0, 120.0
+    centre = ray_heights(np.array([[0.0, 1.0]]), camera, place_at(0.0), terrain, 100.0)[0]
+    view = TerrainView(camera, centre, place_at(0.0), terrain)
+    proj = GroundProjector.create(INTR, centre, pitch)
+    lifted = GroundProjector(proj.intrinsics, centre, pitch, proj.image_to_ground, terrain=view)
+    a, b = np.array([[1.0, 95.0]]), np.array([[1.0, 96.5]])  # true ground points, 1.5 m apart northward
+
+    def seen(xy: np.ndarray) -> np.ndarray:  # its pixel: along its ray, at its own height
+        lat, lon = view.place(xy)
+        return apply_homography(
+            ground_to_image_homography(INTR, centre, pitch),
+            xy * (centre / (camera - terrain(lat, lon)))[:, None],
+        )
+
+    step = lifted.ground_step(seen(b), seen(a))
+    assert np.linalg.norm(step) == pytest.approx(1.5 * math.sqrt(1 + 0.08**2), rel=1e-4)
+    assert np.linalg.norm(proj.ground_step(seen(b), seen(a))) == pytest.approx(
+        np.linalg.norm(proj.to_ground(seen(b)) - proj.to_ground(seen(a)))
+    )
+
+
 def frame(tel: Telemetry, t: float = 1.0) -> Frame:
     return Frame(index=int(t * 30), timestamp_s=t, image=np.zeros((H, W, 3), np.uint8), telemetry=tel)
 
