@@ -129,6 +129,30 @@ def test_the_ground_model_measures_above_the_road(camera, reading, height, sourc
     )
 
 
+ROOT2 = math.sqrt(2.0)
+
+
+@pytest.mark.parametrize(
+    ("camera", "pitch_sigma"),
+    [
+        ({}, ROOT2),  # the gimbal's 1 deg and the road's tilt, 1 deg: the altitude knows no plane
+        ({"takeoff_above_road_m": 0.0}, ROOT2),  # nor does a stated take-off height
+        ({"altitude_m": 68.0}, ROOT2),
+        ({"takeoff_above_road_m": 0.0, "ground_tilt_sigma_deg": 0.0}, 1.0),  # the site's roads are level
+        (
+            {"takeoff_above_road_m": 0.0, "ground_tilt_sigma_deg": 2.0, "pitch_sigma_deg": 0.5},
+            math.hypot(0.5, 2.0),
+        ),
+        # a base solved the pitch against the road's plane: its own sigma, nothing added
+        ({"height_reference": {"takeoff_above_road_m": 0.0, "sigma_m": 0.2, "pitch_sigma_deg": 0.3}}, 0.3),
+    ],
+)
+def test_the_road_s_tilt_is_a_pitch_error_for_sources_that_do_not_know_its_plane(camera, pitch_sigma) -> None:
+    ground = GroundModel(CameraConfig(name="mavic 3", **camera))
+    assert ground.projector(frame(pitch=-45.0)) is not None
+    assert ground.scale.pitch_sigma_deg == pytest.approx(pitch_sigma)
+
+
 def test_a_reference_set_live_applies_from_the_next_frame_and_can_be_taken_back() -> None:
     ground = GroundModel(CameraConfig(name="mavic 3", takeoff_above_road_m=0.0))
     assert ground.projector(frame()).altitude_m == pytest.approx(68.0)

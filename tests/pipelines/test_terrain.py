@@ -206,6 +206,7 @@ def test_the_pilot_who_took_off_below_the_road_is_measured_from_the_road(
     proj = ground.projector(frame(tel(68.0, abs_alt=abs_alt)))
     assert proj.altitude_m == pytest.approx(60.0, abs=0.01) and proj.terrain is not None
     assert ground.scale.source == "terrain"
+    assert ground.scale.pitch_sigma_deg == pytest.approx(1.0)  # the gimbal's: the model knows the road's tilt
     plain = GroundModel(CameraConfig(name="mavic 3")).projector(frame(tel(68.0, abs_alt=abs_alt)))
     assert plain.altitude_m == 68.0  # every speed 13 % high without it
 
