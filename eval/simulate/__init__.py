@@ -12,7 +12,9 @@ flight's intrinsics) and a rolling shutter (``readout_ms``: row ``v`` is read ``
 readout`` after the frame's timestamp); then every pixel is remapped from the ground the pinhole ray
 of its undistorted position meets at its row's time, and each vehicle is drawn, distorted, where it
 is when its centre's row is read (``lens_render``). Without either (the default) a flight renders
-exactly as it always did.
+exactly as it always did. The road may be graded (``road_grade_pct``): the ground is then a plane
+level with the take-off point where the camera looks mid-flight (:class:`GroundSurface`), every
+homography is that plane's, the vehicles' solids stand on it and their true speed is along it.
 
 Outputs of :func:`simulate_flight` (one folder per flight)::
 
@@ -49,7 +51,7 @@ benchmarks and the tests import it, never the engine or the server.
 
 from eval.simulate.camera import CameraPath
 from eval.simulate.flight import SimulatedFlight, iter_frames, simulate_flight
-from eval.simulate.geometry import Polyline, Road, world_to_camera_ground
+from eval.simulate.geometry import GroundSurface, Polyline, Road, world_to_camera_ground
 from eval.simulate.ground import GroundLayer
 from eval.simulate.scene import MAX_TEXTURE_PX, Scene, scene_roads
 from eval.simulate.spec import (
@@ -86,6 +88,7 @@ __all__ = [
     "FlightSpec",
     "LaserSim",
     "GroundLayer",
+    "GroundSurface",
     "Polyline",
     "Road",
     "Scene",
