@@ -14,7 +14,8 @@ Model. A vehicle is three stacked boxes standing on the ground, turned along its
 (its track's fitted ground velocity): its wheels, its body over the whole footprint up to the belt
 line, and its cabin (a share of its length, inset from the sides) up to its height
 (:func:`vehicle_corners`). Their corners are projected through the frame's intrinsics, altitude,
-pitch and lens (:func:`predicted_boxes`), so the prediction holds at nadir and oblique alike: in an
+pitch and lens (:func:`predicted_boxes`; over a terrain model each vehicle stands on the model's ground
+where its ray meets it, :func:`ground_under`), so the prediction holds at nadir and oblique alike: in an
 oblique view the box's height in pixels includes the vehicle's height (H cot(pitch) along the line
 of sight, +33 % of a car's length at -45 deg) and the model has it. Each detected box's width and
 height in pixels are compared to the box a car of the prior's mean size would have at the same place
@@ -136,11 +137,28 @@ def project_world(proj: GroundProjector, points: np.ndarray) -> np.ndarray:
 
 
 def predicted_boxes(
-    proj: GroundProjector, centres: np.ndarray, headings: np.ndarray, dims: np.ndarray
+    proj: GroundProjector,
+    centres: np.ndarray,
+    headings: np.ndarray,
+    dims: np.ndarray,
+    ground_z: np.ndarray | None = None,
 ) -> np.ndarray:
-    """(N, 4) image boxes (x0, y0, x1, y1) of the vehicles (:func:`vehicle_corners`)."""
-    uv = project_world(proj, vehicle_corners(centres, headings, dims))
+    """(N, 4) image boxes (x0, y0, x1, y1) of the vehicles (:func:`vehicle_corners`), standing
+    ``ground_z`` (N,) above the projector's ground plane (None: on it; :func:`ground_under`)."""
+    corners = vehicle_corners(centres, headings, dims)
+    if ground_z is not None:
+        corners[..., 2] += np.nan_to_num(np.asarray(ground_z, dtype=float).reshape(-1), nan=0.0)[:, None]
+    uv = project_world(proj, corners)
     return np.concatenate([uv.min(axis=1), uv.max(axis=1)], axis=1)
+
+
+def ground_under(proj: GroundProjector, centres: np.ndarray) -> np.ndarray | None:
+    """(N,) the ground's height under ground points (lifted: ``proj.to_ground``) above the projector's
+    plane where the frame has a terrain model (a car on a road that climbs across the view stands
+    higher, nearer the camera, than the centre's ground); None over flat ground."""
+    if proj.terrain is None:
+        return None
+    return proj.terrain.relief(centres, proj.altitude_m)
 
 
 def place_vehicles(
@@ -152,8 +170,8 @@ def place_vehicles(
     target = proj.to_ground(box_anchors(xyxy))
     centres = target.copy()
     for _ in range(steps):
-        seen = proj.to_ground(box_anchors(predicted_boxes(proj, centres, headings, dims)))
-        centres = centres + (target - seen)
+        boxes = predicted_boxes(proj, centres, headings, dims, ground_under(proj, centres))
+        centres = centres + (target - proj.to_ground(box_anchors(boxes)))
     return centres
 
 
@@ -194,8 +212,13 @@ def observe(
         return Observation(empty, empty, empty, empty)
     centres = place_vehicles(proj, xyxy, headings, prior.mean)
     dims = np.vstack([prior.mean, prior.mean + np.diag(prior.sd)])  # the mean, then +1 sd of each
+    z = ground_under(proj, centres)
     boxes = predicted_boxes(
-        proj, np.tile(centres, (5, 1)), np.tile(headings, (5, 1)), np.repeat(dims, n, axis=0)
+        proj,
+        np.tile(centres, (5, 1)),
+        np.tile(headings, (5, 1)),
+        np.repeat(dims, n, axis=0),
+        None if z is None else np.tile(z, 5),
     )
     boxes = boxes.reshape(5, n, 4)
     ext = np.stack([boxes[..., 2] - boxes[..., 0], boxes[..., 3] - boxes[..., 1]], axis=-1)  # (5, N, 2)
@@ -291,6 +314,7 @@ __all__ = [
     "VehiclePrior",
     "vehicle_corners",
     "observe",
+    "ground_under",
     "place_vehicles",
     "predicted_boxes",
     "project_world",

@@ -101,6 +101,15 @@ class TerrainView:
             per_metre, self.camera_elevation_m, self.place, self.elevation, self.centre_height_m
         )
 
+    def relief(self, lifted_xy_m: np.ndarray, flat_height_m: float) -> np.ndarray:
+        """(N,) how far the ground at lifted points (:meth:`lift` of a projection at ``flat_height_m``)
+        lies above the centre's ground, in that projection's frame (metres at its scale): where a
+        vehicle standing there has its wheels. NaN off the model."""
+        xy = np.asarray(lifted_xy_m, dtype=np.float64).reshape(-1, 2)
+        scale = self.centre_height_m / flat_height_m  # the projection's metres -> the model's
+        h = self.camera_elevation_m - np.asarray(self.elevation(*self.place(xy * scale)), float)
+        return flat_height_m * (1.0 - h / self.centre_height_m)
+
     def slope_factor(self, start_xy_m: np.ndarray, end_xy_m: np.ndarray) -> np.ndarray:
         """(N,) the distance along the terrain per metre of horizontal run from each ground point
         ``start_xy_m`` (N, 2, lifted: :meth:`lift`) to ``end_xy_m``: sqrt(1 + (rise / run)^2), from the

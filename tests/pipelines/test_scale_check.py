@@ -79,6 +79,32 @@ def test_projection_inverts_the_ground_mapping_and_heights_rise_in_an_oblique_vi
     assert np.isnan(behind).all()
 
 
+@pytest.mark.parametrize(("pitch", "grade"), [(-45.0, 0.08), (-45.0, -0.06), (-90.0, 0.08), (-60.0, 0.05)])
+def test_over_a_terrain_model_cars_stand_on_the_graded_road(pitch: float, grade: float) -> None:
+    """A road rising ``grade`` northward, the camera looking north: cars of the prior's size on it,
+    their boxes by the plane's own heights. Over flat ground the check reads them as the wrong size,
+    more the further from the centre's ground; with the frame's terrain model they are the prior's."""
+    from pipelines.terrain import TerrainView
+
+    camera, base = 160.0, 100.0  # elevations: the road at 100 m where it passes below the drone
+    cot = 1.0 / math.tan(math.radians(-pitch))
+    y_c = (camera - base) * cot / (1.0 + grade * cot)  # where the centre ray meets the road
+    h_c = camera - (base + grade * y_c)
+    view = TerrainView(camera, h_c, lambda xy: (xy[:, 1], xy[:, 0]), lambda north, east: base + grade * north)
+    flat = GroundProjector.create(K, h_c, pitch)
+    rng = np.random.default_rng(7)
+    centres = np.column_stack([rng.uniform(-15, 15, 16), y_c + rng.uniform(-25, 25, 16)])
+    headings = np.tile([0.0, 1.0], (16, 1))
+    boxes = predicted_boxes(flat, centres, headings, PRIOR.mean, grade * (centres[:, 1] - y_c))
+    lifted = GroundProjector(flat.intrinsics, h_c, pitch, flat.image_to_ground, terrain=view)
+    on_model = observe(lifted, boxes, headings, PRIOR, sigma_px=0.0).log_ratio
+    assert np.max(np.abs(on_model)) < 2e-3
+    assert np.allclose(place_vehicles(lifted, boxes, headings, PRIOR.mean), centres, atol=0.03)
+    on_flat = observe(flat, boxes, headings, PRIOR, sigma_px=0.0).log_ratio
+    rise = grade * (centres[:, 1] - y_c) / h_c  # a car this much nearer the camera looks this much larger
+    assert np.corrcoef(on_flat, rise)[0, 1] > 0.9 and np.max(np.abs(on_flat)) > 0.5 * np.max(np.abs(rise))
+
+
 @pytest.mark.parametrize("pitch", [-90.0, -45.0])
 def test_vehicles_are_placed_under_their_boxes(pitch: float) -> None:
     proj = GroundProjector.create(K, 60.0, pitch)
