@@ -153,3 +153,50 @@ def test_a_terrain_arm_writes_a_model_the_engine_measures_the_road_from(arm, mod
     assert abs(height - expected) < within_m
     with pytest.raises(ValueError, match="needs a folder"):
         arm_config(arm, spec, ERRORS, seed=3)
+
+
+def _road_lengths(config: dict | None, spec: FlightSpec) -> tuple[np.ndarray, np.ndarray]:
+    """(the engine's, the truth's) lengths along the ground of 5 m steps along the road, in view on
+    the middle frame of a graded flight, the engine under an arm's overrides, the telemetry exact."""
+    cfg = PipelineConfig().with_overrides(camera={"name": spec.camera, **((config or {}).get("camera", {}))})
+    camera, roads = scene_roads(spec)
+    k = spec.n_frames // 2
+    tel = camera.telemetry()[k]
+    ground = GroundModel(cfg.camera, None if cfg.camera.terrain is None else load_terrain(cfg.camera.terrain))
+    proj = ground.projector(Frame(k, tel.timestamp_s, np.zeros((spec.height, spec.width, 3), np.uint8), tel))
+    assert proj is not None, ground.status.reason
+    lane = roads[0].centre.offset(1.75)
+    centre = camera.frame_centre(k)
+    s0 = float(lane.cum[int(np.argmin(np.linalg.norm(lane.points - centre, axis=1)))])
+    start, _ = lane.at(s0 + np.arange(-20.0, 20.0, 5.0))
+    end, _ = lane.at(s0 + np.arange(-15.0, 25.0, 5.0))
+    h_img = camera.world_to_image(k)
+    measured = np.linalg.norm(
+        proj.ground_step(apply_homography(h_img, end), apply_homography(h_img, start)), axis=1
+    )
+    rise = camera.surface.height(end) - camera.surface.height(start)
+    return measured, np.hypot(np.linalg.norm(end - start, axis=1), rise)
+
+
+@pytest.mark.skipif(
+    not geoid_available() and not os.environ.get("AIRPATROL_TEST_GEOID"),
+    reason="PROJ has no EGM96 grid (Debian's proj-data: .ci/proj-data.sh installs it; CI fails without)",
+)
+@pytest.mark.parametrize(("pitch", "grade"), [(-45.0, 8.0), (-45.0, -6.0), (-90.0, 8.0)])
+def test_on_a_graded_road_the_terrain_arm_measures_along_it_and_the_site_value_does_not(
+    pitch, grade, tmp_path
+):
+    """The simulator's graded road through the engine: with the site's model (lidar, the grade in it)
+    every 5 m step along the road is 5 m along the ground to within the model's noise; with the
+    take-off level exact but the ground taken as level, an oblique view reads it up to 10 % off."""
+    spec = GRID.replace(altitude_m=60.0, pitch_deg=pitch, road_grade_pct=grade)
+    exact = TelemetryErrors()
+    config, _ = arm_config("terrain", spec, exact, seed=3, workdir=tmp_path)
+    measured, truth = _road_lengths(config, spec)
+    assert np.abs(measured / truth - 1.0).max() < 0.01
+    site, _ = arm_config("site", spec, exact, seed=3)
+    flat = _road_lengths(site, spec)[0] / truth - 1.0
+    if pitch == -45.0:  # a grade along the view is a pitch error: climbing away, every step too long
+        assert np.sign(np.median(flat)) == np.sign(grade) and np.abs(np.median(flat)) > 0.04
+    else:  # straight down: too long beyond the centre's ground, too short before it
+        assert flat.max() > 0.02 and flat.min() < -0.02
