@@ -141,7 +141,9 @@ class GroundProjector:
         along it, sqrt(1 + g^2) of its horizontal run); over flat ground the horizontal step."""
         then, now = self.to_ground(then_px), self.to_ground(now_px)
         step = now - then
-        return step if self.terrain is None else step * self.terrain.slope_factor(then, now)[:, None]
+        if self.terrain is None:
+            return step
+        return step * self.terrain.slope_factor(then, now, self.altitude_m)[:, None]
 
     def row_times(self, points: np.ndarray) -> np.ndarray:
         """When each point's image row was read, relative to the frame's timestamp (s; zeros without

@@ -110,13 +110,14 @@ class TerrainView:
         h = self.camera_elevation_m - np.asarray(self.elevation(*self.place(xy * scale)), float)
         return flat_height_m * (1.0 - h / self.centre_height_m)
 
-    def slope_factor(self, start_xy_m: np.ndarray, end_xy_m: np.ndarray) -> np.ndarray:
+    def slope_factor(self, start_xy_m: np.ndarray, end_xy_m: np.ndarray, flat_height_m: float) -> np.ndarray:
         """(N,) the distance along the terrain per metre of horizontal run from each ground point
-        ``start_xy_m`` (N, 2, lifted: :meth:`lift`) to ``end_xy_m``: sqrt(1 + (rise / run)^2), from the
-        model's elevations at both ends (a step of a vehicle up an 8 % grade is 0.32 % longer than
-        its run); 1 where the run is nil or either end is off the model."""
-        a = np.asarray(start_xy_m, dtype=np.float64).reshape(-1, 2)
-        b = np.asarray(end_xy_m, dtype=np.float64).reshape(-1, 2)
+        ``start_xy_m`` (N, 2, lifted: :meth:`lift` of a projection at ``flat_height_m``) to ``end_xy_m``:
+        sqrt(1 + (rise / run)^2), from the model's elevations at both ends (a step of a vehicle up an
+        8 % grade is 0.32 % longer than its run); 1 where the run is nil or either end is off the model."""
+        scale = self.centre_height_m / flat_height_m  # the projection's metres -> the model's
+        a = np.asarray(start_xy_m, dtype=np.float64).reshape(-1, 2) * scale
+        b = np.asarray(end_xy_m, dtype=np.float64).reshape(-1, 2) * scale
         out = np.ones(len(a))
         run = np.hypot(*(b - a).T)
         ok = np.isfinite(run) & (run > 1e-6)

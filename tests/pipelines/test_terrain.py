@@ -134,9 +134,14 @@ def test_a_step_over_the_terrain_is_measured_along_the_ground(grade_north, grade
     terrain = plane(20.0, grade_north, grade_east, radius_m=500.0)
     view = TerrainView(120.0, 100.0, place_at(0.0), terrain)
     start = np.array([[2.0, 30.0], [-5.0, 60.0]])
-    got = view.slope_factor(start, start + step)
+    got = view.slope_factor(start, start + step, 100.0)
     assert got == pytest.approx(np.full(2, factor), rel=1e-9)
-    assert view.slope_factor(np.array([[0.0, 900.0]]), np.array([[0.0, 901.0]]))[0] == 1.0  # off the model
+    # a projection at another height (a site value's scale while the model lifts): its metres scaled
+    again = view.slope_factor(start * 1.1, (start + step) * 1.1, 110.0)
+    assert again == pytest.approx(got, rel=1e-9)
+    assert (
+        view.slope_factor(np.array([[0.0, 900.0]]), np.array([[0.0, 901.0]]), 100.0)[0] == 1.0
+    )  # off the model
 
 
 def test_the_projector_s_steps_over_a_graded_road_are_along_it() -> None:
