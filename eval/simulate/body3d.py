@@ -5,8 +5,9 @@ the vehicle's height, its sides glass on cars, vans and buses) with the vehicle'
 its roof - seen in perspective from the drone.
 
 The horizontal plane ``z = c`` seen from a camera at altitude ``A`` is exactly the ground seen from
-``A - c`` (over a graded road, the plane ``c`` above it: :func:`eval.simulate.geometry.plane_homography`): every corner is projected through the homography of its own plane
-(:meth:`SolidView.plane`), then through the renderer's lens (``to_sensor``). Only the side faces
+``A - c`` (over a graded road, the plane ``c`` above it:
+:func:`eval.simulate.geometry.plane_homography`): every corner is projected through the homography
+of its own plane (:meth:`SolidView.plane`), then through the renderer's lens (``to_sensor``). Only the side faces
 turned towards the camera are drawn (their outward normal points to the drone's position), the
 parts bottom up: a ray from the drone descends, so it meets anything higher first. Vehicles are
 drawn farthest from the drone's nadir first (:func:`far_first`). A solid's ground-truth box bounds
