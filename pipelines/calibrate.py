@@ -42,8 +42,8 @@ import numpy as np
 from pipelines.config import CameraConfig
 from pipelines.errors import AirPatrolError
 from pipelines.geometry import GroundProjector
-from pipelines.ground import GroundModel
-from pipelines.height import HeightReference
+from pipelines.ground import GroundModel, scale_priors
+from pipelines.height import HeightReference, pitch_sigma_on_road
 from pipelines.lens import LensModel
 from pipelines.types import Frame, Intrinsics
 
@@ -333,7 +333,7 @@ def solve_base_on_frame(
         proj.intrinsics,
         proj.altitude_m,
         proj.pitch_deg,
-        pitch_sigma_deg=math.hypot(camera.pitch_sigma_deg, camera.ground_tilt_sigma_deg),  # against the road
+        pitch_sigma_deg=pitch_sigma_on_road(scale_priors(camera)),  # against the road's plane
         lens=proj.lens,
     )
     return solution, solution.reference(frame.timestamp_s, set_by=set_by, set_at=set_at)

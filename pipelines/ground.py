@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from dataclasses import dataclass
 
 from pipelines.camera import UnknownCameraError, get_profile, intrinsics_for, lens_note, real_focal_from_35mm
@@ -174,11 +173,8 @@ class GroundModel:
         )
         pitch_sigma = ref.pitch_sigma_deg if ref is not None and ref.pitch_sigma_deg is not None else None
         cov = 0.0 if pitch_sigma is None else ref.height_pitch_corr * ref.sigma_m * pitch_sigma
-        if source == "lrf" and self._measured_pitch_sigma() is None:  # the gimbal's, against the horizontal
-            pitch_sigma = math.hypot(
-                pitch_sigma or self.priors.pitch_sigma_deg, self.priors.ground_tilt_sigma_deg
-            )
-        elif pitch_sigma is None:
+        # the laser's pitch sigma is the gimbal's, against the horizontal, unless a base measured it
+        if pitch_sigma is None or (source == "lrf" and self._measured_pitch_sigma() is None):
             pitch_sigma = pitch_sigma_on_road(self.priors, source)
         return ScaleInfo(
             source, altitude, height_sigma, pitch, pitch_sigma, reference=ref, height_pitch_cov=cov

@@ -105,26 +105,27 @@ class TerrainView:
         """(N,) how far the ground at lifted points (:meth:`lift` of a projection at ``flat_height_m``)
         lies above the centre's ground, in that projection's frame (metres at its scale): where a
         vehicle standing there has its wheels. NaN off the model."""
+        h = self.camera_elevation_m - self._elevation_at(lifted_xy_m, flat_height_m)
+        return flat_height_m * (1.0 - h / self.centre_height_m)
+
+    def _elevation_at(self, lifted_xy_m: np.ndarray, flat_height_m: float) -> np.ndarray:
+        """(N,) the model's elevation at lifted points of a projection at ``flat_height_m``."""
         xy = np.asarray(lifted_xy_m, dtype=np.float64).reshape(-1, 2)
         scale = self.centre_height_m / flat_height_m  # the projection's metres -> the model's
-        h = self.camera_elevation_m - np.asarray(self.elevation(*self.place(xy * scale)), float)
-        return flat_height_m * (1.0 - h / self.centre_height_m)
+        return np.asarray(self.elevation(*self.place(xy * scale)), float)
 
     def slope_factor(self, start_xy_m: np.ndarray, end_xy_m: np.ndarray, flat_height_m: float) -> np.ndarray:
         """(N,) the distance along the terrain per metre of horizontal run from each ground point
         ``start_xy_m`` (N, 2, lifted: :meth:`lift` of a projection at ``flat_height_m``) to ``end_xy_m``:
         sqrt(1 + (rise / run)^2), from the model's elevations at both ends (a step of a vehicle up an
         8 % grade is 0.32 % longer than its run); 1 where the run is nil or either end is off the model."""
-        scale = self.centre_height_m / flat_height_m  # the projection's metres -> the model's
-        a = np.asarray(start_xy_m, dtype=np.float64).reshape(-1, 2) * scale
-        b = np.asarray(end_xy_m, dtype=np.float64).reshape(-1, 2) * scale
-        out = np.ones(len(a))
-        run = np.hypot(*(b - a).T)
+        start = np.asarray(start_xy_m, dtype=np.float64).reshape(-1, 2)
+        end = np.asarray(end_xy_m, dtype=np.float64).reshape(-1, 2)
+        out = np.ones(len(start))
+        run = np.hypot(*(end - start).T) * (self.centre_height_m / flat_height_m)  # the model's metres
         ok = np.isfinite(run) & (run > 1e-6)
         if ok.any():
-            rise = np.asarray(self.elevation(*self.place(b[ok])), float) - np.asarray(
-                self.elevation(*self.place(a[ok])), float
-            )
+            rise = self._elevation_at(end[ok], flat_height_m) - self._elevation_at(start[ok], flat_height_m)
             factor = np.sqrt(1.0 + (rise / run[ok]) ** 2)
             out[ok] = np.where(np.isfinite(factor), factor, 1.0)
         return out
