@@ -97,6 +97,9 @@ class SequenceSpec:
     # reference: a simulated flight's config.yaml, eval.simulate.FLIGHT_CONFIG), applied under
     # the configuration being evaluated
     config: Path | None = None
+    # a simulated flight whose vehicles are flat sprites (FlightSpec.vehicle_height false): the box
+    # and the flow are on the road, and the run says so (eval.runner.sequence_config: speed.point_height_m 0)
+    flat_vehicles: bool = False
 
     def load_config(self) -> dict[str, dict]:
         """The sequence's own overrides (:attr:`config`), as ``PipelineConfig.with_overrides`` takes them."""
@@ -355,4 +358,5 @@ def sim_sequence(folder: Path) -> SequenceSpec:
         camera_truth=opt(gt_dir / "camera.csv"),
         min_visibility=0.3,
         config=opt(folder / FLIGHT_CONFIG),
+        flat_vehicles=not spec.vehicle_height,
     )

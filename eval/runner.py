@@ -53,8 +53,11 @@ def sequence_config(
 ) -> PipelineConfig:
     """The variant's config with the sequence's camera facts and the ground truth's rules. The
     sequence's own overrides (its ``config``: a site's height reference, say) come first, the
-    variant's on top of them."""
+    variant's on top of them; a simulated flight of flat sprites measures its vehicles on the road."""
     own = seq.load_config()
+    if seq.flat_vehicles:
+        flat = {"point_height_m": dict.fromkeys(base.speed.point_height_m, 0.0)}
+        own = own | {"speed": flat | own.get("speed", {})}
     cfg = variant.apply(base.with_overrides(**own) if own else base)
     camera: dict[str, Any] = {}
     if cfg.camera.name is None and seq.camera:

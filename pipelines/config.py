@@ -22,6 +22,7 @@ from pipelines.config_camera import (  # noqa: F401 (re-exported)
     _Section,
 )
 from pipelines.errors import AirPatrolError
+from pipelines.vehicle_height import MAX_POINT_HEIGHT_M, POINT_HEIGHT_M, POINT_HEIGHT_SIGMA_FRAC
 
 if TYPE_CHECKING:
     pass
@@ -268,6 +269,23 @@ class SpeedConfig(_Section):
     # Box size on the ground (sqrt of the area x local GSD) varying more than this share within the
     # window: a partial or merged box, whose anchor slides along the vehicle; the speed is untrusted.
     max_box_size_change: float = Field(0.3, gt=0)
+    # Vehicles have height: the box and the flow inside it move as a point above the road, whose
+    # step a flat projection overstates by H / (H - h) (a car's 0.75 m at 30 m: +2.6 %). Each step is
+    # scaled by 1 - h / H, h by class (m; "vehicle": a box without a class), and the speed's sigma
+    # carries point_height_sigma_frac of h (pipelines.vehicle_height; measured on solid vehicles:
+    # docs/lab/2026-11-28-issue-39-vehicle-height.md). All 0: vehicles flat on the road.
+    point_height_m: dict[str, float] = Field(default_factory=lambda: dict(POINT_HEIGHT_M))
+    point_height_sigma_frac: float = Field(POINT_HEIGHT_SIGMA_FRAC, ge=0, le=1)
+
+    @field_validator("point_height_m")
+    @classmethod
+    def _point_heights(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: v for k, v in value.items() if not (0.0 <= v <= MAX_POINT_HEIGHT_M)}
+        if bad:
+            raise ValueError(
+                f"each class's point height must be within 0..{MAX_POINT_HEIGHT_M:g} m, got {bad}"
+            )
+        return value
 
 
 class ZoneConfig(_Section):

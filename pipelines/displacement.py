@@ -180,12 +180,15 @@ class GroundDisplacement:
         ego: EgoMotion,
         proj: GroundProjector | None,
         flow: np.ndarray | None = None,
+        point_heights: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Each track's position now (pixels, (N, 2)) and ground displacement (metres, (N, 2)) since it
         was last measured; NaN displacement = unknown (a new track, no ground scale, or a clipped
         box that cannot be measured: :func:`measurable_clipped`, :func:`edge_point`).
         ``flow``: (N, 2) in-box flow of each box from the previous frame, already measured (the
-        keyframe propagation's, from the same boxes), used instead of measuring it again."""
+        keyframe propagation's, from the same boxes), used instead of measuring it again.
+        ``point_heights``: (N,) how far above the road each vehicle's measured point is (m,
+        :mod:`pipelines.vehicle_height`); None: on it."""
         ids = np.asarray(ids, dtype=int).reshape(-1)
         xyxy = np.asarray(xyxy, dtype=float).reshape(-1, 4)
         height, width = gray.shape[:2]
@@ -229,10 +232,12 @@ class GroundDisplacement:
                         if blended is not None:
                             positions[i] = blended
             if proj is not None:
-                disp[whole] = proj.ground_step(positions[whole], static_now)
+                disp[whole] = proj.ground_step(positions[whole], static_now, _rows(point_heights, whole))
         if edges and proj is not None:
             rows = [i for i, _, _ in edges]
-            disp[rows] = proj.ground_step(np.array([e[1] for e in edges]), np.array([e[2] for e in edges]))
+            disp[rows] = proj.ground_step(
+                np.array([e[1] for e in edges]), np.array([e[2] for e in edges]), _rows(point_heights, rows)
+            )
         return positions, disp
 
     def _carry(self, memory: _TrackMemory, point_px: np.ndarray) -> np.ndarray:
@@ -268,6 +273,10 @@ class GroundDisplacement:
         self._tracks.clear()
         self._prev_gray = None
         self._prev_index = -1
+
+
+def _rows(values: np.ndarray | None, rows: list[int]) -> np.ndarray | None:
+    return None if values is None else np.asarray(values, dtype=np.float64).reshape(-1)[rows]
 
 
 def ground_sizes(xyxy: np.ndarray, proj: GroundProjector, frame: Frame) -> np.ndarray:

@@ -18,6 +18,7 @@ import numpy as np
 
 from pipelines.lens import LensModel, row_time_offsets, undistort_points
 from pipelines.types import Intrinsics
+from pipelines.vehicle_height import step_factor
 
 
 def gsd_m_per_px(
@@ -134,16 +135,32 @@ class GroundProjector:
         out[~self._ideal_below_horizon(ideal)] = np.nan
         return out if self.terrain is None else self.terrain.lift(out, self.altitude_m)
 
-    def ground_step(self, now_px: np.ndarray, then_px: np.ndarray) -> np.ndarray:
+    def ground_step(
+        self, now_px: np.ndarray, then_px: np.ndarray, point_height_m: np.ndarray | None = None
+    ) -> np.ndarray:
         """(N, 2) ground displacements (m) from pixels ``then_px`` to ``now_px`` (N, 2 each): over a
         terrain model, the way along the ground (the horizontal step times
         :meth:`pipelines.terrain.TerrainView.slope_factor`: a speed up or down a grade is the speed
-        along it, sqrt(1 + g^2) of its horizontal run); over flat ground the horizontal step."""
+        along it, sqrt(1 + g^2) of its horizontal run); over flat ground the horizontal step.
+        ``point_height_m`` (N,): how far above the road the measured points are (a vehicle's box and
+        flow, :mod:`pipelines.vehicle_height`): each step times ``1 - h / H``, H the camera's height
+        above the ground there (NaN where the camera is too low over the point)."""
         then, now = self.to_ground(then_px), self.to_ground(now_px)
         step = now - then
-        if self.terrain is None:
+        if self.terrain is not None:
+            step = step * self.terrain.slope_factor(then, now, self.altitude_m)[:, None]
+        if point_height_m is None:
             return step
-        return step * self.terrain.slope_factor(then, now, self.altitude_m)[:, None]
+        factor = step_factor(point_height_m, self.height_above_ground((then + now) / 2.0))
+        return step * factor[:, None]
+
+    def height_above_ground(self, ground_xy: np.ndarray) -> np.ndarray:
+        """(N,) the camera's height (m) above the ground at ground points (:meth:`to_ground`'s): the
+        altitude over flat ground, over a terrain model the height above the model there (NaN off it)."""
+        xy = np.asarray(ground_xy, dtype=np.float64).reshape(-1, 2)
+        if self.terrain is None:
+            return np.full(len(xy), float(self.altitude_m))
+        return self.terrain.height_above(xy, self.altitude_m)
 
     def row_times(self, points: np.ndarray) -> np.ndarray:
         """When each point's image row was read, relative to the frame's timestamp (s; zeros without

@@ -155,6 +155,19 @@ def scale_sigma_frac(
     return np.sqrt(np.maximum(var, 0.0))
 
 
+def travel_directions(velocities: Sequence[np.ndarray | None], disp: np.ndarray) -> np.ndarray:
+    """(N, 2) each track's direction of travel for its scale sigma: its fitted velocity, else its
+    step now (``disp``, (N, 2) m) when longer than 5 cm, else zeros (:class:`ScaleModel`: the worse axis)."""
+    steps = np.asarray(disp, dtype=np.float64).reshape(-1, 2)
+    out = np.zeros((len(steps), 2))
+    for i, velocity in enumerate(velocities):
+        if velocity is not None:
+            out[i] = velocity
+        elif np.all(np.isfinite(steps[i])) and float(np.hypot(*steps[i])) > 0.05:
+            out[i] = steps[i]
+    return out
+
+
 def centre_sigma_frac(scale: ScaleInfo) -> float:
     """The relative speed sigma ``scale`` gives a vehicle at the image's centre, the worse of its
     moving along the line of sight and across it: how two sources are weighed against each other
@@ -226,4 +239,5 @@ __all__ = [
     "run_scale",
     "scale_status",
     "scale_sigma_frac",
+    "travel_directions",
 ]

@@ -35,7 +35,7 @@ from pipelines.displacement import GroundDisplacement, centre_gsd, ground_sizes
 from pipelines.effort import Effort, keyframes_at
 from pipelines.geometry import GroundProjector
 from pipelines.ground import GroundModel
-from pipelines.height import scale_sigma_frac
+from pipelines.height import scale_sigma_frac, travel_directions
 from pipelines.motion.detector import Detector
 from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.keyframes import (
@@ -61,6 +61,7 @@ from pipelines.types import (
     SpeedEstimate,
     Violation,
 )
+from pipelines.vehicle_height import point_heights, sigma_frac, with_point_sigma
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +261,10 @@ class Pipeline:
         if self._prev_time is None or frame.timestamp_s > self._prev_time:
             m_ids, m_xyxy = ids[measurable], tracked.xyxy[measurable]
             m_flow = None if flow is None else np.asarray(flow)[measurable]
-            positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, m_flow)
+            names = tracked.data.get("class_name")  # each class's measured point above the road
+            names = None if names is None else np.asarray(names)[measurable]
+            heights = point_heights(names, self.config.speed.point_height_m, len(m_ids))
+            positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, m_flow, heights)
             if proj is not None:
                 sizes = ground_sizes(m_xyxy, proj, frame)
                 seen = frame.timestamp_s + proj.row_times(positions)  # each row's time (lens.py)
@@ -280,7 +284,9 @@ class Pipeline:
                     m_ids[keep],
                     disp[keep],
                     sizes[keep],
-                    scale_sigma_frac=self._scale_fracs(m_ids[keep], positions[keep], disp[keep], proj),
+                    scale_sigma_frac=self._scale_fracs(
+                        m_ids[keep], positions[keep], disp[keep], proj, heights[keep]
+                    ),
                     scale_source=scale.source if scale is not None else "",
                     row_times_s=seen[keep] - frame.timestamp_s if proj.readout_s else None,
                 )
@@ -326,25 +332,26 @@ class Pipeline:
         return speeds, ground_xy
 
     def _scale_fracs(
-        self, ids: np.ndarray, pixels: np.ndarray, disp: np.ndarray, proj: GroundProjector
+        self, ids, pixels, disp, proj: GroundProjector, heights: np.ndarray
     ) -> np.ndarray | None:
         """Each track's relative speed sigma from the scale now (pipelines.height): the height's and
         the gimbal pitch's at its ground point along its direction of travel (its fitted velocity,
-        else this step's displacement, else the worse axis)."""
+        else this step's displacement, else the worse axis); with its measured point's height above
+        the road (pipelines.vehicle_height) in quadrature."""
         scale, model = self.ground.scale, self.ground.scale_model
-        if scale is None or model is None or not len(ids):
+        if not len(ids):
             return None
-        directions = np.zeros((len(ids), 2))
-        for i, tid in enumerate(ids):
-            velocity = self.speed.velocity(int(tid))
-            if velocity is not None:
-                directions[i] = velocity
-            elif np.all(np.isfinite(disp[i])) and float(np.hypot(*disp[i])) > 0.05:
-                directions[i] = disp[i]
-        per_deg = model.pitch_frac_per_deg(proj.to_ground(pixels), directions)
-        return scale_sigma_frac(
-            scale.height_m, scale.height_sigma_m, scale.pitch_sigma_deg, per_deg, scale.height_pitch_cov
-        )
+        ground = proj.to_ground(pixels)
+        fracs = None
+        if scale is not None and model is not None:
+            directions = travel_directions([self.speed.velocity(int(t)) for t in ids], disp)
+            per_deg = model.pitch_frac_per_deg(ground, directions)
+            fracs = scale_sigma_frac(
+                scale.height_m, scale.height_sigma_m, scale.pitch_sigma_deg, per_deg, scale.height_pitch_cov
+            )
+        cfg = self.config.speed
+        point = sigma_frac(heights, proj.height_above_ground(ground), cfg.point_height_sigma_frac)
+        return with_point_sigma(fracs, point, cfg.altitude_sigma_frac)
 
     def set_effort(self, effort: Effort) -> None:
         """A live stream's rung of the effort ladder from the next frame on (:mod:`pipelines.effort`):

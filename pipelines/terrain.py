@@ -105,8 +105,13 @@ class TerrainView:
         """(N,) how far the ground at lifted points (:meth:`lift` of a projection at ``flat_height_m``)
         lies above the centre's ground, in that projection's frame (metres at its scale): where a
         vehicle standing there has its wheels. NaN off the model."""
-        h = self.camera_elevation_m - self._elevation_at(lifted_xy_m, flat_height_m)
+        h = self.height_above(lifted_xy_m, flat_height_m)
         return flat_height_m * (1.0 - h / self.centre_height_m)
+
+    def height_above(self, lifted_xy_m: np.ndarray, flat_height_m: float) -> np.ndarray:
+        """(N,) the camera's height (m, the model's) above the ground at lifted points (:meth:`lift`
+        of a projection at ``flat_height_m``); NaN off the model."""
+        return self.camera_elevation_m - self._elevation_at(lifted_xy_m, flat_height_m)
 
     def _elevation_at(self, lifted_xy_m: np.ndarray, flat_height_m: float) -> np.ndarray:
         """(N,) the model's elevation at lifted points of a projection at ``flat_height_m``."""
