@@ -34,6 +34,7 @@ import yaml
 from edge_client.bench import cpu_list
 from eval.groundtruth import GroundTruth, GtSpeeds, load_gt_speeds, load_mot_gt
 from eval.metrics.tickets import vehicle_at
+from pipelines.vehicle_height import ON_THE_ROAD
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class Flight:
     limit_kmh: float
     gt: GroundTruth
     speeds: GtSpeeds
+    flat_vehicles: bool = True  # flat sprites (FlightSpec.vehicle_height false): measured on the road
 
     @staticmethod
     def load(path: Path) -> Flight:
@@ -57,6 +59,7 @@ class Flight:
             float(spec.get("speed_limit_kmh", 50.0)),
             load_mot_gt(path / "gt" / "gt.txt"),
             load_gt_speeds(path / "gt" / "speeds.csv"),
+            not spec.get("vehicle_height", False),
         )
 
     def frame_at(self, t: float) -> int:
@@ -187,7 +190,10 @@ async def run(
     with tempfile.TemporaryDirectory(prefix="airpatrol-live-tickets-") as tmp:
         # the simulated pilots took off on the road and say so (docs/calibration.md): a site value
         site = Path(tmp) / "site.yaml"
-        site.write_text(yaml.safe_dump({"camera": {"takeoff_above_road_m": 0.0}}))
+        config: dict[str, Any] = {"camera": {"takeoff_above_road_m": 0.0}}
+        if all(f.flat_vehicles for f in flights):  # flat sprites: their boxes and flow are on the road
+            config["speed"] = {"point_height_m": ON_THE_ROAD}
+        site.write_text(yaml.safe_dump(config))
         server_args = argparse.Namespace(
             port=0,
             streams=[1],

@@ -44,6 +44,7 @@ from eval.variants import OracleOptions, Variant
 from pipelines.config import ConfigError, PipelineConfig, RulesConfig
 from pipelines.telemetry import TelemetryTrack
 from pipelines.types import Violation
+from pipelines.vehicle_height import ON_THE_ROAD
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def sequence_config(
     variant's on top of them; a simulated flight of flat sprites measures its vehicles on the road."""
     own = seq.load_config()
     if seq.flat_vehicles:
-        flat = {"point_height_m": dict.fromkeys(base.speed.point_height_m, 0.0)}
+        flat = {"point_height_m": dict.fromkeys(base.speed.point_height_m, 0.0) | ON_THE_ROAD}
         own = own | {"speed": flat | own.get("speed", {})}
     cfg = variant.apply(base.with_overrides(**own) if own else base)
     camera: dict[str, Any] = {}

@@ -17,11 +17,13 @@ uncertainty of ``h`` (``speed.point_height_sigma_frac`` of it: :func:`sigma_frac
 one vehicle's steps like the scale's.
 
 The effective height is measured, not assumed (docs/lab/2026-11-28-issue-39-vehicle-height.md): on
-the simulator's solid vehicles (``FlightSpec.vehicle_height``) at 30 and 60 m, straight down and at
--45 deg, exact boxes of the whole visible vehicle move as a point at 0.40-0.49 of a car's height
-(0.59-0.73 m of 1.5), 0.42-0.58 of a van's, 0.36-0.60 of a bus's and truck's; the shipped detector's
-boxes, which hug the simulated roofs more, at 0.48-0.99 of a car's. The defaults are half the class's
-typical height (car 1.5 m, van 2.2, truck 3.3, bus 3.1, motorcycle 1.2) with a sigma of 40 % of it.
+the simulator's solid vehicles (``FlightSpec.vehicle_height``) at 30 to 100 m, straight down and at
+-45 deg, exact boxes of the whole visible vehicle move as a point at 0.36-0.49 of a car's height
+(0.54-0.73 m of 1.5), 0.32-0.58 of a van's, 0.36-0.64 of a bus's and a truck's; the shipped
+detector's boxes, which hug the simulated roofs more, at 0.33-0.57 of a car's (0.99 at 30 m straight
+down). The defaults are half the class's typical height (car 1.5 m, van 2.2, truck 3.3, bus 3.1,
+motorcycle 1.2) with a sigma of 40 % of it. The term is part of the scale's relative sigma a speed
+and a violation carry (``scale.sigma_frac``): the metres per pixel at the point measured.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ POINT_HEIGHT_M: dict[str, float] = {
     "motorcycle": 0.6,
     "vehicle": 0.75,
 }
+# every class on the road: a world of flat vehicles (the simulator's sprites), speed.point_height_m
+ON_THE_ROAD: dict[str, float] = dict.fromkeys(POINT_HEIGHT_M, 0.0)
 POINT_HEIGHT_SIGMA_FRAC = 0.4
 MAX_POINT_HEIGHT_M = 5.0  # a point higher than a double-decker's roof is a configuration error
 # a camera this close over the point (H <= MIN_CLEARANCE x h) measures nothing at that point: its
@@ -99,6 +103,7 @@ def with_point_sigma(
 
 __all__ = [
     "MAX_POINT_HEIGHT_M",
+    "ON_THE_ROAD",
     "POINT_HEIGHT_M",
     "POINT_HEIGHT_SIGMA_FRAC",
     "point_heights",

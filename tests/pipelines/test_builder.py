@@ -21,9 +21,11 @@ from pipelines.config import PipelineConfig
 from pipelines.errors import WeightsError
 from pipelines.motion.detector import ImageDetector
 from pipelines.runner import load_frames
+from pipelines.vehicle_height import ON_THE_ROAD
 
 REPO = Path(__file__).resolve().parents[2]
 JITTER = 0.5  # px of oracle box noise
+FLAT = {"point_height_m": ON_THE_ROAD}  # the simulator's vehicles are flat sprites: measured on the road
 
 
 def _gt(flight):
@@ -110,7 +112,7 @@ def flight(request, tmp_path_factory):
 
 
 def test_speed_from_a_moving_drone_is_right(flight):
-    cfg = PipelineConfig().with_overrides(road={"enabled": False}, speed={"anchor": "center"})
+    cfg = PipelineConfig().with_overrides(road={"enabled": False}, speed={"anchor": "center"} | FLAT)
     errors = _speed_errors(flight, cfg)
     assert len(errors) > 100, "speeds must be reported for most tracked vehicles"
     mae = float(np.mean(np.abs(errors)))
@@ -124,6 +126,7 @@ def test_keyframes_skip_most_detections_and_keep_speeds_right(flight, overlap):
     cfg = PipelineConfig().with_overrides(
         road={"enabled": False},
         keyframes={"enabled": True, "interval": 3, "max_interval": 6, "overlap": overlap},
+        speed=FLAT,
     )
     results: list = []
     errors = _speed_errors(flight, cfg, results=results)
@@ -154,9 +157,9 @@ def test_keyframes_skip_most_detections_and_keep_speeds_right(flight, overlap):
 
 def test_without_ego_motion_compensation_the_drone_motion_leaks_into_speeds(flight):
     """The same flight without compensation: the drone's drift shows up as vehicle speed."""
-    cfg = PipelineConfig().with_overrides(road={"enabled": False}, egomotion={"enabled": False})
+    cfg = PipelineConfig().with_overrides(road={"enabled": False}, egomotion={"enabled": False}, speed=FLAT)
     with_comp = np.mean(
-        np.abs(_speed_errors(flight, PipelineConfig().with_overrides(road={"enabled": False})))
+        np.abs(_speed_errors(flight, PipelineConfig().with_overrides(road={"enabled": False}, speed=FLAT)))
     )
     without = np.mean(np.abs(_speed_errors(flight, cfg)))
     assert without > 3 * with_comp, (with_comp, without)
@@ -166,7 +169,7 @@ def test_bad_boxes_are_flagged_not_trusted(flight):
     """Perturbed oracle boxes (the issue's test): boxes jumping half a vehicle (onto a neighbour)
     for a third of a second. Clean boxes raise no flag; with jumps the flagged figures carry the
     worst errors, and what is trusted stays within the target."""
-    cfg = PipelineConfig().with_overrides(road={"enabled": False})
+    cfg = PipelineConfig().with_overrides(road={"enabled": False}, speed=FLAT)
     _, clean_trust = _speed_errors_and_trust(flight, cfg)
     assert clean_trust.all(), f"{(~clean_trust).sum()} false alarms on clean boxes"
     errors, trusted = _speed_errors_and_trust(flight, cfg, jump_rate=0.15, jump_lengths=0.5)
