@@ -52,6 +52,7 @@ from eval.site_terrain import takeoff_point, write_site_terrain
 from pipelines.calibrate import BaseLine, BaseSolution, solve_base
 from pipelines.geometry import apply_homography
 from pipelines.height import ScalePriors, pitch_sigma_on_road
+from pipelines.lens import LensModel, distort_points
 
 ARMS = ("none", "site", "base", "lrf", "base+lrf", "terrain", "terrain-glo30")
 DEFAULT_ARMS = ARMS[:5]  # the terrain arms on demand (--arms): each writes a model per flight
@@ -154,13 +155,15 @@ def drawn_lines(
     length_sigma_frac: float = LENGTH_SIGMA_FRAC,
 ) -> list[BaseLine]:
     """The lines as an officer draws them on ``frame``: the true ends projected through the true
-    camera plus click noise, the true lengths typed with a relative error."""
+    camera (and its lens: where the frame shows them) plus click noise, the true lengths typed with a
+    relative error. The drone hovers while the officer draws (docs/api.md): no rolling shutter."""
     h_img = camera.world_to_image(frame)
     out = []
     for ln in lines:
-        uv = apply_homography(h_img, np.array([ln.start_xy, ln.end_xy])) + rng.normal(
-            0.0, click_sigma_px, (2, 2)
-        )
+        uv = apply_homography(h_img, np.array([ln.start_xy, ln.end_xy]))
+        if camera.distorts:
+            uv = distort_points(uv, camera.intrinsics, camera.lens)
+        uv = uv + rng.normal(0.0, click_sigma_px, (2, 2))
         uv[:, 0] = np.clip(uv[:, 0], 0, camera.spec.width)
         uv[:, 1] = np.clip(uv[:, 1], 0, camera.spec.height)
         typed = ln.length_m * (1.0 + rng.normal(0.0, length_sigma_frac))
@@ -209,10 +212,12 @@ def measured_base(
     click_sigma_px: float = CLICK_SIGMA_PX,
     length_sigma_frac: float = LENGTH_SIGMA_FRAC,
     pitch_sigma_deg: float | None = None,
+    lens: LensModel | None = None,
 ) -> MeasuredBase:
     """Draw a base on ``frame`` (default: the middle one) of the flight of ``spec`` and solve it with
     the telemetry ``errors`` give that frame (:mod:`pipelines.calibrate`); ``pitch_sigma_deg``: the
-    prior on the pitch against the road (None: the engine's default, the gimbal's and the road's tilt)."""
+    prior on the pitch against the road (None: the engine's default, the gimbal's and the road's tilt);
+    ``lens``: the lens the engine is told (its profile), undone on the drawn ends (None: a pinhole)."""
     camera, roads = scene_roads(spec)
     k = spec.n_frames // 2 if frame is None else int(frame)
     lines = true_lines(camera, roads[0], k, along)
@@ -229,6 +234,7 @@ def measured_base(
         click_sigma_px=click_sigma_px,
         length_sigma_frac=length_sigma_frac,
         pitch_sigma_deg=pitch_sigma_on_road(ScalePriors()) if pitch_sigma_deg is None else pitch_sigma_deg,
+        lens=lens,
     )
     return MeasuredBase(
         k,
@@ -248,9 +254,11 @@ def arm_config(
     *,
     base_frame: int | None = None,
     workdir: Path | None = None,
+    lens: LensModel | None = None,
 ) -> tuple[dict[str, dict[str, Any]] | None, dict[str, Any]]:
     """(the flight's pipeline overrides under ``arm``, the record of what the arm knew); a terrain arm
-    writes its model into ``workdir``."""
+    writes its model into ``workdir``; ``lens``: the lens the engine is told (a base's ends undone
+    through it)."""
     if arm == "none":
         return None, {"arm": arm}
     if arm == "site":
@@ -273,7 +281,7 @@ def arm_config(
             terrain |= {"dem_datum": "ellipsoid", "altitude_datum": "egm96"}
         return {"camera": {"terrain": terrain}}, {"arm": arm, "terrain": record}
     if arm in ("base", "base+lrf"):
-        base = measured_base(spec, errors, np.random.default_rng([seed, 39]), frame=base_frame)
+        base = measured_base(spec, errors, np.random.default_rng([seed, 39]), frame=base_frame, lens=lens)
         ref = base.solution.reference(at_time_s=base.time_s, set_by="eval.correction")
         record = {"arm": arm, "base": base.to_dict()} | ({"laser": LASER.to_dict()} if arm != "base" else {})
         return {"camera": {"height_reference": ref.to_dict()}}, record

@@ -36,10 +36,11 @@ import os
 import sys
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,7 @@ from eval.correction import ARMS, DEFAULT_ARMS, LASER, arm_config
 from eval.error_budget_table import budget_rows, format_rows
 from eval.simulate import ErrorPrior, FlightSpec, TelemetryErrors, derive_flight, read_errors
 from pipelines.errors import AirPatrolError
+from pipelines.lens import LensModel
 
 log = logging.getLogger(__name__)
 
@@ -141,13 +143,18 @@ def build_grid(
     *,
     seed: int = 0,
     prior_draws: int = 1,
+    told: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Job]:
     """Derive every (flight, scenario, arm) flight under ``out/flights`` and list the runs; an arm that
     cannot be set up (a base with no road in view) is recorded as failed. One run per source flight
-    records its detections: the first scenario's first arm (``exact``, ``none`` by default)."""
+    records its detections: the first scenario's first arm (``exact``, ``none`` by default).
+    ``told``: per source flight's name, the camera settings every arm is told (its profile's lens and
+    readout: :mod:`eval.realistic_grid`); a base's ends are undone through that lens."""
     jobs: list[Job] = []
     for src in sources:
         spec = FlightSpec.from_yaml(src / "flight.yaml")
+        camera_told = dict((told or {}).get(src.name, {}))
+        lens = LensModel(**camera_told["lens"]) if camera_told.get("lens") else None
         for sc_name in scenarios:
             sc = SCENARIOS[sc_name]
             for d in range(prior_draws if sc.prior else 1):
@@ -160,8 +167,16 @@ def build_grid(
                     arm_seed = zlib.crc32(f"{seed}/{name}/{sc_name}".encode())
                     try:
                         config, record = arm_config(
-                            arm, spec, errors, arm_seed, workdir=out / "terrain" / sc_name / arm / name
+                            arm,
+                            spec,
+                            errors,
+                            arm_seed,
+                            workdir=out / "terrain" / sc_name / arm / name,
+                            lens=lens,
                         )
+                        if camera_told:
+                            config = dict(config or {})
+                            config["camera"] = dict(config.get("camera", {})) | camera_told
                         extra = {"scenario": sc_name, "arm": arm, "flight": name, "arm_record": record}
                         laser = LASER if "lrf" in arm else None
                         derive_flight(

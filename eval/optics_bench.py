@@ -253,6 +253,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--size", default=None, help="WxH of the flights (default 1920x1080)")
     run.add_argument("--duration", type=float, default=None, help="seconds (default 8)")
     run.add_argument("--force", action="store_true", help="run again what is recorded")
+    add_shared_and_table(run, sub)
+    return p
+
+
+def add_shared_and_table(run: argparse.ArgumentParser, sub: Any) -> None:
+    """A simulating bench's ``--shared`` (the sprites' ../shared/data) and its ``table`` command."""
     shared = os.environ.get(
         "AIRPATROL_SHARED_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data")
     )
@@ -260,19 +266,21 @@ def _parser() -> argparse.ArgumentParser:
     table = sub.add_parser("table", help="print the table of a run's records")
     table.add_argument("out", type=Path)
     table.add_argument("--markdown", action="store_true")
-    return p
+
+
+def print_table(out: Path, render_fn: Any, module: str, markdown: bool) -> int:
+    """A bench's ``table`` command: its records under ``out`` as a table, or what to run first."""
+    if not (out / "runs").is_dir():
+        raise SystemExit(f"no runs under {out}: run `python -m {module} run --out {out}`")
+    sys.stdout.write(render_fn(out, markdown) + "\n")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.command == "table":
-        if not (args.out / "runs").is_dir():
-            raise SystemExit(
-                f"no runs under {args.out}: run `python -m eval.optics_bench run --out {args.out}`"
-            )
-        sys.stdout.write(render(args.out, args.markdown) + "\n")
-        return 0
+        return print_table(args.out, render, "eval.optics_bench", args.markdown)
     changes: dict[str, Any] = {}
     if args.size:
         w, _, h = args.size.partition("x")

@@ -1,0 +1,94 @@
+"""eval.realistic_grid: the 36 cells with the real world's errors drawn per flight, and a measured base
+drawn through a distorting lens (eval.correction) solved through the lens the engine is told."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eval.correction import measured_base
+from eval.error_budget_table import BudgetRow
+from eval.realistic_grid import (
+    ARMS,
+    CALIBRATION,
+    K1_RANGE,
+    READOUT_RANGE_MS,
+    cell_names,
+    cell_of,
+    cell_spec,
+    target_rows,
+)
+from eval.simulate import TelemetryErrors
+from eval.simulate.camera import CameraPath
+from pipelines.lens import LensModel
+
+
+def test_the_36_cells_draw_their_optics_and_a_calibration_of_them():
+    names = cell_names()
+    assert len(names) == len(set(names)) == 36 and "alt30_pitch90_hover" in names
+    k1s = []
+    for name in names:
+        spec, told = cell_spec(name, None)
+        assert spec.vehicle_height and spec.vehicle_sizes == "realistic"
+        k1 = spec.lens_distortion[0]
+        k1s.append(k1)
+        assert K1_RANGE[0] <= k1 <= K1_RANGE[1]
+        assert READOUT_RANGE_MS[0] <= spec.readout_ms <= READOUT_RANGE_MS[1]
+        assert abs(told["lens"]["k1"] - k1) < 5 * CALIBRATION["k1"]
+        assert abs(told["readout_ms"] - spec.readout_ms) < 5 * CALIBRATION["readout_ms"]
+        CameraPath(spec)  # every cell can be rendered (the image top well below the horizon)
+    assert cell_spec(names[5], None) == cell_spec(names[5], None)  # seeded
+    assert len(set(k1s)) == 36
+
+
+@pytest.mark.parametrize(
+    ("run", "cell"),
+    [
+        ({"flight": "alt30_pitch90_hover"}, "alt30_pitch90_hover"),
+        ({"flight": "alt30_pitch90_hover_d3"}, "alt30_pitch90_hover"),
+        ({"flight": "alt150_pitch45_drift_d12"}, "alt150_pitch45_drift"),
+    ],
+)
+def test_a_draw_belongs_to_its_cell(run, cell):
+    assert cell_of(run) == cell
+
+
+@pytest.mark.parametrize(("told", "max_error_pct"), [("exact", 0.05), ("none", None)])
+def test_a_base_drawn_through_a_wide_lens_solves_through_the_lens_it_is_told(told, max_error_pct):
+    """Lines drawn on the distorted frame (the road across it, barrel k1 = -0.12), clicks and lengths
+    all but exact: told the lens, the height is right (measured: -0.002 %); not told, the base reads the
+    distortion."""
+    spec, _ = cell_spec("alt60_pitch90_hover", None)
+    spec = spec.replace(lens_distortion=(-0.12, 0.0, 0.0, 0.0, 0.0))
+    lens = LensModel(-0.12, source="test") if told == "exact" else None
+    base = measured_base(
+        spec,
+        TelemetryErrors(),
+        np.random.default_rng(0),
+        click_sigma_px=0.01,
+        length_sigma_frac=1e-5,
+        lens=lens,
+    )
+    error_pct = 100.0 * abs(base.height_error_m) / base.true_height_m
+    if max_error_pct is not None:
+        assert error_pct < max_error_pct, error_pct
+    else:
+        assert error_pct > 0.25, error_pct  # measured: 0.37 % (the lines lie near the centre)
+
+
+def test_the_targets_count_the_cells_that_meet_them():
+    def row(cell, mae, bias, within):
+        summary = {
+            "mae_kmh": mae,
+            "p95_abs_kmh": 2.0,
+            "bias_pct": bias,
+            "tickets": {"ticket_error": {"within_tolerance": within}},
+        }
+        return BudgetRow(cell, "base", 1, 0, summary)
+
+    rows = [row("a", 0.5, 0.2, 1.0), row("b", 1.4, -1.5, 0.99)]
+    (got,) = target_rows(rows)
+    assert got[:2] == ["base", "2"]
+    assert got[2].startswith("1/2 (worst 1.4, b)") and got[3].startswith("2/2")
+    assert got[4].startswith("1/2 (worst 1.5, b)") and got[5].startswith("1/2 (worst 0.99, b)")
+    assert "lrf" in ARMS
