@@ -96,7 +96,7 @@ EDGE_TARGET_PCT = 0.5
 SHUTTER_TARGET_PCT = 0.3
 
 
-def _sprites(out: Path, shared: Path | None) -> str | None:
+def sprites_folder(out: Path, shared: Path | None) -> str | None:
     """A folder of links to the held-out aerial-cars frames (None: procedural vehicles only)."""
     frames = None if shared is None else shared / "aerial_cars_dji_frames" / "dji_video_frames"
     if frames is None or not frames.is_dir():
@@ -131,7 +131,7 @@ def build(
     out: Path, cells: Sequence[str], seeds: int, *, shared: Path | None, seed0: int = 3900, **changes: Any
 ) -> list[Job]:
     """Simulate each cell's flights (kept when already there) and derive each arm's; the runs to do."""
-    sprites = _sprites(out, shared)
+    sprites = sprites_folder(out, shared)
     jobs: list[Job] = []
     for cell in cells:
         for s in range(seeds):

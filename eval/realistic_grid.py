@@ -45,7 +45,7 @@ from eval.bands import format_table
 from eval.correction import ARMS as ALL_ARMS
 from eval.error_budget import build_grid, load_runs, parse_names, run_grid
 from eval.error_budget_table import budget_rows, format_rows
-from eval.optics_bench import BASE_SPEC, _sprites, add_shared_and_table, print_table
+from eval.optics_bench import BASE_SPEC, add_shared_and_table, print_table, sprites_folder
 from eval.simulate import FlightSpec, simulate_flight
 from pipelines.errors import AirPatrolError
 
@@ -125,7 +125,7 @@ def render(
 ) -> dict[str, dict[str, Any]]:
     """Simulate the cells' flights (kept when already there), ``jobs`` at a time; per flight, what the
     engine is told of its camera."""
-    sprites = _sprites(out, shared)
+    sprites = sprites_folder(out, shared)
     told: dict[str, dict[str, Any]] = {}
     todo = []
     for name in cells:
@@ -139,7 +139,8 @@ def render(
             with ProcessPoolExecutor(max_workers=jobs) as pool:
                 list(pool.map(_render, todo))
         else:
-            [_render(t) for t in todo]
+            for t in todo:
+                _render(t)
     return told
 
 

@@ -16,11 +16,10 @@ from eval.runner import run_sequence, sequence_config
 from eval.simulate import simulate_flight
 from eval.variants import OracleOptions, Variant
 from pipelines.config import PipelineConfig
+from pipelines.vehicle_height import ON_THE_ROAD
 
 LOW = {"altitude_m": 30.0, "pitch_deg": -90.0, "drift_mps": (0.0, 0.0), "yaw_rate_dps": 0.0}
-FLAT = {
-    "point_height_m": {"car": 0.0, "van": 0.0, "truck": 0.0, "bus": 0.0, "motorcycle": 0.0, "vehicle": 0.0}
-}
+FLAT = {"point_height_m": ON_THE_ROAD}
 
 
 @pytest.fixture(scope="module")
