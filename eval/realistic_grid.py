@@ -47,6 +47,7 @@ from eval.error_budget import build_grid, load_runs, parse_names, run_grid
 from eval.error_budget_table import budget_rows, format_rows
 from eval.optics_bench import BASE_SPEC, add_shared_and_table, print_table, sprites_folder
 from eval.simulate import FlightSpec, simulate_flight
+from eval.simulate.spec import SimulationError
 from pipelines.errors import AirPatrolError
 
 log = logging.getLogger(__name__)
@@ -61,10 +62,12 @@ MOTIONS: dict[str, dict[str, Any]] = {
 ARMS = ("none", "site", "base", "lrf")
 TARGET_ARMS = ("site", "base", "lrf")  # the issue's targets hold for these
 SCENARIO = "prior"
+SCENARIOS_OFFERED = ("prior", "exact")  # exact: the optics and the solids alone, telemetry true
 SEED0 = 5000
 K1_RANGE = (-0.12, -0.03)
 TANGENTIAL_SIGMA = 3e-4
 READOUT_RANGE_MS = (15.0, 35.0)
+REMOVABLE = ("lens", "shutter", "solids")  # errors a variant of the grid can leave out (--without)
 CALIBRATION = {"k1": 0.005, "p": 1e-4, "readout_ms": 1.5}  # one sigma of what a calibration leaves
 TARGETS = {"mae_kmh": 1.0, "p95_abs_kmh": 3.0, "abs_bias_pct": 1.0, "within_tolerance": 0.995}
 
@@ -75,8 +78,15 @@ def cell_names() -> list[str]:
     ]  # fmt: skip
 
 
-def cell_spec(name: str, sprites: str | None) -> tuple[FlightSpec, dict[str, Any]]:
-    """The flight of cell ``name`` with its drawn optics, and the camera settings the engine is told."""
+def cell_spec(
+    name: str, sprites: str | None, without: Sequence[str] = ()
+) -> tuple[FlightSpec, dict[str, Any]]:
+    """The flight of cell ``name`` with its drawn optics, and the camera settings the engine is told;
+    ``without``: of :data:`REMOVABLE`, the errors left out (drawn all the same, so that the rest of
+    the flight is the same one): the lens (a pinhole), the shutter (a global one), the solids (flat
+    vehicles, measured on the road)."""
+    if unknown := set(without) - set(REMOVABLE):
+        raise ValueError(f"unknown errors to leave out {sorted(unknown)}: of {', '.join(REMOVABLE)}")
     alt, pitch, motion = name.split("_")
     seed = SEED0 + cell_names().index(name)
     rng = np.random.default_rng([seed, 39])
@@ -111,7 +121,23 @@ def cell_spec(name: str, sprites: str | None) -> tuple[FlightSpec, dict[str, Any
         },
         "readout_ms": round(max(0.0, float(readout + CALIBRATION["readout_ms"] * err[3])), 2),
     }
-    return spec, told
+    if "lens" in without:
+        spec, told["lens"] = _with(spec, lens_distortion=None), None
+    if "shutter" in without:
+        spec, told["readout_ms"] = _with(spec, readout_ms=0.0), 0.0
+    if "solids" in without:
+        spec = _with(spec, vehicle_height=False)
+    return spec, {k: v for k, v in told.items() if v is not None}
+
+
+def same_flight(a: FlightSpec, b: FlightSpec) -> bool:
+    """The same flight but perhaps for where its sprites were cut to (the same crops of one video)."""
+    return _with(a, sprites_dir=None) == _with(b, sprites_dir=None)
+
+
+def _with(spec: FlightSpec, **changes: Any) -> FlightSpec:
+    """A validated copy with ``changes``, None values included (``FlightSpec.replace`` skips them)."""
+    return FlightSpec.from_dict(dict(spec) | changes)
 
 
 def _render(args: tuple[FlightSpec, str]) -> str:
@@ -121,18 +147,27 @@ def _render(args: tuple[FlightSpec, str]) -> str:
 
 
 def render(
-    out: Path, cells: Sequence[str], *, shared: Path | None, jobs: int = 1
+    out: Path,
+    cells: Sequence[str],
+    *,
+    shared: Path | None,
+    jobs: int = 1,
+    without: Sequence[str] = (),
 ) -> dict[str, dict[str, Any]]:
-    """Simulate the cells' flights (kept when already there), ``jobs`` at a time; per flight, what the
-    engine is told of its camera."""
+    """Simulate the cells' flights (kept when already there: the same spec, else an error), ``jobs``
+    at a time; per flight, what the engine is told of its camera."""
     sprites = sprites_folder(out, shared)
     told: dict[str, dict[str, Any]] = {}
     todo = []
     for name in cells:
-        spec, told[name] = cell_spec(name, sprites)
+        spec, told[name] = cell_spec(name, sprites, without)
         src = out / "sims" / name
         if not (src / "gt" / "gt.txt").is_file():
             todo.append((spec, str(src)))
+        elif not same_flight(FlightSpec.from_yaml(src / "flight.yaml"), spec):
+            raise SimulationError(
+                f"{src} was simulated with other settings (another --without?): give another --out"
+            )
     if todo:
         log.info("simulating %d flights, %d at a time", len(todo), jobs)
         if jobs > 1:
@@ -188,7 +223,8 @@ def render_table(out: Path, markdown: bool = False) -> str:
     runs = load_runs(out)
     arms = [a for a in ARMS if any(r["arm"] == a for r in runs)]
     rows = per_cell(runs, arms)
-    pooled = format_rows(budget_rows(runs, [SCENARIO], arms), markdown=markdown)
+    scenarios = list(dict.fromkeys(str(r["scenario"]) for r in runs))
+    pooled = format_rows(budget_rows(runs, scenarios, arms), markdown=markdown)
     header = ["arm", "cells", "MAE <= 1.0", "p95 <= 3", "|bias| <= 1 %", "tickets within tol. >= 99.5 %"]
     targets = format_table(header, target_rows([r for r in rows if r.arm in TARGET_ARMS]), markdown)
     return f"{format_rows(rows, markdown=markdown)}\n\npooled over every flight-draw:\n{pooled}\n\ntargets (cells meeting each):\n{targets}"
@@ -206,6 +242,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--draws", type=int, default=1, help="telemetry error draws per flight")
     run.add_argument("--jobs", type=int, default=1, help="renders and runs at a time")
     run.add_argument("--seed", type=int, default=0, help="the telemetry draws' seed")
+    run.add_argument(
+        "--scenario",
+        choices=SCENARIOS_OFFERED,
+        default=SCENARIO,
+        help="the telemetry's errors: drawn from the engine's priors (default) or none (exact)",
+    )
+    run.add_argument(
+        "--without",
+        help=f"comma separated, of {', '.join(REMOVABLE)}: errors left out of the flights (another --out)",
+    )
     run.add_argument("--force", action="store_true", help="run again what is recorded")
     add_shared_and_table(run, sub)
     return p
@@ -221,10 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     cells = parse_names(args.cells, cell_names(), cell_names(), "cells")
     arms = parse_names(args.arms, [a for a in ALL_ARMS if a in ARMS], ARMS, "arms")
     try:
-        told = render(args.out, cells, shared=args.shared, jobs=args.jobs)
+        without = parse_names(args.without, REMOVABLE, (), "errors to leave out")
+        told = render(args.out, cells, shared=args.shared, jobs=args.jobs, without=without)
         sources = [args.out / "sims" / c for c in cells]
         jobs = build_grid(
-            sources, args.out, [SCENARIO], arms, seed=args.seed, prior_draws=args.draws, told=told
+            sources, args.out, [args.scenario], arms, seed=args.seed, prior_draws=args.draws, told=told
         )
     except AirPatrolError as exc:
         raise SystemExit(f"realistic grid: {exc}") from None

@@ -21,6 +21,7 @@ from pipelines.motion.flow import BoxFlowRefiner
 from pipelines.motion.input_size import AutoSizedDetector
 from pipelines.motion.keyframes import BoxPropagator, KeyframeScheduler
 from pipelines.motion.relink import TrackRelinker
+from pipelines.motion.sensor_motion import IdealMotion
 from pipelines.motion.tracker import Tracker
 from pipelines.pipeline import Pipeline
 from pipelines.road_network import (
@@ -157,7 +158,9 @@ def build_pipeline(
         egomotion=ego,
         tracker=Tracker(config.tracker),
         displacement=GroundDisplacement(
-            config.speed.anchor, refiner if config.tracker.refine_with_flow else None
+            config.speed.anchor,
+            refiner if config.tracker.refine_with_flow else None,
+            IdealMotion(config.egomotion.smooth_window, config.egomotion.smooth_gate_px),
         ),
         ground=GroundModel(config.camera, terrain),
         speed=SpeedEstimator(config.speed),

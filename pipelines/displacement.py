@@ -14,7 +14,10 @@ turns metres into km/h. For each tracked vehicle seen before:
    A constant flow bias then only offsets the position by a constant, which no speed fit sees, and
    box jitter is smoothed instead of accumulating.
 3. Both points go through this frame's :class:`~pipelines.geometry.GroundProjector`; their
-   difference is the ground displacement in metres.
+   difference is the ground displacement in metres. Through a distorting lens or a rolling shutter
+   both are first taken to the sensor's ideal image, and the previous one carried by the camera's
+   motion there (:mod:`pipelines.motion.sensor_motion`); a point above the road gets back the
+   parallax of the camera's own step (:mod:`pipelines.vehicle_height`).
 
 Boxes clipped by the image border (:func:`touches_border`) grow or shrink as their vehicle enters
 or leaves, so their anchor moves slower than the vehicle. Such a box (clipped now, or when last
@@ -35,6 +38,7 @@ import numpy as np
 
 from pipelines.geometry import GroundProjector
 from pipelines.motion.flow import BoxFlowRefiner
+from pipelines.motion.sensor_motion import IdealMotion, IdealView
 from pipelines.types import EgoMotion, Frame
 
 # A box edge this close to the image border is taken as cut by it: at least BORDER_MARGIN_PX, and
@@ -144,6 +148,8 @@ class _TrackMemory:
     anchor_px: np.ndarray  # (2,) pixel in that frame
     cum_h: np.ndarray  # reference -> that frame, static ground
     box: np.ndarray  # (4,) xyxy in that frame
+    view: IdealView | None = None  # that frame's pixels -> its ideal image (None: they are)
+    cum_ideal: np.ndarray | None = None  # reference -> that frame, static ground, ideal image
 
 
 class GroundDisplacement:
@@ -153,9 +159,18 @@ class GroundDisplacement:
     :meth:`remember` where they are now, :meth:`expire` tracks gone for too long.
     """
 
-    def __init__(self, anchor: str = "center", refiner: BoxFlowRefiner | None = None) -> None:
+    def __init__(
+        self,
+        anchor: str = "center",
+        refiner: BoxFlowRefiner | None = None,
+        ideal: IdealMotion | None = None,
+    ) -> None:
         self.anchor = anchor
         self.refiner = refiner
+        # the camera's motion in the sensor's ideal image, for steps through a lens or a rolling
+        # shutter (pipelines.motion.sensor_motion)
+        self.ideal = ideal if ideal is not None else IdealMotion()
+        self._view: IdealView | None = None  # this frame's
         self._cum_h = np.eye(3)  # reference frame -> current frame, static ground
         self._tracks: dict[int, _TrackMemory] = {}
         self._prev_gray: np.ndarray | None = None
@@ -167,10 +182,13 @@ class GroundDisplacement:
     def anchors(self, xyxy: np.ndarray) -> np.ndarray:
         return box_anchors(xyxy, self.anchor)
 
-    def advance(self, ego: EgoMotion) -> None:
-        """Accumulate this frame's camera motion (previous -> current frame)."""
+    def advance(self, ego: EgoMotion, timestamp_s: float | None = None) -> None:
+        """Accumulate this frame's camera motion (previous -> current frame; ``timestamp_s``: the
+        frame's, for the rolling shutter's share of it)."""
         self._cum_h = ego.homography @ self._cum_h
         self._cum_h /= self._cum_h[2, 2]
+        self.ideal.advance(ego, timestamp_s)
+        self._view = None
 
     def measure(
         self,
@@ -198,7 +216,7 @@ class GroundDisplacement:
         cut_now = clipped_edges(xyxy, width, height)
         usable = measurable_clipped(xyxy, cut_now)
         whole: list[int] = []  # uncut in both frames: box anchor and in-box flow
-        edges: list[tuple[int, np.ndarray, np.ndarray]] = []  # (row, point now, point then carried)
+        edges: list[tuple[int, np.ndarray, np.ndarray]] = []  # (row, point now, point then)
         for i, tid in enumerate(ids):
             memory = self._tracks.get(int(tid))
             if memory is None or not usable[i]:
@@ -210,11 +228,10 @@ class GroundDisplacement:
             now = edge_point(xyxy[i], anchors[i], cut, self.anchor)
             then = edge_point(memory.box, self.anchors(memory.box[None])[0], cut, self.anchor)
             if now is not None and then is not None:
-                edges.append((i, now, self._carry(memory, then)))
+                edges.append((i, now, then))
         if whole:
             memories = [self._tracks[ids[i]] for i in whole]
             prev_pos = np.array([m.anchor_px for m in memories])
-            static_now = np.array([self._carry(m, m.anchor_px) for m in memories])
             if self.refiner is not None and self._prev_gray is not None:
                 rows = [r for r, m in enumerate(memories) if m.frame_index == self._prev_index]
                 if rows:
@@ -231,14 +248,61 @@ class GroundDisplacement:
                         )
                         if blended is not None:
                             positions[i] = blended
-            if proj is not None:
-                disp[whole] = proj.ground_step(positions[whole], static_now, _rows(point_heights, whole))
-        if edges and proj is not None:
+        if proj is None:
+            return positions, disp
+        self._view = self.ideal.use(proj)
+        if whole:
+            then = [(self._tracks[ids[i]], self._tracks[ids[i]].anchor_px) for i in whole]
+            disp[whole] = self._steps(proj, positions[whole], then, _rows(point_heights, whole))
+        if edges:
             rows = [i for i, _, _ in edges]
-            disp[rows] = proj.ground_step(
-                np.array([e[1] for e in edges]), np.array([e[2] for e in edges]), _rows(point_heights, rows)
-            )
+            then = [(self._tracks[ids[i]], p) for i, _, p in edges]
+            disp[rows] = self._steps(proj, np.array([e[1] for e in edges]), then, _rows(point_heights, rows))
         return positions, disp
+
+    def _steps(
+        self,
+        proj: GroundProjector,
+        now_px: np.ndarray,
+        then: list[tuple[_TrackMemory, np.ndarray]],
+        heights: np.ndarray | None,
+    ) -> np.ndarray:
+        """Ground steps from points of the frames the tracks were last measured in (``then``: the
+        memory, the point there) to pixels now: in the sensor's ideal image where it has one."""
+        view = self._view
+        camera = None if heights is None else self._camera_steps(proj, [m for m, _ in then])
+        if view is None:  # a pinhole, global shutter: the pixels are the ideal image
+            static_now = np.array([self._carry(m, p) for m, p in then])
+            return proj.ground_step(now_px, static_now, heights, camera_step_m=camera)
+        static_ideal = np.array([self._carry_ideal(m, p, view) for m, p in then])
+        return proj.ground_step(view.points(now_px), static_ideal, heights, True, camera)
+
+    def _camera_steps(self, proj: GroundProjector, memories: list[_TrackMemory]) -> np.ndarray:
+        """(N, 2) how far the camera moved over the ground since each track was last measured, in
+        this frame's ground coordinates (the camera is above their origin): the ground point below
+        it then (its nadir pixel, carried) is ``-step`` now. The nadir pixel is this frame's (a
+        gimbal holds its pitch over the frames of a step). NaN where the nadir is not in reach."""
+        nadir = proj.nadir_px()
+        out = np.full((len(memories), 2), np.nan)
+        if not np.all(np.isfinite(nadir)):
+            return out
+        for i, m in enumerate(memories):
+            ideal = self._view is not None and m.view is not None and m.cum_ideal is not None
+            cum_then, cum_now = (m.cum_ideal, self.ideal.cum) if ideal else (m.cum_h, self._cum_h)
+            p = (cum_now @ np.linalg.inv(cum_then)) @ np.array([*nadir, 1.0])
+            if abs(p[2]) > 1e-12:
+                out[i] = -proj.to_ground((p[:2] / p[2])[None], ideal=True)[0]
+        return out
+
+    def _carry_ideal(self, memory: _TrackMemory, point_px: np.ndarray, view: IdealView) -> np.ndarray:
+        """Where the static ground under a pixel of the frame a track was last measured in lies now,
+        in this frame's ideal image (a track measured before the sensor was known: its pixels
+        carried, then taken to the ideal image as this frame's)."""
+        if memory.view is None or memory.cum_ideal is None:
+            return view.points(self._carry(memory, point_px)[None])[0]
+        then = memory.view.points(np.asarray(point_px, dtype=np.float64)[None])[0]
+        p = (self.ideal.cum @ np.linalg.inv(memory.cum_ideal)) @ np.array([*then, 1.0])
+        return p[:2] / p[2]
 
     def _carry(self, memory: _TrackMemory, point_px: np.ndarray) -> np.ndarray:
         """Where the static ground under a pixel of the frame a track was last measured in lies now."""
@@ -253,8 +317,12 @@ class GroundDisplacement:
 
     def remember(self, frame_index: int, ids: np.ndarray, positions: np.ndarray, xyxy: np.ndarray) -> None:
         """Where each measured track is now."""
+        view = self._view
+        cum_ideal = None if view is None else self.ideal.cum.copy()
         for tid, pos, box in zip(np.asarray(ids, dtype=int), positions, np.asarray(xyxy), strict=True):
-            self._tracks[int(tid)] = _TrackMemory(frame_index, pos, self._cum_h.copy(), box.copy())
+            self._tracks[int(tid)] = _TrackMemory(
+                frame_index, pos, self._cum_h.copy(), box.copy(), view, cum_ideal
+            )
 
     def end_frame(self, frame_index: int, gray: np.ndarray) -> None:
         """The frame is done: its image is the next frame's flow reference."""
@@ -270,6 +338,8 @@ class GroundDisplacement:
 
     def reset(self) -> None:
         self._cum_h = np.eye(3)
+        self.ideal.reset()
+        self._view = None
         self._tracks.clear()
         self._prev_gray = None
         self._prev_index = -1

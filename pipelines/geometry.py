@@ -128,15 +128,24 @@ class GroundProjector:
             intrinsics, altitude_m, pitch_deg, h, None if lens is None or lens.identity else lens, readout_s
         )
 
-    def to_ground(self, points: np.ndarray) -> np.ndarray:
-        """(N, 2) image pixels -> (N, 2) ground metres; pixels at or above the horizon become NaN."""
-        ideal = undistort_points(points, self.intrinsics, self.lens)
-        out = apply_homography(self.image_to_ground, ideal)
-        out[~self._ideal_below_horizon(ideal)] = np.nan
+    def to_ground(self, points: np.ndarray, ideal: bool = False) -> np.ndarray:
+        """(N, 2) image pixels -> (N, 2) ground metres; pixels at or above the horizon become NaN.
+        ``ideal``: the points are already the pinhole's (undistorted: pipelines.motion.sensor_motion)."""
+        if ideal:
+            pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        else:
+            pts = undistort_points(points, self.intrinsics, self.lens)
+        out = apply_homography(self.image_to_ground, pts)
+        out[~self._ideal_below_horizon(pts)] = np.nan
         return out if self.terrain is None else self.terrain.lift(out, self.altitude_m)
 
     def ground_step(
-        self, now_px: np.ndarray, then_px: np.ndarray, point_height_m: np.ndarray | None = None
+        self,
+        now_px: np.ndarray,
+        then_px: np.ndarray,
+        point_height_m: np.ndarray | None = None,
+        ideal: bool = False,
+        camera_step_m: np.ndarray | None = None,
     ) -> np.ndarray:
         """(N, 2) ground displacements (m) from pixels ``then_px`` to ``now_px`` (N, 2 each): over a
         terrain model, the way along the ground (the horizontal step times
@@ -144,15 +153,30 @@ class GroundProjector:
         along it, sqrt(1 + g^2) of its horizontal run); over flat ground the horizontal step.
         ``point_height_m`` (N,): how far above the road the measured points are (a vehicle's box and
         flow, :mod:`pipelines.vehicle_height`): each step times ``1 - h / H``, H the camera's height
-        above the ground there (NaN where the camera is too low over the point)."""
-        then, now = self.to_ground(then_px), self.to_ground(now_px)
+        above the ground there (NaN where the camera is too low over the point); and, a raised point
+        seeing the camera's own motion as a parallax of ``h / H`` of it, plus ``h / H`` of
+        ``camera_step_m`` (N, 2: how far the camera moved over the ground meanwhile, in this frame's
+        ground coordinates: :meth:`nadir_px` carried; None: it hovered). ``ideal``: both points are
+        already the pinhole's (:meth:`to_ground`)."""
+        then, now = self.to_ground(then_px, ideal), self.to_ground(now_px, ideal)
         step = now - then
         if self.terrain is not None:
             step = step * self.terrain.slope_factor(then, now, self.altitude_m)[:, None]
         if point_height_m is None:
             return step
         factor = step_factor(point_height_m, self.height_above_ground((then + now) / 2.0))
-        return step * factor[:, None]
+        out = step * factor[:, None]
+        if camera_step_m is not None:
+            camera = np.asarray(camera_step_m, dtype=np.float64).reshape(-1, 2)
+            out = out + np.where(np.isfinite(camera), camera, 0.0) * (1.0 - factor)[:, None]
+        return out
+
+    def nadir_px(self) -> np.ndarray:
+        """(2,) the pinhole pixel of the ground point below the camera (off the image unless it
+        looks straight down; NaN where the camera looks near the horizon)."""
+        h = np.linalg.inv(self.image_to_ground)
+        out = apply_homography(h, np.zeros((1, 2)))[0]
+        return out if np.all(np.abs(out) < 1e6) else np.full(2, np.nan)
 
     def height_above_ground(self, ground_xy: np.ndarray) -> np.ndarray:
         """(N,) the camera's height (m) above the ground at ground points (:meth:`to_ground`'s): the

@@ -467,7 +467,7 @@ class Pipeline:
         t3 = clock()
 
         tracked = self.tracker.update(detections, ego, frame.timestamp_s)
-        self.displacement.advance(ego)
+        self.displacement.advance(ego, frame.timestamp_s)
         t4 = clock()
         timings["track"] = (t4 - t3) * 1e3
 

@@ -133,6 +133,10 @@ class EgoMotion:
     n_points: int = 0
     magnitude_px: float = 0.0  # median displacement of background points
     valid: bool = True
+    # (M, 4) the fit's inlier point pairs (x0, y0, x1, y1: previous, current full-resolution pixels)
+    # for a fit of the camera's motion in the sensor's ideal image (pipelines.motion.sensor_motion);
+    # None where the estimate has none (identity, a fake)
+    pairs: np.ndarray | None = None
 
     @staticmethod
     def identity() -> EgoMotion:

@@ -16,6 +16,12 @@ measured point for the vehicle's class (``speed.point_height_m``), and the speed
 uncertainty of ``h`` (``speed.point_height_sigma_frac`` of it: :func:`sigma_frac`), shared by all of
 one vehicle's steps like the scale's.
 
+A camera that moves sees the raised point move against the road by ``h / H`` of its own motion
+(parallax): the step measured against the road, scaled, is ``u - (h / H) c`` for a vehicle at ``u``
+under a camera at ``c``. The step adds ``h / H`` of the camera's step back (``camera_step_m`` of
+``ground_step``, from the camera's nadir carried by the ego-motion: pipelines.displacement). A car
+0.75 m up under a camera flying 10 m/s along the road at 30 m: 0.25 m/s, 1.8 % of 50 km/h.
+
 The effective height is measured, not assumed (docs/lab/2026-11-28-issue-39-vehicle-height.md): on
 the simulator's solid vehicles (``FlightSpec.vehicle_height``) at 30 to 100 m, straight down and at
 -45 deg, exact boxes of the whole visible vehicle move as a point at 0.36-0.49 of a car's height

@@ -41,6 +41,7 @@ fallbacks.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import cv2
@@ -455,7 +456,7 @@ class EgoMotionEstimator:
             self._smoother.reset()
             return ego
         smoothed = self._smoother.smooth(ego.homography, full_shape[1], full_shape[0])
-        return EgoMotion(smoothed, ego.inlier_ratio, ego.n_points, ego.magnitude_px, ego.valid)
+        return dataclasses.replace(ego, homography=smoothed)
 
     def _store(
         self,
@@ -547,6 +548,11 @@ class EgoMotionEstimator:
     def _result(
         h_full: np.ndarray, p0: np.ndarray, p1: np.ndarray, inl: np.ndarray, sx: float, sy: float, valid: bool
     ) -> EgoMotion:
-        d = (p1[inl] - p0[inl]) / np.array([sx, sy])
+        scale = np.array([sx, sy])
+        d = (p1[inl] - p0[inl]) / scale
         mag = float(np.median(np.linalg.norm(d, axis=1))) if len(d) else 0.0
-        return EgoMotion(h_full, float(inl.mean()), len(p0), mag, valid)
+        to_full = np.linalg.inv(scale_matrix(sx, sy))  # the resize map, undone
+        pairs = np.hstack(
+            [apply_homography_points(to_full, p0[inl]), apply_homography_points(to_full, p1[inl])]
+        )
+        return EgoMotion(h_full, float(inl.mean()), len(p0), mag, valid, pairs)

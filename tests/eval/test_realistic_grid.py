@@ -16,10 +16,14 @@ from eval.realistic_grid import (
     cell_names,
     cell_of,
     cell_spec,
+    render,
+    same_flight,
     target_rows,
 )
 from eval.simulate import TelemetryErrors
 from eval.simulate.camera import CameraPath
+from eval.simulate.spec import SimulationError
+from eval.simulate.writers import write_spec
 from pipelines.lens import LensModel
 
 
@@ -39,6 +43,44 @@ def test_the_36_cells_draw_their_optics_and_a_calibration_of_them():
         CameraPath(spec)  # every cell can be rendered (the image top well below the horizon)
     assert cell_spec(names[5], None) == cell_spec(names[5], None)  # seeded
     assert len(set(k1s)) == 36
+
+
+@pytest.mark.parametrize(
+    ("without", "lens", "readout", "solids"),
+    [
+        ((), True, True, True),
+        (("lens",), False, True, True),
+        (("shutter",), True, False, True),
+        (("solids",), True, True, False),
+        (("lens", "shutter", "solids"), False, False, False),
+    ],
+)
+def test_a_variant_leaves_out_the_errors_it_names_and_keeps_the_rest(without, lens, readout, solids):
+    """The grid's variants (--without) fly the same flight, the named errors left out of the
+    rendering and of what the engine is told."""
+    full, told_full = cell_spec("alt60_pitch45_forward", None)
+    spec, told = cell_spec("alt60_pitch45_forward", None, without)
+    assert (spec.lens_distortion is not None) == lens and ("lens" in told) == lens
+    assert bool(spec.readout_ms) == readout and bool(told["readout_ms"]) == readout
+    assert spec.vehicle_height == solids
+    assert spec.seed == full.seed and spec.drift_mps == full.drift_mps and spec.vehicle_sizes == "realistic"
+    if lens:
+        assert told["lens"] == told_full["lens"]
+    with pytest.raises(ValueError, match="unknown errors"):
+        cell_spec("alt60_pitch45_forward", None, ("fog",))
+
+
+def test_a_flight_simulated_with_other_settings_is_not_taken_for_a_variant(tmp_path):
+    """A folder of flights with the lens is refused for the variant without it (another --out)."""
+    spec, _ = cell_spec("alt30_pitch90_hover", None)  # no shared frames given: procedural vehicles
+    (tmp_path / "sims" / "alt30_pitch90_hover" / "gt").mkdir(parents=True)
+    (tmp_path / "sims" / "alt30_pitch90_hover" / "gt" / "gt.txt").write_text("")
+    write_spec(tmp_path / "sims" / "alt30_pitch90_hover" / "flight.yaml", spec)
+    told = render(tmp_path, ["alt30_pitch90_hover"], shared=None)  # the same flight: kept
+    assert told["alt30_pitch90_hover"]["readout_ms"] > 0
+    with pytest.raises(SimulationError, match="other settings"):
+        render(tmp_path, ["alt30_pitch90_hover"], shared=None, without=("lens",))
+    assert same_flight(spec, cell_spec("alt30_pitch90_hover", "elsewhere")[0])
 
 
 @pytest.mark.parametrize(
