@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipelines.geometry import GroundProjector
+from pipelines.geometry import GroundProjector, apply_homography
 from pipelines.motion.flow import BoxFlowRefiner
 from pipelines.motion.sensor_motion import IdealMotion, IdealView
 from pipelines.types import EgoMotion, Frame
@@ -274,8 +274,7 @@ class GroundDisplacement:
         if view is None:  # a pinhole, global shutter: the pixels are the ideal image
             static_now = np.array([self._carry(m, p) for m, p in then])
             return proj.ground_step(now_px, static_now, heights, camera_step_m=camera)
-        static_ideal = np.array([self._carry_ideal(m, p, view) for m, p in then])
-        return proj.ground_step(view.points(now_px), static_ideal, heights, True, camera)
+        return proj.ground_step(view.points(now_px), self._carry_ideal(then, view), heights, True, camera)
 
     def _camera_steps(self, proj: GroundProjector, memories: list[_TrackMemory]) -> np.ndarray:
         """(N, 2) how far the camera moved over the ground since each track was last measured, in
@@ -283,26 +282,33 @@ class GroundDisplacement:
         it then (its nadir pixel, carried) is ``-step`` now. The nadir pixel is this frame's (a
         gimbal holds its pitch over the frames of a step). NaN where the nadir is not in reach."""
         nadir = proj.nadir_px()
-        out = np.full((len(memories), 2), np.nan)
-        if not np.all(np.isfinite(nadir)):
-            return out
-        for i, m in enumerate(memories):
-            ideal = self._view is not None and m.view is not None and m.cum_ideal is not None
-            cum_then, cum_now = (m.cum_ideal, self.ideal.cum) if ideal else (m.cum_h, self._cum_h)
-            p = (cum_now @ np.linalg.inv(cum_then)) @ np.array([*nadir, 1.0])
-            if abs(p[2]) > 1e-12:
-                out[i] = -proj.to_ground((p[:2] / p[2])[None], ideal=True)[0]
-        return out
+        if not memories or not np.all(np.isfinite(nadir)):
+            return np.full((len(memories), 2), np.nan)
+        ideal = [self._view is not None and m.view is not None and m.cum_ideal is not None for m in memories]
+        then = np.array([m.cum_ideal if i else m.cum_h for m, i in zip(memories, ideal, strict=True)])
+        now = np.where(np.array(ideal)[:, None, None], self.ideal.cum, self._cum_h)
+        p = now @ np.linalg.solve(then, np.broadcast_to([*nadir, 1.0], (len(memories), 3))[..., None])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            carried = p[:, :2, 0] / p[:, 2:, 0]
+        return -proj.to_ground(carried, ideal=True)
 
-    def _carry_ideal(self, memory: _TrackMemory, point_px: np.ndarray, view: IdealView) -> np.ndarray:
-        """Where the static ground under a pixel of the frame a track was last measured in lies now,
-        in this frame's ideal image (a track measured before the sensor was known: its pixels
-        carried, then taken to the ideal image as this frame's)."""
-        if memory.view is None or memory.cum_ideal is None:
-            return view.points(self._carry(memory, point_px)[None])[0]
-        then = memory.view.points(np.asarray(point_px, dtype=np.float64)[None])[0]
-        p = (self.ideal.cum @ np.linalg.inv(memory.cum_ideal)) @ np.array([*then, 1.0])
-        return p[:2] / p[2]
+    def _carry_ideal(self, then: list[tuple[_TrackMemory, np.ndarray]], view: IdealView) -> np.ndarray:
+        """(N, 2) where the static ground under each pixel of the frame a track was last measured in
+        lies now, in this frame's ideal image; a frame's points at once. A track measured before the
+        sensor was known: its pixels carried, then taken to the ideal image as this frame's."""
+        out = np.empty((len(then), 2))
+        frames: dict[int, list[int]] = {}
+        for i, (m, _) in enumerate(then):
+            known = m.view is not None and m.cum_ideal is not None
+            frames.setdefault(m.frame_index if known else -1, []).append(i)
+        for index, rows in frames.items():
+            m = then[rows[0]][0]
+            if index < 0 or m.view is None or m.cum_ideal is None:
+                out[rows] = view.points(np.array([self._carry(then[i][0], then[i][1]) for i in rows]))
+                continue
+            pts = np.array([then[i][1] for i in rows], dtype=np.float64).reshape(-1, 2)
+            out[rows] = apply_homography(self.ideal.cum @ np.linalg.inv(m.cum_ideal), m.view.points(pts))
+        return out
 
     def _carry(self, memory: _TrackMemory, point_px: np.ndarray) -> np.ndarray:
         """Where the static ground under a pixel of the frame a track was last measured in lies now."""
