@@ -101,6 +101,17 @@ def build_detector_model(dcfg: DetectorConfig) -> YoloDetector:
     return YoloDetector.from_config(dcfg)
 
 
+def _displacement(config: PipelineConfig, refiner: BoxFlowRefiner) -> GroundDisplacement:
+    """The ground displacement stage: the in-box flow where configured, and the camera's motion in
+    the sensor's ideal image smoothed as the ego-motion is."""
+    ego = config.egomotion
+    return GroundDisplacement(
+        config.speed.anchor,
+        refiner if config.tracker.refine_with_flow else None,
+        IdealMotion(ego.smooth_window, ego.smooth_gate_px),
+    )
+
+
 def build_pipeline(
     config: PipelineConfig,
     *,
@@ -157,11 +168,7 @@ def build_pipeline(
         road=road,
         egomotion=ego,
         tracker=Tracker(config.tracker),
-        displacement=GroundDisplacement(
-            config.speed.anchor,
-            refiner if config.tracker.refine_with_flow else None,
-            IdealMotion(config.egomotion.smooth_window, config.egomotion.smooth_gate_px),
-        ),
+        displacement=_displacement(config, refiner),
         ground=GroundModel(config.camera, terrain),
         speed=SpeedEstimator(config.speed),
         rules=ViolationDetector(

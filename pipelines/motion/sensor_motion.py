@@ -15,8 +15,9 @@ ground's motion only in a pinhole, global-shutter image:
 
 Measured on issue 39's realistic grid (the 12 cells flying forward along the road at 10 m/s, exact
 telemetry, the shipped detector; lens k1 -0.12..-0.03, readout 15-35 ms, both told to the engine):
-before this, the lane going with the drone read 1.1-2.6 % slow and the one coming 2.0-5.2 % fast,
-a velocity error of about -0.25 m/s along the flight whatever the vehicle's direction (lab note
+before this (and the raised point's parallax, :mod:`pipelines.vehicle_height`), the lane going with
+the drone read 0.8-2.6 % slow and the one coming 1.1-5.2 % fast, a velocity error of about -0.25 m/s
+along the flight whatever the vehicle's direction; after, -0.02 % and +0.24 % pooled (lab note
 docs/lab/2026-11-29-issue-39-flying-forward.md).
 
 Here the ego-motion's inlier pairs (``EgoMotion.pairs``) are taken to the ideal image: undistorted
