@@ -52,6 +52,7 @@ from pipelines.types import (
     Intrinsics,
     ScaleInfo,
 )
+from pipelines.vehicle_height import with_point_sigma
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +156,61 @@ def scale_sigma_frac(
     return np.sqrt(np.maximum(var, 0.0))
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ScaleTerms:
+    """Each of N tracks' scale sigma now and what it is made of: ``frac`` the relative sigma of its
+    speed (the height's and the pitch's, the point height's in quadrature; NaN: the speed stage's
+    default), ``per_deg`` the signed relative change of its displacement per degree of pitch where
+    it is, along its travel (:class:`ScaleModel`; NaN: none), ``point`` its measured point height's
+    relative sigma (0 on the road; :func:`pipelines.vehicle_height.sigma_frac`)."""
+
+    frac: np.ndarray
+    per_deg: np.ndarray
+    point: np.ndarray
+
+
+def track_scale_terms(
+    scale: ScaleInfo | None,
+    model: ScaleModel | None,
+    ground_xy: np.ndarray,
+    directions_xy: np.ndarray,
+    point_frac: np.ndarray,
+    default_frac: float,
+) -> ScaleTerms:
+    """:class:`ScaleTerms` of tracks at ``ground_xy`` travelling along ``directions_xy`` (N, 2 each)
+    under ``scale`` and this frame's ``model`` (either None: no pitch sensitivity, the default's
+    sigma)."""
+    point = np.asarray(point_frac, dtype=np.float64).reshape(-1)
+    per_deg = np.full(len(point), np.nan)
+    fracs = None
+    if scale is not None and model is not None:
+        per_deg = model.pitch_frac_per_deg(ground_xy, directions_xy)
+        fracs = scale_sigma_frac(
+            scale.height_m, scale.height_sigma_m, scale.pitch_sigma_deg, per_deg, scale.height_pitch_cov
+        )
+    return ScaleTerms(with_point_sigma(fracs, point, default_frac), per_deg, point)
+
+
+def base_scale_frac(scale: ScaleInfo | None, per_deg: Sequence[float], point: Sequence[float]) -> float:
+    """The relative scale sigma of a speed measured over a base of positions (:mod:`pipelines.ticket`),
+    each with its ``per_deg`` and ``point`` (:class:`ScaleTerms`). The height's and the pitch's errors
+    are the same at every position, so the base's displacement is off by the mean of the local
+    errors, dh / h + mean(per_deg) dp: its sigma is the one at the mean sensitivity, not the mean of
+    the positions' sigmas (wider wherever the sensitivity changes along the base: a measured base
+    cancels the pitch's error against the height's where its lines are and less elsewhere, and a
+    pitch error changes sign across a nadir image). The point height's (one vehicle's, the same
+    all along) in quadrature, its mean. NaN without a scale, or where a position has no
+    sensitivity (not on the ground)."""
+    pd = np.asarray(per_deg, dtype=np.float64).reshape(-1)
+    if scale is None or not pd.size or not np.all(np.isfinite(pd)):
+        return math.nan
+    frac = scale_sigma_frac(
+        scale.height_m, scale.height_sigma_m, scale.pitch_sigma_deg, float(pd.mean()), scale.height_pitch_cov
+    )
+    point = np.nan_to_num(np.asarray(point, dtype=np.float64).reshape(-1), nan=0.0)
+    return math.hypot(float(frac), float(point.mean()) if point.size else 0.0)
+
+
 def travel_directions(velocities: Sequence[np.ndarray | None], disp: np.ndarray) -> np.ndarray:
     """(N, 2) each track's direction of travel for its scale sigma: its fitted velocity, else its
     step now (``disp``, (N, 2) m) when longer than 5 cm, else zeros (:class:`ScaleModel`: the worse axis)."""
@@ -233,11 +289,14 @@ __all__ = [
     "ScaleInfo",
     "ScaleModel",
     "ScalePriors",
+    "ScaleTerms",
+    "base_scale_frac",
     "centre_sigma_frac",
     "height_above_road",
     "reference_key",
     "run_scale",
     "scale_status",
     "scale_sigma_frac",
+    "track_scale_terms",
     "travel_directions",
 ]

@@ -35,7 +35,7 @@ from pipelines.displacement import GroundDisplacement, centre_gsd, ground_sizes
 from pipelines.effort import Effort, keyframes_at
 from pipelines.geometry import GroundProjector
 from pipelines.ground import GroundModel
-from pipelines.height import scale_sigma_frac, travel_directions
+from pipelines.height import ScaleTerms, track_scale_terms, travel_directions
 from pipelines.motion.detector import Detector
 from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.keyframes import (
@@ -61,7 +61,7 @@ from pipelines.types import (
     SpeedEstimate,
     Violation,
 )
-from pipelines.vehicle_height import point_heights, sigma_frac, with_point_sigma
+from pipelines.vehicle_height import point_heights, sigma_frac
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +284,7 @@ class Pipeline:
                     m_ids[keep],
                     disp[keep],
                     sizes[keep],
-                    scale_sigma_frac=self._scale_fracs(
+                    scale_sigma_frac=self._scale_terms(
                         m_ids[keep], positions[keep], disp[keep], proj, heights[keep]
                     ),
                     scale_source=scale.source if scale is not None else "",
@@ -331,27 +331,21 @@ class Pipeline:
         timings["scale_check"] = (time.perf_counter() - t0) * 1e3
         return speeds, ground_xy
 
-    def _scale_fracs(
+    def _scale_terms(
         self, ids, pixels, disp, proj: GroundProjector, heights: np.ndarray
-    ) -> np.ndarray | None:
-        """Each track's relative speed sigma from the scale now (pipelines.height): the height's and
-        the gimbal pitch's at its ground point along its direction of travel (its fitted velocity,
-        else this step's displacement, else the worse axis); with its measured point's height above
-        the road (pipelines.vehicle_height) in quadrature."""
-        scale, model = self.ground.scale, self.ground.scale_model
+    ) -> ScaleTerms | None:
+        """Each track's scale sigma now (pipelines.height.ScaleTerms): the height's and the gimbal
+        pitch's at its ground point along its direction of travel (its fitted velocity, else this
+        step's displacement, else the worse axis), its measured point's height above the road
+        (pipelines.vehicle_height) in quadrature."""
         if not len(ids):
             return None
         ground = proj.to_ground(pixels)
-        fracs = None
-        if scale is not None and model is not None:
-            directions = travel_directions([self.speed.velocity(int(t)) for t in ids], disp)
-            per_deg = model.pitch_frac_per_deg(ground, directions)
-            fracs = scale_sigma_frac(
-                scale.height_m, scale.height_sigma_m, scale.pitch_sigma_deg, per_deg, scale.height_pitch_cov
-            )
+        directions = travel_directions([self.speed.velocity(int(t)) for t in ids], disp)
         cfg = self.config.speed
         point = sigma_frac(heights, proj.height_above_ground(ground), cfg.point_height_sigma_frac)
-        return with_point_sigma(fracs, point, cfg.altitude_sigma_frac)
+        model = self.ground.scale_model
+        return track_scale_terms(self.ground.scale, model, ground, directions, point, cfg.altitude_sigma_frac)
 
     def set_effort(self, effort: Effort) -> None:
         """A live stream's rung of the effort ladder from the next frame on (:mod:`pipelines.effort`):

@@ -23,7 +23,7 @@ import supervision as sv
 from pipelines import ticket
 from pipelines.config import RulesConfig, ZoneConfig
 from pipelines.height import reference_key, run_scale, scale_status
-from pipelines.track_log import TrackLog, TrackSample, longest_run, shown_sample, trace_of
+from pipelines.track_log import TrackLog, TrackSample, base_sample, longest_run, shown_sample, trace_of
 from pipelines.types import (
     PROPAGATED_KEY,
     Frame,
@@ -179,10 +179,8 @@ class ViolationDetector:
         self._pending.pop((ep.track_id, ep.zone), None)
         log = self._logs.get(ep.track_id)
         run = longest_run(log.samples if log is not None else (), ep.zone)
-        samples = [ticket.BaseSample(s.t, s.frame, s.x, s.y) for s in run]
-        fracs = [s.scale_frac for s in run if math.isfinite(s.scale_frac)]  # the config's where none
-        scale_frac = float(np.mean(fracs)) if fracs else self.scale_sigma_frac
-        m = ticket.measure(samples, self.cfg, scale_sigma_frac=scale_frac)
+        samples = [base_sample(s) for s in run]
+        m = ticket.measure(samples, self.cfg, scale_sigma_frac=self.scale_sigma_frac)
         if m is not None and m.speed_kmh <= ep.limit_kmh:
             self.n_cleared += 1
             logger.info(
@@ -196,6 +194,7 @@ class ViolationDetector:
                 m.base.duration_s,
             )
             return None
+        scale_frac = m.scale_frac if m is not None else ticket.base_frac(samples, self.scale_sigma_frac)
         scale = run_scale([s.scale for s in run], scale_frac)
         status, reason, tolerance = self._status(ep, m, run, scale)
         if held:
@@ -258,7 +257,7 @@ class ViolationDetector:
         """(status, reason, tolerance) of ``m`` (None: no base): the ticket rule's, not enforceable
         across a change of height reference; a scale too uncertain is named in the reason."""
         if m is None:
-            samples = [ticket.BaseSample(s.t, s.frame, s.x, s.y) for s in run]
+            samples = [base_sample(s) for s in run]
             return ticket.NOT_ENFORCEABLE, ticket.too_short_reason(samples, self.cfg), None
         d = ticket.decide(
             m, ep.limit_kmh, self.cfg.ticket_rule, ticket.Tolerance.of(self.cfg, self._zone(ep.zone))
@@ -386,6 +385,8 @@ class ViolationDetector:
             telemetry=frame.telemetry,
             class_name=str(names[i]) if names is not None else "vehicle",
             scale_frac=est.scale_sigma_frac,
+            scale_per_deg=est.scale_per_deg,
+            point_frac=est.point_sigma_frac,
             scale=scale,
             speed_kmh=float(est.speed_kmh),
             sigma_kmh=float(est.sigma_kmh),

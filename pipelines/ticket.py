@@ -10,13 +10,14 @@ Pure functions over a track's measured ground positions (:class:`BaseSample`), u
   ``base_min_samples`` positions; with ``max_bases`` > 1 a long run is split into up to that many
   equal, non-overlapping bases of that minimum each (an accelerating vehicle).
 * :func:`measure`: the speed over each base (:func:`pipelines.speed.base.base_speed`) with its sigma
-  (the fit's and the scale's, ``altitude_sigma_frac`` of the speed, in quadrature); of m bases the
+  (the fit's and the scale's in quadrature: the scale's over the base's positions,
+  :func:`base_frac`, else ``altitude_sigma_frac`` of the speed); of m bases the
   highest is reported, its confidence factor raised for m by Sidak's correction:
   k = z(confidence^(1/m)) (:func:`confidence_factor`).
 * :func:`decide`: the ticket rule (:class:`pipelines.config.RulesConfig` documents the three) with
   the tolerance at that speed (:func:`tolerance_at`, OIML R 91 by default).
 
-Imports only the engine's config, types and speed fit.
+Imports only the engine's config, types, speed fit and scale sigma (:mod:`pipelines.height`).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from statistics import NormalDist
 import numpy as np
 
 from pipelines.config import RulesConfig, ZoneConfig
+from pipelines.height import base_scale_frac
 from pipelines.speed.base import base_speed
 from pipelines.speed.fit import kmh
-from pipelines.types import ENFORCEABLE, NOT_ENFORCEABLE, MeasuringBase
+from pipelines.types import ENFORCEABLE, NOT_ENFORCEABLE, MeasuringBase, ScaleInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,12 @@ class BaseSample:
     frame: int  # 1-based frame number
     x: float
     y: float
+    # its scale there (pipelines.height): the relative sigma, the pitch sensitivity and the point
+    # height's sigma (NaN: unknown), and the scale itself (SpeedEstimate's, the frame's ScaleInfo)
+    scale_frac: float = math.nan
+    scale_per_deg: float = math.nan
+    point_frac: float = math.nan
+    scale: ScaleInfo | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +63,7 @@ class TicketMeasurement:
     fit_sigma_kmh: float
     k: float
     base: MeasuringBase
+    scale_frac: float = math.nan  # the scale's relative sigma over the base (:func:`base_frac`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +149,18 @@ def choose_bases(run: Sequence[BaseSample], cfg: RulesConfig) -> list[list[BaseS
     return [list(run)]
 
 
+def base_frac(base: Sequence[BaseSample], default: float) -> float:
+    """The scale's relative sigma over a base: from its positions' pitch sensitivities under its
+    last scale (:func:`pipelines.height.base_scale_frac`: the error is the same height's and pitch's
+    all along), else the mean of its positions' sigmas, else ``default``."""
+    scale = next((s.scale for s in reversed(base) if s.scale is not None), None)
+    frac = base_scale_frac(scale, [s.scale_per_deg for s in base], [s.point_frac for s in base])
+    if math.isfinite(frac):
+        return frac
+    fracs = [s.scale_frac for s in base if math.isfinite(s.scale_frac)]
+    return float(np.mean(fracs)) if fracs else float(default)
+
+
 def measure(
     run: Sequence[BaseSample],
     cfg: RulesConfig,
@@ -147,7 +168,8 @@ def measure(
     scale_sigma_frac: float,
 ) -> TicketMeasurement | None:
     """The ticket speed of a run (:func:`choose_bases`; the highest of its bases), None when the
-    run is too short for a base."""
+    run is too short for a base. ``scale_sigma_frac``: the scale's relative sigma where the
+    samples say nothing of theirs (:func:`base_frac`)."""
     bases = choose_bases(run, cfg)
     if not bases:
         return None
@@ -158,7 +180,8 @@ def measure(
         xy = np.array([(s.x, s.y) for s in b])
         speed, fit_sigma = base_speed(t, xy)
         speed_kmh, fit_kmh = float(kmh(speed)), float(kmh(fit_sigma))
-        sigma = math.hypot(fit_kmh, scale_sigma_frac * speed_kmh)
+        frac = base_frac(b, scale_sigma_frac)
+        sigma = math.hypot(fit_kmh, frac * speed_kmh)
         base = MeasuringBase(
             start_time_s=b[0].t,
             end_time_s=b[-1].t,
@@ -170,7 +193,7 @@ def measure(
             of=len(bases),
         )
         if best is None or speed_kmh > best.speed_kmh:
-            best = TicketMeasurement(speed_kmh, sigma, fit_kmh, k, base)
+            best = TicketMeasurement(speed_kmh, sigma, fit_kmh, k, base, frac)
     return best
 
 

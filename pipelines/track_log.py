@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipelines.ticket import BaseSample
 from pipelines.types import MeasuringBase, ScaleInfo, Telemetry, TrackPoint
 
 
@@ -35,6 +36,8 @@ class TrackSample:
     class_name: str
     snapshot: np.ndarray | None = None
     scale_frac: float = math.nan  # SpeedEstimate.scale_sigma_frac; ``scale``: the frame's (pipelines.height)
+    scale_per_deg: float = math.nan  # SpeedEstimate's
+    point_frac: float = math.nan  # SpeedEstimate.point_sigma_frac
     scale: ScaleInfo | None = None
     speed_kmh: float = math.nan  # the frame's per-frame speed estimate and its sigma
     sigma_kmh: float = math.nan
@@ -46,6 +49,11 @@ class TrackLog:
     samples: deque[TrackSample] = field(default_factory=deque)
     last_seen: float = -math.inf
     last_snapshot: float = -math.inf
+
+
+def base_sample(s: TrackSample) -> BaseSample:
+    """The sample as a ticket's measuring base sees it (:mod:`pipelines.ticket`)."""
+    return BaseSample(s.t, s.frame, s.x, s.y, s.scale_frac, s.scale_per_deg, s.point_frac, s.scale)
 
 
 def longest_run(samples: Iterable[TrackSample], zone: str) -> list[TrackSample]:

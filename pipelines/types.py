@@ -165,6 +165,10 @@ class SpeedEstimate:
     # sigma_kmh in quadrature with the fit's) and where it came from (pipelines.height.SCALE_SOURCES)
     scale_sigma_frac: float = float("nan")
     scale_source: str = ""
+    # what the scale's sigma is made of at its position (pipelines.height.ScaleTerms): the signed
+    # relative change of its displacement per degree of pitch, its measured point's height's sigma
+    scale_per_deg: float = float("nan")
+    point_sigma_frac: float = float("nan")
 
 
 # where a speed's scale came from (Violation.scale.source, SpeedEstimate.scale_source, the store's

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipelines.config import SpeedConfig
+from pipelines.height import ScaleTerms
 from pipelines.speed.fit import kmh, m_per_s
 from pipelines.speed.velocity import _speed_and_sigma, _velocity_now, half_indices
 from pipelines.types import SpeedEstimate
@@ -115,6 +116,8 @@ class _TrackState:
     # integration restarted or a position was carried rather than measured (SpeedEstimate.segment)
     segment: int = 0
     scale_frac: float = math.nan  # the scale's relative sigma at its last update (nan: the config's)
+    scale_per_deg: float = math.nan  # ... its pitch sensitivity there, and its point height's sigma
+    point_frac: float = math.nan  # (pipelines.height.ScaleTerms)
 
 
 class SpeedEstimator:
@@ -413,6 +416,8 @@ class SpeedEstimator:
             segment=st.segment,
             scale_sigma_frac=scale_frac,
             scale_source=self._scale_source,
+            scale_per_deg=st.scale_per_deg,
+            point_sigma_frac=st.point_frac,
         )
 
     def _doubt(self, st: _TrackState, now: float, size_change: float) -> str:
@@ -430,7 +435,7 @@ class SpeedEstimator:
         track_ids: np.ndarray,
         displacements_m: np.ndarray,
         sizes: np.ndarray | None = None,
-        scale_sigma_frac: np.ndarray | None = None,
+        scale_sigma_frac: np.ndarray | ScaleTerms | None = None,
         scale_source: str = "",
         row_times_s: np.ndarray | None = None,
     ) -> dict[int, SpeedEstimate]:
@@ -439,8 +444,9 @@ class SpeedEstimator:
         ``sizes``: each track's box size now for the trust check (the pipeline gives sqrt of the
         box area times the local GSD: metres, so that perspective does not count as a change).
         ``scale_sigma_frac``: each track's relative sigma of the scale now (pipelines.height; None:
-        the configuration's ``altitude_sigma_frac``), and ``scale_source`` where the scale came from:
-        both go into the estimates. ``row_times_s``: when each track's position was seen, relative
+        the configuration's ``altitude_sigma_frac``; a ``ScaleTerms``: with what it is made of, which
+        a ticket's base needs), and ``scale_source`` where the scale came from: both go into the
+        estimates. ``row_times_s``: when each track's position was seen, relative
         to ``timestamp_s`` (its image row's time with a rolling shutter: pipelines.lens); None: at
         ``timestamp_s``.
         """
@@ -451,12 +457,19 @@ class SpeedEstimator:
         sizes = np.full(len(ids), np.nan) if sizes is None else np.asarray(sizes, np.float64).reshape(-1)
         if len(sizes) != len(ids):
             raise ValueError(f"{len(ids)} track ids but {len(sizes)} box sizes")
-        fracs = (
-            np.full(len(ids), np.nan)
-            if scale_sigma_frac is None
-            else np.asarray(scale_sigma_frac, np.float64).reshape(-1)
+        terms = (
+            scale_sigma_frac
+            if isinstance(scale_sigma_frac, ScaleTerms)
+            else ScaleTerms(
+                np.full(len(ids), np.nan) if scale_sigma_frac is None else np.asarray(scale_sigma_frac),
+                np.full(len(ids), np.nan),
+                np.full(len(ids), np.nan),
+            )
         )
-        if len(fracs) != len(ids):
+        fracs, per_deg, point = (
+            np.asarray(a, np.float64).reshape(-1) for a in (terms.frac, terms.per_deg, terms.point)
+        )
+        if not len(fracs) == len(per_deg) == len(point) == len(ids):
             raise ValueError(f"{len(ids)} track ids but {len(fracs)} scale sigmas")
         self._scale_source = scale_source
         offsets = (
@@ -466,20 +479,20 @@ class SpeedEstimator:
             raise ValueError(f"{len(ids)} track ids but {len(offsets)} row times")
         nows = float(timestamp_s) + offsets
         tids = [int(i) for i in ids]
-        rows = zip(tids, disp, sizes, fracs, nows, strict=True)
+        rows = zip(tids, disp, sizes, nows, zip(fracs, per_deg, point, strict=True), strict=True)
         if len(set(tids)) < len(tids):  # a track twice in one update: each step sees the one before
             out: dict[int, SpeedEstimate] = {}
-            for tid, d, size, frac, now in rows:
+            for tid, d, size, now, scale_terms in rows:
                 st = self._step(tid, float(now), d, float(size))
-                st.scale_frac = float(frac)
+                st.scale_frac, st.scale_per_deg, st.point_frac = (float(v) for v in scale_terms)
                 self._trim(st, float(now))
                 if (est := self._estimate(tid, st)) is not None:
                     out[tid] = est
             return out
         tracks = []
-        for tid, d, size, frac, now in rows:
+        for tid, d, size, now, scale_terms in rows:
             st = self._step(tid, float(now), d, float(size))
-            st.scale_frac = float(frac)
+            st.scale_frac, st.scale_per_deg, st.point_frac = (float(v) for v in scale_terms)
             self._trim(st, float(now))
             tracks.append((tid, st))
         estimates = self._estimates(tracks)

@@ -31,10 +31,12 @@ def _ticket(
 
 
 def _run(name: str, scale: float, sigma_frac: float, *, arm: str = "none", scenario: str = "road+8") -> dict:
-    """A flight whose speeds are all ``scale`` times the truth, each with a sigma of ``sigma_frac``."""
+    """A flight whose speeds (and its one ticket) are all ``scale`` times the truth, each with a sigma of
+    ``sigma_frac``."""
     gt = np.array([40.0, 50.0, 60.0, 3.0])
     tickets = TicketSamples(
-        (_ticket(name, 60.0 * scale, 60.0),), VehicleCounts(vehicles=4, at_or_below_limit=3)
+        (_ticket(name, 60.0 * scale, 60.0, sigma=60.0 * scale * sigma_frac),),
+        VehicleCounts(vehicles=4, at_or_below_limit=3),
     )
     return {
         "flight": name,
@@ -73,6 +75,31 @@ def test_the_figures_of_flights_with_known_scale_errors():
     assert t["wrong_tickets"] == 0 and t["at_or_below_limit"] == 6
     assert s["size_mismatch_frames"] == 4 and math.isnan(s["base_height_error_pct"])
     assert summarize_runs([_run("c", 1.0, 0.01, arm="base")])["base_height_error_pct"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("flights", "within"),
+    [
+        # each flight's tickets' errors in their sigmas: a flight counts once, by its median
+        ([(0.5, 0.9, 4.0), (1.5, 2.0, -0.2)], [1, 2]),
+        ([(-0.8,), (-1.2, -1.1)], [1, 2]),
+        ([(0.3, None)], [1, 1]),  # a violation matched to no vehicle is not scored
+        ([(None,)], [0, 0]),  # a flight without a scored ticket is not judged
+    ],
+)
+def test_a_flight_is_judged_by_its_tickets_median_error_in_sigmas(flights, within):
+    runs = []
+    for i, zs in enumerate(flights):
+        records = tuple(
+            TicketRecord(f"f{i}", j, None, "enforceable", 50.0, 60.0, 2.0, 1.645, 3.0, 60.0, 60.0, 0, 60.0, 60.0)
+            if z is None
+            else _ticket(f"f{i}", 60.0 + 2.0 * z, 60.0, sigma=2.0)
+            for j, z in enumerate(zs)
+        )
+        run = _run(f"f{i}", 1.0, 0.02)
+        run["tickets"] = TicketSamples(records, VehicleCounts(vehicles=len(zs))).to_json()
+        runs.append(run)
+    assert summarize_runs(runs)["flights_within_1sigma"] == within
 
 
 def test_rows_follow_the_grid_and_count_failures():
@@ -132,7 +159,6 @@ def test_a_tiny_grid_end_to_end(small_flight_dir, tmp_path, capsys):
     assert abs(rows["road+8", "base"]["bias_pct"] - exact) < 1.5
     assert abs(records["road+8", "base"]["arm_record"]["base"]["height_z"]) < 3.0  # within its sigma
     assert rows["road+8", "base"]["base_height_error_pct"] < 3.0  # 640x360: a pixel is 0.2 m here
-    assert rows["road+8", "none"]["flights_within_1sigma"][1] == 1
     # a terrain model of the site: a lidar DTM with the take-off point on it takes the 8 m off; a 30 m
     # model (2 m, ellipsoidal heights) with the absolute altitude (above sea level, through EGM96)
     # takes it off to the model's error (a datum not converted would leave 22 m: -37 % at 60 m)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from flight_helpers import srt_flight
 
-from pipelines.calibrate import BaseError, BaseLine, share_on_mask, solve_base
+from pipelines.calibrate import BaseError, BaseLine, misfit_inflation, share_on_mask, solve_base
 from pipelines.camera import get_profile, intrinsics_for
 from pipelines.geometry import apply_homography, ground_to_image_homography
 
@@ -87,6 +87,57 @@ def test_the_sigma_holds_the_errors_of_clicks_and_lengths():
         s = solve_base(lines, INTR, 68.0, -45.0 - bias)
         within += abs(s.height_m - 60.0) <= s.height_sigma_m
     assert 0.55 <= within / n <= 0.85
+
+
+THREE_LINES = [((-3.0, 40.0), (-3.0, 70.0)), ((-6.0, 42.0), (-6.0, 65.0)), ((-10.0, 55.0), (10.0, 55.0))]
+
+
+def test_the_height_and_pitch_errors_fill_their_covariance():
+    """Three lines (two along the road, one across), 1.5 px clicks, 0.5 % lengths, a gimbal off by
+    its 1.41 deg prior: the (height, pitch) errors' Mahalanobis distance under the solve's covariance
+    averages its two degrees of freedom, and 68 % fall inside the 1-sigma ellipse (chi-square 2.30).
+    Inflating the covariance whenever chi-square passed its degrees of freedom averaged 1.75 and put
+    74 % inside."""
+    rng = np.random.default_rng(1)
+    m2 = []
+    for seed in range(300):
+        bias = float(rng.normal(0.0, 1.41))
+        lines = drawn(THREE_LINES, 60.0, -45.0 + bias, click_px=1.5, seed=seed)
+        lines = [BaseLine(ln.p1, ln.p2, ln.length_m * (1 + rng.normal(0.0, 0.005))) for ln in lines]
+        s = solve_base(lines, INTR, 68.0, -45.0, pitch_sigma_deg=1.41)
+        c = s.height_pitch_corr * s.height_sigma_m * s.pitch_sigma_deg
+        cov = np.array([[s.height_sigma_m**2, c], [c, s.pitch_sigma_deg**2]])
+        err = np.array([s.height_m - 60.0, s.pitch_bias_deg - bias])
+        m2.append(float(err @ np.linalg.solve(cov, err)))
+    assert 1.8 <= np.mean(m2) <= 2.2
+    assert 0.62 <= np.mean(np.array(m2) <= 2.30) <= 0.74
+
+
+@pytest.mark.parametrize(
+    ("chi2", "dof", "factor"),
+    [
+        (0.5, 2, 1.0),
+        (5.9, 2, 1.0),  # under chi-square's 95 % point for 2 (5.99): the stated noise explains it
+        (8.0, 2, 4.0),  # more: the noise the residuals show
+        (3.0, 1, 1.0),
+        (4.0, 1, 4.0),
+        (50.0, 0, 1.0),  # one line (and the prior): nothing to judge it by
+        (float("nan"), 2, 1.0),
+    ],
+)
+def test_misfit_inflation(chi2, dof, factor):
+    assert misfit_inflation(chi2, dof) == pytest.approx(factor)
+
+
+def test_a_mistyped_length_widens_the_sigma():
+    """One of three lengths typed 6 % long: the residuals exceed what clicks and lengths explain and
+    the height's sigma widens to hold the error the slip makes."""
+    lines = drawn(THREE_LINES, 60.0, -45.0, click_px=0.0)
+    honest = solve_base(lines, INTR, 68.0, -45.0)
+    slipped = [lines[0], BaseLine(lines[1].p1, lines[1].p2, lines[1].length_m * 1.06), lines[2]]
+    s = solve_base(slipped, INTR, 68.0, -45.0)
+    assert s.height_sigma_m > 2.0 * honest.height_sigma_m
+    assert abs(s.height_m - 60.0) <= 2.0 * s.height_sigma_m
 
 
 @pytest.mark.parametrize(
@@ -233,3 +284,55 @@ def test_a_base_s_scale_sigma_holds_what_it_gives_a_vehicle(segments, direction)
         )
     rms, sigma = float(np.sqrt(np.mean(np.square(errors)))), float(np.mean(predicted))
     assert 0.75 * sigma <= rms <= 1.3 * sigma, (rms, sigma, float(np.mean(independent)))
+
+
+MID_ALONG = ((-3.0, 40.0), (-3.0, 75.0))  # inside the frame whatever the gimbal's bias (3 sigma)
+FAR_ALONG = ((-3.0, 40.0), (-3.0, 110.0))
+MID_ACROSS = ((-30.0, 60.0), (30.0, 60.0))
+
+
+@pytest.mark.parametrize(
+    ("segments", "path", "old_z_std"),
+    [
+        ([MID_ALONG], (35.0, 95.0), 0.8),  # one line along the road: height and pitch cancel near it only
+        ([MID_ALONG], (28.0, 125.0), 0.85),  # ... a vehicle measured from the frame's foot to its top
+        ([FAR_ALONG, MID_ACROSS], (35.0, 95.0), 0.95),  # two directions: the pitch measured
+    ],
+)
+def test_a_ticket_s_scale_sigma_holds_the_error_over_its_base(segments, path, old_z_std):
+    """Monte Carlo over the gimbal's bias (1.41 deg), clicks and lengths: a vehicle in the far lane
+    measured over a base ``path`` (metres along the road) through the frame. The error of its
+    displacement over the base (exact: the true camera and the solved one) is the same height's and
+    pitch's at every position: base_scale_frac (the sigma at the mean pitch sensitivity) holds it
+    like a sigma should; the mean of the positions' sigmas, which the ticket took before, is too
+    wide (its z spread under ``old_z_std``)."""
+    from pipelines.height import ScaleModel, base_scale_frac, scale_sigma_frac
+    from pipelines.types import ScaleInfo
+
+    rng = np.random.default_rng(3)
+    along = np.linspace(*path, 31)
+    road = np.column_stack([np.full_like(along, 3.0), along])
+    z_new, z_old = [], []
+    for seed in range(250):
+        bias = float(rng.normal(0.0, 1.41))
+        truth = ground_to_image_homography(INTR, 60.0, -45.0 + bias)
+        lines = drawn(segments, 60.0, -45.0 + bias, click_px=1.5, seed=seed)
+        lines = [BaseLine(ln.p1, ln.p2, ln.length_m * (1 + rng.normal(0.0, 0.005))) for ln in lines]
+        s = solve_base(lines, INTR, 68.0, -45.0, pitch_sigma_deg=1.41)
+        pitch = -45.0 + s.pitch_bias_deg
+        used = ground_to_image_homography(INTR, s.height_m, pitch)
+        seen = apply_homography(np.linalg.inv(used), apply_homography(truth, road))
+        error = float(np.linalg.norm(seen[-1] - seen[0])) / (path[1] - path[0]) - 1.0
+        per_deg = ScaleModel(INTR, s.height_m, pitch).pitch_frac_per_deg(seen, np.tile([0.0, 1.0], (31, 1)))
+        cov = s.height_pitch_corr * s.height_sigma_m * s.pitch_sigma_deg
+        scale = ScaleInfo(
+            "measured_base", s.height_m, s.height_sigma_m, pitch, s.pitch_sigma_deg, height_pitch_cov=cov
+        )
+        z_new.append(error / base_scale_frac(scale, per_deg, np.zeros(31)))
+        z_old.append(
+            error
+            / float(np.mean(scale_sigma_frac(s.height_m, s.height_sigma_m, s.pitch_sigma_deg, per_deg, cov)))
+        )
+    assert 0.6 <= np.mean(np.abs(z_new) <= 1.0) <= 0.76
+    assert 0.85 <= np.std(z_new) <= 1.15
+    assert np.std(z_old) < old_z_std

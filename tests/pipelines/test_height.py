@@ -182,15 +182,18 @@ def test_site_yaml_and_config_errors(tmp_path) -> None:
         PipelineConfig.from_yaml(site)
 
 
-def _drive(det: ViolationDetector, scales, n: int = 60, kmh: float = 70.0) -> list:
-    """One vehicle at ``kmh`` for ``n`` frames at 30 fps with the scale ``scales(i)`` on frame i."""
+def _drive(det: ViolationDetector, scales, n: int = 60, kmh: float = 70.0, terms=None) -> list:
+    """One vehicle at ``kmh`` for ``n`` frames at 30 fps with the scale ``scales(i)`` on frame i;
+    ``terms(i)``: its (relative sigma, pitch sensitivity, point height's sigma) there (None: the
+    scale's sigma, no sensitivity)."""
     out = []
     for i in range(n):
         t = i / 30.0
         scale = scales(i)
+        frac, per_deg, point = (scale.sigma_frac, math.nan, math.nan) if terms is None else terms(i)
         est = SpeedEstimate(
             1, kmh, 1.0, 30, 1.0, position_m=(0.0, kmh / 3.6 * t), position_t=t, segment=1,
-            scale_sigma_frac=scale.sigma_frac, scale_source=scale.source,
+            scale_sigma_frac=frac, scale_source=scale.source, scale_per_deg=per_deg, point_sigma_frac=point,
         )  # fmt: skip
         d = sv.Detections(xyxy=np.array([[10.0, 10.0, 40.0, 30.0]]), tracker_id=np.array([1]))
         f = Frame(i, t, np.zeros((240, 320, 3), np.uint8))
@@ -239,6 +242,40 @@ def test_the_ticket_carries_its_scale_and_its_sigma(scales, status, reason) -> N
     assert v.to_dict()["scale"]["source"] == last.source
     if last is FLIGHT:
         assert "measure a base or set the take-off height above the road" in v.status_reason
+
+
+NADIR_SITE = ScaleInfo("site", 60.0, 0.86, -90.0, 1.41, 0.86 / 60.0, HeightReference("site", -8.0, 0.5))
+
+
+@pytest.mark.parametrize(
+    ("per_deg", "point", "expected"),
+    [
+        # across a nadir frame a pitch error stretches the top half and shrinks the bottom: over
+        # the whole pass it cancels, and only the height's 1.43 % is left
+        (lambda i: -0.012 + 0.024 * i / 59, lambda i: 0.0, 0.86 / 60.0),
+        # a point 0.75 m up (0.5 % its sigma) all along: in quadrature
+        (lambda i: -0.012 + 0.024 * i / 59, lambda i: 0.005, math.hypot(0.86 / 60.0, 0.005)),
+        # the first half only: a sensitivity of one sign, the mean's
+        (lambda i: -0.012 + 0.012 * i / 59, lambda i: 0.0, math.hypot(0.86 / 60.0, 1.41 * 0.006)),
+        # a position with no sensitivity (not on the ground): the mean of the positions' sigmas
+        (lambda i: math.nan if i == 30 else 0.0, lambda i: 0.0, None),
+    ],
+)
+def test_a_ticket_s_scale_sigma_is_the_one_at_its_base_s_mean_pitch_sensitivity(
+    per_deg, point, expected
+) -> None:
+    """The height's and the pitch's errors are the same all along a base: the ticket's scale sigma
+    is the sigma at the base's mean pitch sensitivity (pipelines.height.base_scale_frac), not the
+    mean of its positions' sigmas."""
+
+    def terms(i):
+        frac = math.hypot(float(scale_sigma_frac(60.0, 0.86, 1.41, per_deg(i))), point(i))
+        return frac, per_deg(i), point(i)
+
+    (v,) = _drive(ViolationDetector(RulesConfig(speed_limit_kmh=50.0)), lambda i: NADIR_SITE, terms=terms)
+    mean_of_sigmas = float(np.mean([terms(i)[0] for i in range(60)]))
+    assert v.scale.sigma_frac == pytest.approx(mean_of_sigmas if expected is None else expected, rel=1e-6)
+    assert v.ticket_sigma_kmh == pytest.approx(v.scale.sigma_frac * 70.0, rel=0.02)
 
 
 def test_a_site_may_trust_the_flight_source() -> None:

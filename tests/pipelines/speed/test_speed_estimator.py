@@ -479,6 +479,31 @@ def test_estimates_carry_the_measured_position_and_its_segment() -> None:
     assert est.bridge(4, 40 / 30.0, size=math.nan) is False  # not bridged: forgotten, next update restarts
 
 
+def test_estimates_carry_what_their_scale_sigma_is_made_of() -> None:
+    """A frame's ScaleTerms (pipelines.height): each estimate carries its track's relative sigma,
+    pitch sensitivity and point height's sigma, for its ticket's base; a plain array gives the sigma
+    alone; a count that does not match the tracks is refused."""
+    from pipelines.height import ScaleTerms
+
+    est = SpeedEstimator(SpeedConfig(min_track_age_s=0.0, early_max_sigma_kmh=None))
+    ids, step = np.array([4, 7]), np.array([[0.0, 0.5], [0.5, 0.0]])
+    terms = ScaleTerms(np.array([0.02, 0.03]), np.array([0.01, -0.004]), np.array([0.0, 0.005]))
+    for i in range(1, 31):
+        got = est.update(i / 30.0, ids, step, scale_sigma_frac=terms)
+    assert [(got[t].scale_sigma_frac, got[t].scale_per_deg, got[t].point_sigma_frac) for t in (4, 7)] == [
+        (0.02, 0.01, 0.0),
+        (0.03, -0.004, 0.005),
+    ]
+    plain = est.update(31 / 30.0, ids, step, scale_sigma_frac=np.array([0.02, 0.03]))[7]
+    assert (
+        plain.scale_sigma_frac == 0.03
+        and math.isnan(plain.scale_per_deg)
+        and math.isnan(plain.point_sigma_frac)
+    )
+    with pytest.raises(ValueError, match="2 track ids but 1 scale sigmas"):
+        est.update(32 / 30.0, ids, step, scale_sigma_frac=ScaleTerms(np.ones(1), np.ones(1), np.ones(1)))
+
+
 @pytest.mark.parametrize(("speed_kmh", "heading"), [(40.0, 0.0), (90.0, 135.0)])
 def test_velocity_is_the_last_fit(speed_kmh: float, heading: float) -> None:
     """``velocity`` is the track's last fitted ground velocity (what ``last_seen`` reports), None
