@@ -175,6 +175,10 @@ class GroundDisplacement:
         self._tracks: dict[int, _TrackMemory] = {}
         self._prev_gray: np.ndarray | None = None
         self._prev_index = -1
+        # (N, 2) the camera's step over the ground behind each of the last measure's displacements
+        # (m, this frame's ground; NaN: not known or no point heights given): a raised point's
+        # sigma under a moving camera (pipelines.vehicle_height.moving_camera_factor)
+        self.camera_steps = np.zeros((0, 2))
 
     def __len__(self) -> int:
         return len(self._tracks)
@@ -213,6 +217,7 @@ class GroundDisplacement:
         anchors = self.anchors(xyxy)
         positions = anchors.copy()
         disp = np.full((len(ids), 2), np.nan)
+        self.camera_steps = np.full((len(ids), 2), np.nan)
         cut_now = clipped_edges(xyxy, width, height)
         usable = measurable_clipped(xyxy, cut_now)
         whole: list[int] = []  # uncut in both frames: box anchor and in-box flow
@@ -253,11 +258,14 @@ class GroundDisplacement:
         self._view = self.ideal.use(proj)
         if whole:
             then = [(self._tracks[ids[i]], self._tracks[ids[i]].anchor_px) for i in whole]
-            disp[whole] = self._steps(proj, positions[whole], then, _rows(point_heights, whole))
+            disp[whole], self.camera_steps[whole] = self._steps(
+                proj, positions[whole], then, _rows(point_heights, whole)
+            )
         if edges:
             rows = [i for i, _, _ in edges]
             then = [(self._tracks[ids[i]], p) for i, _, p in edges]
-            disp[rows] = self._steps(proj, np.array([e[1] for e in edges]), then, _rows(point_heights, rows))
+            now = np.array([e[1] for e in edges])
+            disp[rows], self.camera_steps[rows] = self._steps(proj, now, then, _rows(point_heights, rows))
         return positions, disp
 
     def _steps(
@@ -266,15 +274,21 @@ class GroundDisplacement:
         now_px: np.ndarray,
         then: list[tuple[_TrackMemory, np.ndarray]],
         heights: np.ndarray | None,
-    ) -> np.ndarray:
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Ground steps from points of the frames the tracks were last measured in (``then``: the
-        memory, the point there) to pixels now: in the sensor's ideal image where it has one."""
+        memory, the point there) to pixels now: in the sensor's ideal image where it has one; and
+        the camera's steps over the ground meanwhile (NaN without ``heights``)."""
         view = self._view
         camera = None if heights is None else self._camera_steps(proj, [m for m, _ in then])
+        unknown = np.full((len(then), 2), np.nan)
         if view is None:  # a pinhole, global shutter: the pixels are the ideal image
             static_now = np.array([self._carry(m, p) for m, p in then])
-            return proj.ground_step(now_px, static_now, heights, camera_step_m=camera)
-        return proj.ground_step(view.points(now_px), self._carry_ideal(then, view), heights, True, camera)
+            steps = proj.ground_step(now_px, static_now, heights, camera_step_m=camera)
+        else:
+            steps = proj.ground_step(
+                view.points(now_px), self._carry_ideal(then, view), heights, True, camera
+            )
+        return steps, unknown if camera is None else camera
 
     def _camera_steps(self, proj: GroundProjector, memories: list[_TrackMemory]) -> np.ndarray:
         """(N, 2) how far the camera moved over the ground since each track was last measured, in

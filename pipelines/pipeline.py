@@ -61,7 +61,7 @@ from pipelines.types import (
     SpeedEstimate,
     Violation,
 )
-from pipelines.vehicle_height import point_heights, sigma_frac
+from pipelines.vehicle_height import moving_camera_factor, point_heights, sigma_frac
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +285,7 @@ class Pipeline:
                     disp[keep],
                     sizes[keep],
                     scale_sigma_frac=self._scale_terms(
-                        m_ids[keep], positions[keep], disp[keep], proj, heights[keep]
+                        m_ids[keep], positions[keep], disp[keep], proj, heights[keep], keep
                     ),
                     scale_source=scale.source if scale is not None else "",
                     row_times_s=seen[keep] - frame.timestamp_s if proj.readout_s else None,
@@ -331,19 +331,19 @@ class Pipeline:
         timings["scale_check"] = (time.perf_counter() - t0) * 1e3
         return speeds, ground_xy
 
-    def _scale_terms(
-        self, ids, pixels, disp, proj: GroundProjector, heights: np.ndarray
-    ) -> ScaleTerms | None:
+    def _scale_terms(self, ids, pixels, disp, proj: GroundProjector, heights, keep) -> ScaleTerms | None:
         """Each track's scale sigma now (pipelines.height.ScaleTerms): the height's and the gimbal
         pitch's at its ground point along its direction of travel (its fitted velocity, else this
         step's displacement, else the worse axis), its measured point's height above the road
-        (pipelines.vehicle_height) in quadrature."""
+        (pipelines.vehicle_height; under a moving camera on its motion relative to the camera's)
+        in quadrature. ``keep``: which of the displacement stage's measured tracks these are."""
         if not len(ids):
             return None
         ground = proj.to_ground(pixels)
         directions = travel_directions([self.speed.velocity(int(t)) for t in ids], disp)
         cfg = self.config.speed
         point = sigma_frac(heights, proj.height_above_ground(ground), cfg.point_height_sigma_frac)
+        point = point * moving_camera_factor(disp, self.displacement.camera_steps[keep])
         model = self.ground.scale_model
         return track_scale_terms(self.ground.scale, model, ground, directions, point, cfg.altitude_sigma_frac)
 

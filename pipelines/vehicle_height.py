@@ -20,15 +20,20 @@ A camera that moves sees the raised point move against the road by ``h / H`` of 
 (parallax): the step measured against the road, scaled, is ``u - (h / H) c`` for a vehicle at ``u``
 under a camera at ``c``. The step adds ``h / H`` of the camera's step back (``camera_step_m`` of
 ``ground_step``, from the camera's nadir carried by the ego-motion: pipelines.displacement). A car
-0.75 m up under a camera flying 10 m/s along the road at 30 m: 0.25 m/s, 1.8 % of 50 km/h.
+0.75 m up under a camera flying 10 m/s along the road at 30 m: 0.25 m/s, 1.8 % of 50 km/h. An error
+in ``h`` then acts on the vehicle's motion relative to the camera, and so does its sigma
+(:func:`moving_camera_factor`).
 
 The effective height is measured, not assumed (docs/lab/2026-11-28-issue-39-vehicle-height.md): on
 the simulator's solid vehicles (``FlightSpec.vehicle_height``) at 30 to 100 m, straight down and at
 -45 deg, exact boxes of the whole visible vehicle move as a point at 0.36-0.49 of a car's height
 (0.54-0.73 m of 1.5), 0.32-0.58 of a van's, 0.36-0.64 of a bus's and a truck's; the shipped
 detector's boxes, which hug the simulated roofs more, at 0.33-0.57 of a car's (0.99 at 30 m straight
-down). The defaults are half the class's typical height (car 1.5 m, van 2.2, truck 3.3, bus 3.1,
-motorcycle 1.2) with a sigma of 40 % of it. The term is part of the scale's relative sigma a speed
+down). The defaults are half the class's typical height (car 1.5 m, van 2.2, bus 3.1, motorcycle
+1.2) with a sigma of 40 % of it; a truck's 0.7 of its 3.3 m: on the realistic grid (its 3.1 m box
+trucks, the shipped detector, 2026-11-29) trucks' tickets read +5.1 km/h (median, z 2.6) at 30 m
+and +1.4 at 60 m with half the height, as a point at the roof: a box truck's flat roof is most of
+what the camera sees. Too high a point reads a vehicle slow (the driver's side); too low, fast. The term is part of the scale's relative sigma a speed
 and a violation carry (``scale.sigma_frac``): the metres per pixel at the point measured.
 """
 
@@ -39,11 +44,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 # Effective height (m) above the road of the point a vehicle of each class is measured at: half its
-# typical height (see the module docstring). "vehicle": a detection without a class.
+# typical height, a truck's 0.7 (see the module docstring). "vehicle": a detection without a class.
 POINT_HEIGHT_M: dict[str, float] = {
     "car": 0.75,
     "van": 1.1,
-    "truck": 1.65,
+    "truck": 2.3,
     "bus": 1.55,
     "motorcycle": 0.6,
     "vehicle": 0.75,
@@ -55,6 +60,8 @@ MAX_POINT_HEIGHT_M = 5.0  # a point higher than a double-decker's roof is a conf
 # a camera this close over the point (H <= MIN_CLEARANCE x h) measures nothing at that point: its
 # step would be scaled by less than a half
 MIN_CLEARANCE = 2.0
+# a vehicle (nearly) stopped under a moving camera: its relative sigma is meaningless, and capped
+MAX_MOVING_FACTOR = 10.0
 
 
 def point_heights(
@@ -93,6 +100,24 @@ def sigma_frac(point_height_m: np.ndarray, camera_height_m: np.ndarray, sigma_sh
     return np.where(np.isfinite(factor), np.where(h == 0, 0.0, out), np.nan)
 
 
+def moving_camera_factor(step_m: np.ndarray, camera_step_m: np.ndarray | None) -> np.ndarray:
+    """(N,) how much a point height's error weighs on a step under a moving camera, relative to a
+    hovering one's: ``|1 - (c . d) / |d|^2|`` for the vehicle's ground step ``d`` and the camera's
+    ``c`` over the same interval (N, 2 each; NaN or None: 1, as hovering), at most
+    ``MAX_MOVING_FACTOR``. A point ``h`` up lies on the road at ``C + (x - C) H / (H - h)`` (``C``
+    the camera's nadir); the step taken with a told height ``h'`` is off from the true ``dx`` by
+    ``(h - h') / (H - h) (dx - dc)``: the error acts on the vehicle's motion *relative to the
+    camera*. A vehicle coming at 50 km/h under a camera flying 10 m/s the other way: 1.7 times the
+    hovering sigma; one driving with it: 0.3."""
+    d = np.asarray(step_m, dtype=np.float64).reshape(-1, 2)
+    if camera_step_m is None:
+        return np.ones(len(d))
+    c = np.asarray(camera_step_m, dtype=np.float64).reshape(-1, 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.abs(1.0 - np.sum(c * d, axis=1) / np.sum(d * d, axis=1))
+    return np.where(np.isfinite(f), np.minimum(f, MAX_MOVING_FACTOR), 1.0)
+
+
 def with_point_sigma(
     scale_frac: np.ndarray | None, point_frac: np.ndarray, default_frac: float
 ) -> np.ndarray:
@@ -112,6 +137,7 @@ __all__ = [
     "ON_THE_ROAD",
     "POINT_HEIGHT_M",
     "POINT_HEIGHT_SIGMA_FRAC",
+    "moving_camera_factor",
     "point_heights",
     "sigma_frac",
     "step_factor",

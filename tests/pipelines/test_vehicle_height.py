@@ -14,6 +14,7 @@ from pipelines.config import ConfigError, PipelineConfig
 from pipelines.geometry import GroundProjector, apply_homography, ground_to_image_homography
 from pipelines.vehicle_height import (
     POINT_HEIGHT_M,
+    moving_camera_factor,
     point_heights,
     sigma_frac,
     step_factor,
@@ -74,6 +75,25 @@ def test_point_heights_by_class_fall_back_to_vehicle():
 def test_with_point_sigma_adds_in_quadrature_and_keeps_what_it_does_not_touch(scale, point, expected):
     got = with_point_sigma(None if scale is None else np.array(scale), np.array(point), 0.02)
     np.testing.assert_allclose(got, expected)
+
+
+@pytest.mark.parametrize(
+    ("step", "camera", "factor"),
+    [
+        ([0.0, 0.46], None, 1.0),  # no camera step known: as hovering
+        ([0.0, 0.46], [0.0, 0.0], 1.0),  # hovering
+        ([0.0, -0.46], [0.0, 0.33], 1.0 + 0.33 / 0.46),  # coming: 50 km/h under 10 m/s the other way
+        ([0.0, 0.46], [0.0, 0.33], 1.0 - 0.33 / 0.46),  # driving with the camera
+        ([0.0, 0.33], [0.0, 0.33], 0.0),  # at the camera's speed: the point's height does not matter
+        ([0.46, 0.0], [0.0, 0.33], 1.0),  # across the camera's motion: along its own, as hovering
+        ([0.0, 0.01], [0.0, 0.33], 10.0),  # nearly stopped: capped
+        ([0.0, 0.0], [0.0, 0.33], 1.0),  # stopped: no relative sigma to give (NaN: 1)
+        ([math.nan, math.nan], [0.0, 0.33], 1.0),
+    ],
+)
+def test_moving_camera_factor(step, camera, factor):
+    got = moving_camera_factor(np.array([step]), None if camera is None else np.array([camera]))
+    assert got[0] == pytest.approx(factor)
 
 
 @pytest.mark.parametrize("pitch", [-90.0, -60.0, -45.0, -30.0])

@@ -119,9 +119,13 @@ def measured_speed(
     lens,
     readout_s: float,
     with_pairs: bool = True,
+    told: float | None = None,
+    camera_steps: list | None = None,
 ) -> float:
     """The mean speed (m/s) GroundDisplacement measures for a point ``height`` above the road moving
-    ``along`` m/s along the road (Y) while the camera flies forward, timed by its rows."""
+    ``along`` m/s along the road (Y) while the camera flies forward, timed by its rows; ``told``: the
+    point height the engine is told (None: the true one); ``camera_steps`` collects the camera's
+    steps behind each measured displacement."""
     gd = GroundDisplacement("center", None, IdealMotion())
     gray = np.zeros((INTR.height, INTR.width), np.uint8)
     start = ground_grid(altitude, pitch)[len(ground_grid(altitude, pitch)) // 2 + 3]
@@ -141,10 +145,14 @@ def measured_speed(
         px, t = seen(world, k, altitude, pitch, lens, readout_s)
         proj = GroundProjector.create(INTR, altitude, pitch, lens, readout_s)
         box = np.array([[px[0, 0] - 15, px[0, 1] - 15, px[0, 0] + 15, px[0, 1] + 15]])
-        _, disp = gd.measure(gray, np.array([1]), box, ego, proj, None, np.array([height]))
+        _, disp = gd.measure(
+            gray, np.array([1]), box, ego, proj, None, np.array([height if told is None else told])
+        )
         gd.remember(k, np.array([1]), px, box)
         if k >= 2:  # the first frame's points are taken before the sensor's motion is known
             speeds.append(disp[0, 1] / (t[0] - last))
+            if camera_steps is not None:
+                camera_steps.append((disp[0], gd.camera_steps[0]))
         last = t[0]
     return float(np.mean(speeds))
 
@@ -175,3 +183,20 @@ def test_a_raised_point_under_a_moving_pinhole_camera_steps_its_own_speed(pitch)
     camera's motion as a parallax of h / H of it, which the step adds back."""
     assert measured_speed(pitch, 30.0, 1.5, 13.9, None, 0.0) == pytest.approx(13.9, rel=0.002)
     assert measured_speed(pitch, 30.0, 1.5, -13.9, None, 0.0) == pytest.approx(-13.9, rel=0.002)
+
+
+@pytest.mark.parametrize(("pitch", "along"), [(-90.0, 13.9), (-90.0, -13.9), (-45.0, 13.9), (-45.0, -13.9)])
+def test_a_point_height_s_error_acts_on_the_motion_relative_to_the_camera(pitch, along):
+    """A point 1.5 m up told 0.75 m, 30 m under a camera flying 10 m/s along the road (pinhole): the
+    speed is off by (h - h') / (H - h) of the vehicle's motion relative to the camera, 2.6 % x
+    |1 - c / u|: +0.7 % for a vehicle driving with the camera, +4.5 % for one coming; what
+    moving_camera_factor makes of the steps the displacement stage reports."""
+    from pipelines.vehicle_height import moving_camera_factor
+
+    steps: list = []
+    speed = measured_speed(pitch, 30.0, 1.5, along, None, 0.0, told=0.75, camera_steps=steps)
+    relative = 1.0 - CAMERA_MPS / along
+    assert speed / along - 1.0 == pytest.approx(0.75 / 28.5 * relative, abs=0.002)
+    disp, camera = (np.array([s[i] for s in steps]) for i in (0, 1))
+    assert camera[:, 1] == pytest.approx(CAMERA_MPS / FPS, rel=0.01)
+    assert moving_camera_factor(disp, camera) == pytest.approx(abs(relative), rel=0.02)
