@@ -11,15 +11,20 @@ One row per (scenario, arm), pooled over the flights of the grid:
 * tickets (:mod:`eval.metrics.tickets`): violations with a ticket speed, the enforceable ones, the
   share within the tolerance, the signed bias (% of the true speed over the base), wrong tickets,
   and the share within the ticket's 1 sigma;
-* flights within 1 sigma: per flight, the median of its tickets' errors in their own sigmas (a
-  ticket's sigma is almost all the scale's, so each is the flight's scale error where that vehicle
-  was, over the scale sigma there), ``k/n`` flights within 1 (flights without a scored ticket are
-  not judged). Pooled over flights whose errors were drawn from a stated prior (the ``prior``
-  scenario), this is the check that the scale sigma holds, counting each flight's shared error
-  once. (Until 2026-11-29 it was the flight's median per-frame error against the median scale sigma
-  of its violations: the median over the frame averages out the part of a pitch error that changes
-  sign across the image, which the violations' sigmas rightly hold, so it read about half the
-  sigma: 0.95 of flights within it where the tickets were 0.87.);
+* flights within 1 sigma: per flight, its scale error against the scale sigma the engine reported
+  (``k/n`` flights within 1): from each violation's scale, the relative error its height above the
+  road and its pitch (against the flight's true ones: ``altitude_m``, ``pitch_deg``; a simulated
+  flight over a flat road) give a vehicle at the image's centre moving along the image's vertical
+  (the simulated road's direction), over the sigma the scale's height, pitch and their covariance
+  give it there (:func:`pipelines.height.scale_sigma_frac`); a flight's z is the median over its
+  violations. Pooled over flights whose errors were drawn from a stated prior (the ``prior``
+  scenario), this is the check that the scale sigma holds, counting each flight's shared error once.
+  Neither a flight's speed errors nor its tickets' can stand for it: its per-frame median averages
+  out every part of the scale error that changes across the image, which a violation's sigma
+  rightly holds (until 2026-11-29 it was that median against the violations' median sigma: 0.95 of
+  flights within it where the tickets were 0.87), and a ticket's sigma also holds its own vehicle's
+  (the point height's, the fit's), which the median over a flight's tickets averages out (their
+  median z spread 0.37 at 30 m, 0.73 at 150 m);
 * the median scale sigma (%), the measured base's median |height error| (%), and the frames the
   detector would have run at another input size than the cache recorded (GSD from wrong telemetry).
 """
@@ -35,6 +40,7 @@ import numpy as np
 from eval.bands import format_table
 from eval.metrics.speed import vehicle_interval
 from eval.metrics.tickets import TicketSamples, summarize_tickets
+from pipelines.height import scale_sigma_frac
 
 MIN_TRUE_KMH = 5.0  # relative errors only above this true speed
 
@@ -64,15 +70,30 @@ def _speed_arrays(runs: Sequence[Mapping]) -> dict[str, np.ndarray]:
     return {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
 
 
-def _flight_z(run: Mapping) -> float:
-    """The median of the flight's scored tickets' errors in their sigmas (NaN: none scored)."""
-    if not run.get("tickets"):
+def _scale_z(scale: Mapping, true_height_m: float, true_pitch_deg: float) -> float:
+    """One violation's scale error at the image's centre (a vehicle along the image's vertical) over
+    its sigma there (see the module docstring); NaN where the scale says too little."""
+    try:
+        h, sh = float(scale["height_above_road_m"]), float(scale["height_sigma_m"])
+        pitch, sp = float(scale["pitch_deg"]), float(scale["pitch_sigma_deg"])
+    except (KeyError, TypeError, ValueError):
         return math.nan
-    z = [
-        r.z
-        for r in TicketSamples.from_json(run["tickets"]).records
-        if r.has_ticket and r.gt_id is not None and math.isfinite(r.true_kmh) and math.isfinite(r.z)
-    ]
+    ref = scale.get("reference") or {}
+    cov = float(ref.get("height_pitch_corr") or 0.0) * float(ref.get("sigma_m") or 0.0) * sp
+    depression = math.radians(max(1.0, min(90.0, -pitch)))
+    per_deg = 2.0 * math.cos(depression) / math.sin(depression) * math.pi / 180.0
+    error = (h - true_height_m) / true_height_m + per_deg * (pitch - true_pitch_deg)
+    sigma = float(scale_sigma_frac(h, sh, sp, per_deg, cov))
+    return error / sigma if sigma > 0 else math.nan
+
+
+def _flight_z(run: Mapping) -> float:
+    """The median over the flight's violations of their :func:`_scale_z` (NaN: no truth, no scale)."""
+    truth = run.get("altitude_m"), run.get("pitch_deg")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in truth):
+        return math.nan
+    z = [_scale_z(v, float(truth[0]), float(truth[1])) for v in run.get("scale") or () if v]
+    z = [v for v in z if math.isfinite(v)]
     return float(np.median(z)) if z else math.nan
 
 

@@ -50,7 +50,17 @@ def _run(name: str, scale: float, sigma_frac: float, *, arm: str = "none", scena
             "sigma_kmh": (gt * scale * sigma_frac).tolist(),
         },
         "tickets": tickets.to_json(),
-        "scale": [{"sigma_pct": 100 * sigma_frac}],
+        "altitude_m": 60.0,
+        "pitch_deg": -90.0,
+        "scale": [
+            {
+                "sigma_pct": 100 * sigma_frac,
+                "height_above_road_m": 60.0 * scale,  # straight down: the height's error is the speed's
+                "height_sigma_m": 60.0 * sigma_frac,
+                "pitch_deg": -90.0,
+                "pitch_sigma_deg": 1.0,
+            }
+        ],
         "detection_cache": {"mode": "replay", "size_mismatch_frames": 2},
         "arm_record": {"base": {"height_error_m": 0.6, "true_height_m": 60.0}}
         if arm == "base"
@@ -77,29 +87,54 @@ def test_the_figures_of_flights_with_known_scale_errors():
     assert summarize_runs([_run("c", 1.0, 0.01, arm="base")])["base_height_error_pct"] == pytest.approx(1.0)
 
 
+def _scale(height: float, height_sigma: float, pitch: float, pitch_sigma: float, corr: float = 0.0) -> dict:
+    reference = {"sigma_m": height_sigma, "height_pitch_corr": corr} if corr else None
+    return {
+        "height_above_road_m": height,
+        "height_sigma_m": height_sigma,
+        "pitch_deg": pitch,
+        "pitch_sigma_deg": pitch_sigma,
+        "reference": reference,
+    }
+
+
+# at -45 deg a degree of pitch stretches a vehicle moving along the image's vertical by 2 cot(45) deg
+ALONG_45 = 2.0 * math.pi / 180.0
+
+
 @pytest.mark.parametrize(
-    ("flights", "within"),
+    ("truth", "scales", "z"),
     [
-        # each flight's tickets' errors in their sigmas: a flight counts once, by its median
-        ([(0.5, 0.9, 4.0), (1.5, 2.0, -0.2)], [1, 2]),
-        ([(-0.8,), (-1.2, -1.1)], [1, 2]),
-        ([(0.3, None)], [1, 1]),  # a violation matched to no vehicle is not scored
-        ([(None,)], [0, 0]),  # a flight without a scored ticket is not judged
+        ((60.0, -90.0), [_scale(61.2, 1.2, -90.0, 1.4)], 0.02 / (1.2 / 61.2)),  # straight down: the height's
+        # the median of the flight's violations'
+        ((60.0, -90.0), [_scale(61.2, 1.2, -90.0, 1.4), _scale(57.6, 1.2, -90.0, 1.4)], (1.02 - 1.92) / 2),
+        # -45 deg, 1 deg steeper than true: -3.5 % from the pitch over 1.41 deg's 4.9 %
+        (
+            (60.0, -45.0),
+            [_scale(60.0, 0.5, -46.0, 1.41)],
+            -ALONG_45 / math.hypot(0.5 / 60.0, 1.41 * ALONG_45),
+        ),
+        # a measured base: 1.2 m high and 1 deg steeper, solved together (corr -0.95): small error and
+        # small sigma along the lines' direction
+        (
+            (60.0, -45.0),
+            [_scale(61.2, 1.2, -46.0, 0.7, corr=-0.95)],
+            (0.02 - ALONG_45)
+            / math.sqrt((1.2 / 61.2) ** 2 + (0.7 * ALONG_45) ** 2 - 2 * 0.95 * 1.2 * 0.7 * ALONG_45 / 61.2),
+        ),
+        ((None, -45.0), [_scale(60.0, 0.5, -46.0, 1.41)], None),  # no truth: not judged
+        ((60.0, -45.0), [{"sigma_pct": 2.0}], None),  # a scale without its height and pitch
     ],
 )
-def test_a_flight_is_judged_by_its_tickets_median_error_in_sigmas(flights, within):
-    runs = []
-    for i, zs in enumerate(flights):
-        records = tuple(
-            TicketRecord(f"f{i}", j, None, "enforceable", 50.0, 60.0, 2.0, 1.645, 3.0, 60.0, 60.0, 0, 60.0, 60.0)
-            if z is None
-            else _ticket(f"f{i}", 60.0 + 2.0 * z, 60.0, sigma=2.0)
-            for j, z in enumerate(zs)
-        )
-        run = _run(f"f{i}", 1.0, 0.02)
-        run["tickets"] = TicketSamples(records, VehicleCounts(vehicles=len(zs))).to_json()
-        runs.append(run)
-    assert summarize_runs(runs)["flights_within_1sigma"] == within
+def test_a_flight_is_judged_by_its_scale_error_at_the_image_s_centre(truth, scales, z):
+    run = _run("f", 1.0, 0.02) | {"altitude_m": truth[0], "pitch_deg": truth[1], "scale": scales}
+    if z is None:
+        assert summarize_runs([run])["flights_within_1sigma"] == [0, 0]
+        return
+    from eval.error_budget_table import _flight_z
+
+    assert _flight_z(run) == pytest.approx(z, rel=0.02)
+    assert summarize_runs([run])["flights_within_1sigma"] == [int(abs(z) <= 1.0), 1]
 
 
 def test_rows_follow_the_grid_and_count_failures():
