@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from edge_server.engine_link import EngineLost
 from edge_server.engines import slots
 from edge_server.engines.child import EngineSpec
 from edge_server.engines.remote import EngineStartError
-from edge_server.engines.supervisor import EngineProcesses, engine_factory
+from edge_server.engines.supervisor import EngineProcesses, context, engine_factory
 from edge_server.settings import ServerSettings, SettingsError
 from pipelines.builder import build_pipeline
 from pipelines.config import PipelineConfig
@@ -155,6 +156,32 @@ def test_factories_must_reach_the_process_by_name(engines, tmp_path) -> None:
     settings = ServerSettings(data_dir=tmp_path, engine_processes=True)
     with pytest.raises(SettingsError, match="must be importable callables"):
         engine_factory(CONFIG, settings, engines, lambda: BrightBlobDetector())
+
+
+def test_a_killed_process_reads_as_killed_however_many_threads_ask() -> None:
+    """The fork server sends a child's exit status once: threads asking at once (a stream's two
+    pipes' threads) all read the signal, never 255 (CPython's reading of the closed pipe: most runs
+    of 20 kills met it before the fix)."""
+    ctx = context()
+    said = []
+    for _ in range(40):
+        proc = ctx.Process(target=time.sleep, args=(60,), daemon=True)
+        proc.start()
+        os.kill(proc.pid, signal.SIGKILL)
+        start = threading.Barrier(6)
+
+        def ask(proc=proc, start=start) -> None:
+            start.wait()
+            while proc.is_alive():
+                time.sleep(0.001)
+
+        askers = [threading.Thread(target=ask) for _ in range(6)]
+        for t in askers:
+            t.start()
+        for t in askers:
+            t.join(30)
+        said.append(proc.exitcode)
+    assert said == [-signal.SIGKILL] * 40
 
 
 def test_slots_of_a_stopped_server_are_swept(tmp_path) -> None:
