@@ -40,7 +40,7 @@ import numpy as np
 from eval.bands import format_table
 from eval.metrics.speed import vehicle_interval
 from eval.metrics.tickets import TicketSamples, summarize_tickets
-from pipelines.height import scale_sigma_frac
+from pipelines.height import centre_pitch_frac_per_deg, scale_sigma_frac
 
 MIN_TRUE_KMH = 5.0  # relative errors only above this true speed
 
@@ -80,8 +80,7 @@ def _scale_z(scale: Mapping, true_height_m: float, true_pitch_deg: float) -> flo
         return math.nan
     ref = scale.get("reference") or {}
     cov = float(ref.get("height_pitch_corr") or 0.0) * float(ref.get("sigma_m") or 0.0) * sp
-    depression = math.radians(max(1.0, min(90.0, -pitch)))
-    per_deg = 2.0 * math.cos(depression) / math.sin(depression) * math.pi / 180.0
+    per_deg = centre_pitch_frac_per_deg(pitch)
     error = (h - true_height_m) / true_height_m + per_deg * (pitch - true_pitch_deg)
     sigma = float(scale_sigma_frac(h, sh, sp, per_deg, cov))
     return error / sigma if sigma > 0 else math.nan

@@ -151,6 +151,11 @@ class _TrackMemory:
     view: IdealView | None = None  # that frame's pixels -> its ideal image (None: they are)
     cum_ideal: np.ndarray | None = None  # reference -> that frame, static ground, ideal image
 
+    @property
+    def has_ideal(self) -> bool:
+        """That frame's sensor was known: the track's point can be taken to its ideal image."""
+        return self.view is not None and self.cum_ideal is not None
+
 
 class GroundDisplacement:
     """Per-stream memory of where each track was last measured, and the camera's accumulated motion.
@@ -280,7 +285,6 @@ class GroundDisplacement:
         the camera's steps over the ground meanwhile (NaN without ``heights``)."""
         view = self._view
         camera = None if heights is None else self._camera_steps(proj, [m for m, _ in then])
-        unknown = np.full((len(then), 2), np.nan)
         if view is None:  # a pinhole, global shutter: the pixels are the ideal image
             static_now = np.array([self._carry(m, p) for m, p in then])
             steps = proj.ground_step(now_px, static_now, heights, camera_step_m=camera)
@@ -288,7 +292,7 @@ class GroundDisplacement:
             steps = proj.ground_step(
                 view.points(now_px), self._carry_ideal(then, view), heights, True, camera
             )
-        return steps, unknown if camera is None else camera
+        return steps, np.full((len(then), 2), np.nan) if camera is None else camera
 
     def _camera_steps(self, proj: GroundProjector, memories: list[_TrackMemory]) -> np.ndarray:
         """(N, 2) how far the camera moved over the ground since each track was last measured, in
@@ -298,7 +302,7 @@ class GroundDisplacement:
         nadir = proj.nadir_px()
         if not memories or not np.all(np.isfinite(nadir)):
             return np.full((len(memories), 2), np.nan)
-        ideal = [self._view is not None and m.view is not None and m.cum_ideal is not None for m in memories]
+        ideal = [self._view is not None and m.has_ideal for m in memories]
         then = np.array([m.cum_ideal if i else m.cum_h for m, i in zip(memories, ideal, strict=True)])
         now = np.where(np.array(ideal)[:, None, None], self.ideal.cum, self._cum_h)
         p = now @ np.linalg.solve(then, np.broadcast_to([*nadir, 1.0], (len(memories), 3))[..., None])
@@ -313,11 +317,10 @@ class GroundDisplacement:
         out = np.empty((len(then), 2))
         frames: dict[int, list[int]] = {}
         for i, (m, _) in enumerate(then):
-            known = m.view is not None and m.cum_ideal is not None
-            frames.setdefault(m.frame_index if known else -1, []).append(i)
+            frames.setdefault(m.frame_index if m.has_ideal else -1, []).append(i)
         for index, rows in frames.items():
             m = then[rows[0]][0]
-            if index < 0 or m.view is None or m.cum_ideal is None:
+            if index < 0:
                 out[rows] = view.points(np.array([self._carry(then[i][0], then[i][1]) for i in rows]))
                 continue
             pts = np.array([then[i][1] for i in rows], dtype=np.float64).reshape(-1, 2)

@@ -224,13 +224,18 @@ def travel_directions(velocities: Sequence[np.ndarray | None], disp: np.ndarray)
     return out
 
 
+def centre_pitch_frac_per_deg(pitch_deg: float) -> float:
+    """How much a degree of pitch error stretches the ground at the image's centre along the line of
+    sight, as a fraction: 2 cot(depression) per radian (across it, half that); 0 straight down."""
+    depression = math.radians(max(1.0, min(90.0, -pitch_deg)))
+    return 2.0 * math.cos(depression) / math.sin(depression) * math.pi / 180.0
+
+
 def centre_sigma_frac(scale: ScaleInfo) -> float:
     """The relative speed sigma ``scale`` gives a vehicle at the image's centre, the worse of its
-    moving along the line of sight and across it: how two sources are weighed against each other
-    (a pitch error stretches the ground at the centre by 2 cot(depression) per radian along the
-    line of sight and cot(depression) across it)."""
-    depression = math.radians(max(1.0, min(90.0, -scale.pitch_deg)))
-    per_deg = np.array([2.0, 1.0]) * (math.cos(depression) / math.sin(depression)) * math.pi / 180.0
+    moving along the line of sight and across it (:func:`centre_pitch_frac_per_deg` and half of it):
+    how two sources are weighed against each other."""
+    per_deg = np.array([1.0, 0.5]) * centre_pitch_frac_per_deg(scale.pitch_deg)
     return float(
         np.max(
             scale_sigma_frac(

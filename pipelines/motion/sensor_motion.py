@@ -34,7 +34,7 @@ With neither a lens nor a readout time nothing changes: the pixels are the ideal
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
@@ -49,9 +49,10 @@ log = logging.getLogger(__name__)
 MIN_PAIRS = 8  # fewer inlier pairs: the frame's pixel homography stands in
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True)
 class Sensor:
-    """What separates a frame's pixels from its ideal image: the lens and the readout time."""
+    """What separates a frame's pixels from its ideal image: the lens and the readout time (equal
+    when all three are)."""
 
     intrinsics: Intrinsics
     lens: LensModel | None = None
@@ -70,14 +71,6 @@ class Sensor:
         """(N,) when each point's row was read, relative to its frame's timestamp (s)."""
         pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
         return row_time_offsets(pts[:, 1], self.intrinsics.height, self.readout_s)
-
-    def same(self, other: Sensor | None) -> bool:
-        return (
-            other is not None
-            and other.intrinsics == self.intrinsics
-            and other.lens == self.lens
-            and other.readout_s == self.readout_s
-        )
 
 
 def ideal_pairs(pairs: np.ndarray, sensor: Sensor, dt_s: float | None) -> tuple[np.ndarray, np.ndarray]:
@@ -119,6 +112,10 @@ class IdealView:
     sensor: Sensor
     step: np.ndarray
     dt_s: float | None
+    _back: np.ndarray = field(init=False, repr=False)  # the step's inverse: current -> previous
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_back", np.linalg.inv(self.step))
 
     def points(self, points_px: np.ndarray) -> np.ndarray:
         """(N, 2) pixels -> where the ground under them is in the ideal image at the frame's time:
@@ -127,7 +124,7 @@ class IdealView:
         u = undistort_points(px, self.sensor.intrinsics, self.sensor.lens)
         if not self.sensor.readout_s or self.dt_s is None or self.dt_s <= 0 or not len(u):
             return u
-        before = apply_homography(np.linalg.inv(self.step), u)  # where that ground was a frame ago
+        before = apply_homography(self._back, u)  # where that ground was a frame ago
         return u - (u - before) / self.dt_s * self.sensor.offsets(px)[:, None]
 
 
@@ -176,11 +173,10 @@ class IdealMotion:
         if sensor.pinhole:
             self.sensor, self.view = sensor, None
             return None
-        if not sensor.same(self.sensor):
+        if sensor != self.sensor:
             log.debug("ideal motion: sensor %s from here on", sensor)
-            self.sensor = sensor
-            self.view = IdealView(sensor, np.eye(3), None)
-        elif self.view is None:
+            self.sensor, self.view = sensor, None
+        if self.view is None:
             self.view = IdealView(sensor, np.eye(3), None)
         return self.view
 

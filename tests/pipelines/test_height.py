@@ -13,7 +13,14 @@ from pipelines.camera import get_profile, intrinsics_for
 from pipelines.config import CameraConfig, ConfigError, PipelineConfig, RulesConfig
 from pipelines.geometry import GroundProjector
 from pipelines.ground import GroundModel, reference_from_config
-from pipelines.height import HeightReference, ScaleModel, ScalePriors, height_above_road, scale_sigma_frac
+from pipelines.height import (
+    HeightReference,
+    ScaleModel,
+    ScalePriors,
+    centre_pitch_frac_per_deg,
+    height_above_road,
+    scale_sigma_frac,
+)
 from pipelines.rules import ViolationDetector
 from pipelines.types import Frame, ScaleInfo, SpeedEstimate, Telemetry
 
@@ -94,6 +101,8 @@ def test_a_pitch_error_stretches_ground_distances_as_the_geometry_says(
     centre = GroundProjector.create(INTR, 60.0, pitch).to_ground(np.array([[960.0, 540.0]]))
     per_deg = ScaleModel(INTR, 60.0, pitch).pitch_frac_per_deg(centre, np.array([direction]))
     assert per_deg[0] == pytest.approx(expected_per_deg, rel=0.05, abs=5e-4)
+    if direction == (0.0, 1.0):  # the closed form the error budget and the source weighing use
+        assert centre_pitch_frac_per_deg(pitch) == pytest.approx(per_deg[0], rel=0.05, abs=5e-4)
 
 
 def test_the_scale_sigma_adds_the_height_and_the_pitch_in_quadrature() -> None:
