@@ -88,9 +88,21 @@ class ScaleOut(BaseModel):
             return None
 
 
+class RulerOut(BaseModel):
+    """One ruler's own reading of the scale (``RulerReading.to_dict()``)."""
+
+    ruler: Literal["cars", "lanes"] = Field(
+        description="cars: the tracked cars' sizes; lanes: the painted lane lines' spacing"
+    )
+    ratio: float = Field(description="the telemetry's scale over the one this ruler implies")
+    sigma: float = Field(description="its one standard deviation")
+    n: int = Field(0, description="the vehicles (cars) or the measured frames (lanes) behind it")
+
+
 class ScaleCheckOut(BaseModel):
-    """The scale check from the vehicles on the road (issue 40; ``ScaleCheckResult.to_dict()``): the
-    telemetry's scale against the sizes of the cars the session saw."""
+    """The scale check from the vehicles and the lanes on the road (issue 40;
+    ``ScaleCheckResult.to_dict()``): the telemetry's scale against the sizes of the cars the session
+    saw and the width of its lanes."""
 
     status: Literal[SCALE_CHECK_STATUSES] = Field(  # type: ignore[valid-type]
         description="unverified (reason says why: too few vehicles yet, no usable view, ...) | ok (within "
@@ -98,12 +110,17 @@ class ScaleCheckOut(BaseModel):
     )
     ratio: float | None = Field(
         None,
-        description="the telemetry's scale over the one the cars imply: 1.10 means every distance and "
-        "speed measured 10 % too large; null until enough vehicles",
+        description="the telemetry's scale over the one the cars and the lanes imply: 1.10 means every "
+        "distance and speed measured 10 % too large; null until enough vehicles or lane frames",
     )
     sigma: float | None = Field(None, description="its one standard deviation")
     n: int = Field(0, description="the vehicles (tracks) behind it")
     reason: str = Field("", description="why it is unverified or suspect; empty when ok")
+    rulers: list[RulerOut] = Field(
+        [],
+        description="each ruler's own reading (cars, lanes); the ratio is their inverse-variance mean, "
+        "null when they disagree beyond their uncertainty",
+    )
 
     @classmethod
     def from_stored(cls, data: dict[str, Any] | None) -> ScaleCheckOut | None:

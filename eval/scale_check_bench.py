@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -42,6 +43,7 @@ import numpy as np
 
 from pipelines.config import PipelineConfig, ScaleCheckConfig
 from pipelines.geometry import GroundProjector
+from pipelines.lane_ruler import LaneMeasure
 from pipelines.scale_check import observe
 from pipelines.scale_session import (
     MAX_OBSERVATIONS,
@@ -87,7 +89,12 @@ class Recording(ScaleCheck):
     def __init__(self, cfg: ScaleCheckConfig) -> None:
         super().__init__(cfg)
         self.rows: list[dict[str, Any]] = []
+        self.lanes: list[dict[str, Any]] = []  # every lane frame: the lane width through the telemetry
         self.frames = 0
+
+    def observe_lanes(self, lanes: LaneMeasure) -> None:
+        self.lanes.append({"frame": self.frames, "width_m": lanes.width_m if lanes.found else None})
+        super().observe_lanes(lanes)
 
     def observe_frame(self, width, height, proj, xyxy, ids, labels, carried, velocities) -> None:  # noqa: ANN001
         k = proj.intrinsics
@@ -143,6 +150,7 @@ def record_flight(cell: str, seed: int, out: Path) -> Path:
         "flight": str(folder),
         "duration_s": spec.duration_s,
         "rows": recording.rows,
+        "lanes": recording.lanes,
         "check": summary["scale_check"],
     }
     dest.write_text(json.dumps(data))
@@ -259,18 +267,39 @@ def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, Tra
     return out
 
 
-def _statuses(values: np.ndarray, counted: np.ndarray, cfg: ScaleCheckConfig, upto: list[int]) -> list[str]:
+def lane_values(records: list[dict], cfg: ScaleCheckConfig, k: float) -> np.ndarray:
+    """The recorded lane frames' log ratios (the lane width through the telemetry over
+    ``lane_width_m``) with the altitude scaled by ``k``: on flat ground every ground distance
+    scales with it."""
+    widths = [f["width_m"] for r in records for f in r.get("lanes", ()) if f["width_m"] is not None]
+    return np.log(np.array(widths, dtype=float) / cfg.lane_width_m) + math.log(k)
+
+
+def _statuses(
+    values: np.ndarray,
+    counted: np.ndarray,
+    cfg: ScaleCheckConfig,
+    upto: list[int],
+    lanes: np.ndarray | None = None,
+    lanes_per_vehicle: float = 0.0,
+) -> list[str]:
     """The check's status after each number of vehicles in ``upto`` (vehicles: every track drawn;
-    ``counted``: those the check measures, in the same order)."""
+    ``counted``: those the check measures, in the same order; ``lanes``: the session's lane frames in
+    order, ``lanes_per_vehicle`` of them measured while one vehicle passes)."""
     out = []
     for n in upto:
         v = values[:n][counted[:n]]
-        out.append(judge(v, cfg, lambda m: "too few").status)
+        lane = None if lanes is None else lanes[: int(n * lanes_per_vehicle)]
+        out.append(judge(v, cfg, lambda m: "too few", lane).status)
     return out
 
 
 def score_cell(records: list[dict], cfg: ScaleCheckConfig, sessions: int, seed: int = 0) -> dict[str, Any]:
-    """The cell's detection rates per scale error over ``sessions`` sessions drawn from ``records``."""
+    """The cell's detection rates per scale error over ``sessions`` sessions drawn from ``records``.
+    With ``cfg.lanes`` each session also measures the lanes: its lane frames drawn from the records'
+    (one every ``lane_every`` frames at 30 fps, as live), all off by one error drawn for the session
+    from the lane width's own uncertainty (``lane_width_sigma_m``: the site's lanes are not exactly
+    the width configured)."""
     rng = np.random.default_rng(seed)
     minutes = sum(r["duration_s"] for r in records) / 60.0
     per_k: dict[float, list] = {}
@@ -280,24 +309,39 @@ def score_cell(records: list[dict], cfg: ScaleCheckConfig, sessions: int, seed: 
     n_tracks = len(per_k[1.0])
     rate = n_tracks / max(minutes, 1e-9)  # vehicles a minute in this cell's flights
     n_max = int(rate * SESSION_MINUTES)
+    pool_lanes = lane_values(records, cfg, 1.0) if cfg.lanes else np.zeros(0)
+    use_lanes = len(pool_lanes) > 0
+    lanes_per_vehicle = 60.0 * 30.0 / cfg.lane_every / max(rate, 1e-9)
     result: dict[str, Any] = {
         "pool_tracks": n_tracks,
         "vehicles_per_min": round(rate, 1),
         "session_vehicles": n_max,
+        "pool_lane_frames": len(pool_lanes),
     }
     orders = [rng.integers(0, n_tracks, n_max) for _ in range(sessions)]
+    n_lanes = int(n_max * lanes_per_vehicle) + 1
+    session_lanes = [
+        pool_lanes[rng.integers(0, len(pool_lanes), n_lanes)]
+        + rng.normal(0.0, cfg.lane_width_sigma_m / cfg.lane_width_m)
+        if use_lanes
+        else None
+        for _ in range(sessions)
+    ]
     for k in ERRORS:
         arr = np.array([(t.mid, t.sd, 1.0 if t.steady else 0.0, t.per_margin) for t in per_k[k]])
         counted = np.array([t.label in cfg.classes and np.isfinite(t.mid) for t in per_k[k]])
         at = {n: [] for n in CHECKPOINTS}
         ever = []
-        for order in orders:
-            st = _statuses(arr[order], counted[order], cfg, list(CHECKPOINTS))
+        for order, lanes in zip(orders, session_lanes, strict=True):
+            lanes = None if lanes is None else lanes + math.log(k)
+            args = (cfg, list(CHECKPOINTS), lanes, lanes_per_vehicle)
+            st = _statuses(arr[order], counted[order], *args)
             for n, s in zip(CHECKPOINTS, st, strict=True):
                 at[n].append(s)
             if k == 1.0:
+                every = list(range(10, min(n_max, 300) + 1, 5)) + list(range(325, n_max + 1, 25))
                 ever.append(
-                    "suspect" in _statuses(arr[order], counted[order], cfg, list(range(10, n_max + 1, 5)))
+                    "suspect" in _statuses(arr[order], counted[order], cfg, every, lanes, lanes_per_vehicle)
                 )
         result[f"{k:.2f}"] = {
             f"suspect_at_{n}": round(float(np.mean([s == "suspect" for s in at[n]])), 3) for n in CHECKPOINTS
@@ -307,6 +351,7 @@ def score_cell(records: list[dict], cfg: ScaleCheckConfig, sessions: int, seed: 
         if k == 1.0:
             m = arr[counted & (arr[:, 2] > 0), 0]
             result["pool_median_ratio"] = round(float(np.exp(np.median(m))), 4) if len(m) else None
+            result["pool_lane_ratio"] = round(float(np.exp(np.median(pool_lanes))), 4) if use_lanes else None
     return result
 
 
@@ -337,12 +382,29 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    # name: (title, the check's settings beyond the margin)
+    "cells": ("each cell's own margin, cars only", {"lanes": False}),
+    "pooled": ("the cells' pooled margin, cars only", {"lanes": False}),
+    "pooled_lanes": ("pooled margin, cars and lanes (a region's lane width: sigma 0.2 m)", {}),
+    "pooled_site_lanes": (
+        "pooled margin, cars and lanes (the site's lanes measured: sigma 0.05 m)",
+        {"lane_width_sigma_m": 0.05},
+    ),
+    "default_site_lanes": (
+        "the shipped margin (1.4 px, from real footage), cars and the site's lanes (0.05 m)",
+        {"lane_width_sigma_m": 0.05},
+    ),
+}
+
+
 def _score(args: argparse.Namespace) -> int:
-    """Each cell scored with its own calibration flight's margin, and once more with the cells'
-    pooled margin (what a margin measured elsewhere does to it)."""
+    """Each cell scored with its own calibration flight's margin, once more with the cells' pooled
+    margin (what a margin measured elsewhere does to it), and with the lanes as a second ruler."""
     out = Path(args.folder)
     cal = json.loads((out / "calibration.json").read_text())
-    table: dict[str, Any] = {"calibration": cal, "cells": {}, "pooled": {}}
+    table: dict[str, Any] = {"calibration": cal} | {key: {} for key in VARIANTS}
+    default = ScaleCheckConfig()
     for cell in CELLS:
         records = [
             json.loads(p.read_text())
@@ -351,12 +413,17 @@ def _score(args: argparse.Namespace) -> int:
         ]
         if not records:
             continue
-        for key, (margin, spread) in (("cells", cal["per_cell"][cell]), ("pooled", cal["pooled"])):
-            cfg = ScaleCheckConfig(box_margin_px=margin, box_vehicle_sigma_px=spread)
+        for key, (_, extra) in VARIANTS.items():
+            margin, spread = {
+                "cells": cal["per_cell"][cell],
+                "default_site_lanes": (default.box_margin_px, default.box_vehicle_sigma_px),
+            }.get(key, cal["pooled"])
+            cfg = ScaleCheckConfig(box_margin_px=margin, box_vehicle_sigma_px=spread, **extra)
             table[key][cell] = score_cell(records, cfg, args.sessions) | {
                 "box_margin_px": round(margin, 2),
                 "box_vehicle_sigma_px": round(spread, 2),
             }
+            log.info("%s %s: %s", cell, key, table[key][cell]["1.00"])
     (out / "scores.json").write_text(json.dumps(table, indent=1))
     sys.stdout.write(format_scores(table) + "\n")
     return 0
@@ -364,13 +431,15 @@ def _score(args: argparse.Namespace) -> int:
 
 def format_scores(table: dict[str, Any]) -> str:
     lines = []
-    for key, title in (("cells", "each cell's own margin"), ("pooled", "the cells' pooled margin")):
+    for key, (title, _) in VARIANTS.items():
+        if not table.get(key):
+            continue
         lines += [
             f"### {title}",
-            "| cell | margin px | pool tracks | veh/min | ratio (k=1) | "
+            "| cell | margin px | pool tracks | veh/min | ratio (k=1) | lanes (k=1) | "
             + " | ".join(f"k={k:.2f}" for k in ERRORS)
             + " | ever suspect (k=1, 30 min) |",
-            "|" + "---|" * (len(ERRORS) + 6),
+            "|" + "---|" * (len(ERRORS) + 7),
         ]
         for cell, r in table[key].items():
             cells = [
@@ -379,7 +448,7 @@ def format_scores(table: dict[str, Any]) -> str:
             ]
             lines.append(
                 f"| {cell} | {r['box_margin_px']:.2f} | {r['pool_tracks']} | {r['vehicles_per_min']} | "
-                f"{r['pool_median_ratio']} | "
+                f"{r['pool_median_ratio']} | {r.get('pool_lane_ratio') or '-'} | "
                 + " | ".join(cells)
                 + f" | {r['1.00'].get('ever_suspect_30min', '-')} |"
             )

@@ -414,6 +414,15 @@ class ScaleCheckConfig(_Section):
     tolerance: float = Field(0.05, gt=0, lt=0.5)  # the share the scale may be off and still be ok
     z: float = Field(2.5, gt=0, le=10)
     max_spread: float = Field(2.5, gt=0)  # tracks' scatter over the prior's: beyond it, unverified
+    # the lanes as a second ruler (pipelines.lane_ruler): the distance between the painted lane lines
+    # inside the road mask against the width the site's lanes are built to. Its sigma: 0.2 m for a
+    # region's standard (3.25-3.75 m on most European roads, 3.6 m / 12 ft on US highways), about
+    # 0.05 m for the site's own lanes measured on a survey or a map
+    lanes: bool = True
+    lane_width_m: float = Field(3.5, ge=2.0, le=6.0)
+    lane_width_sigma_m: float = Field(0.2, gt=0, le=1.0)
+    lane_every: int = Field(30, ge=1)  # frames between two lane measurements
+    min_lane_frames: int = Field(5, ge=1)  # measured frames before the lanes count
 
 
 class CheckpointConfig(_Section):

@@ -260,7 +260,8 @@ class RobustRatio:
     n_inliers: int
 
 
-def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
+def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
+    """The value below which half of the weight ``w`` lies."""
     order = np.argsort(x)
     cum = np.cumsum(w[order])
     return float(x[order][np.searchsorted(cum, cum[-1] / 2)])
@@ -278,7 +279,7 @@ def robust_ratio(x: np.ndarray, sd: np.ndarray, c: float = 4.685, iterations: in
     n = len(x)
     if n < 2:
         return None
-    mu = _weighted_median(x, 1.0 / sd**2)
+    mu = weighted_median(x, 1.0 / sd**2)
     for _ in range(iterations):
         u = (x - mu) / sd
         w = np.where(np.abs(u) < c, (1.0 - (u / c) ** 2) ** 2, 0.0) / sd**2
@@ -319,4 +320,5 @@ __all__ = [
     "predicted_boxes",
     "project_world",
     "robust_ratio",
+    "weighted_median",
 ]

@@ -31,6 +31,7 @@ from pipelines.config import ScaleCheckConfig
 from pipelines.displacement import touches_border
 from pipelines.geometry import GroundProjector
 from pipelines.height import reference_key
+from pipelines.lane_ruler import LaneMeasure, lane_search, measure_frame
 from pipelines.scale_check import (
     CAR_PRIORS,
     OK,
@@ -46,6 +47,7 @@ from pipelines.types import (
     NOT_ENFORCEABLE,
     PROPAGATED_KEY,
     Frame,
+    RulerReading,
     ScaleInfo,
     Violation,
 )
@@ -58,6 +60,10 @@ OBSERVE_GAP = 3  # frames between two observations of one vehicle
 # a track whose box sizes scatter (robust sd of its log ratios) beyond this many times the pixel
 # noise, and beyond STEADY_FLOOR, is not a whole vehicle's: a false or partial box
 STEADY_SIGMAS, STEADY_FLOOR = 3.0, 0.08
+# how well the lane lines give the lane width through exact telemetry (log), beyond the lane width's
+# own uncertainty: simulated frames from 30 to 150 m, nadir and oblique, 3.0-3.75 m lanes, read
+# within 1 % (tests/pipelines/test_lane_ruler.py); one real road's frames scatter 0.8 % (docs/lab)
+LANE_FLOOR = 0.01
 
 
 @dataclass
@@ -139,6 +145,8 @@ class ScaleCheck:
         self._done: list[tuple[float, float, bool, float]] = []  # the values of finished vehicles it counts
         self._frames = self._evaluated_at = 0
         self._skipped: Counter = Counter()  # why boxes were not compared, over the session
+        self._lanes: list[float] = []  # the lane frames' log ratios (measured width over lane_width_m)
+        self._lane_misses = 0  # lane frames that found no lines
         self._dirty = False
         self._restarted = why
         self.resets += 1 if why else 0
@@ -173,9 +181,12 @@ class ScaleCheck:
         tracked: sv.Detections,
         ids: np.ndarray,
         velocity: Callable[[int], np.ndarray | None],
+        gray: np.ndarray | None = None,
+        road_mask: np.ndarray | None = None,
     ) -> None:
         """Compare this frame's usable boxes with the prior (``velocity(track id)``: its ground
-        velocity in m/s, None while unknown)."""
+        velocity in m/s, None while unknown) and, every ``lane_every`` frames, the lane lines inside
+        ``road_mask`` (the grey frame ``gray``) with the site's lane width."""
         if not self.cfg.enabled:
             return
         key = session_key(frame, scale)
@@ -184,6 +195,21 @@ class ScaleCheck:
         self._key = key
         labels, carried, velocities = frame_inputs(tracked, ids, velocity)
         self.observe_frame(frame.width, frame.height, proj, tracked.xyxy, ids, labels, carried, velocities)
+        if (
+            self.cfg.lanes
+            and gray is not None
+            and road_mask is not None
+            and frame.index % self.cfg.lane_every == 0
+        ):
+            self.observe_lanes(measure_frame(gray, road_mask, tracked.xyxy, proj, *lane_search(self.cfg)))
+
+    def observe_lanes(self, lanes: LaneMeasure) -> None:
+        """One lane frame's measurement (:func:`pipelines.lane_ruler.measure_frame`)."""
+        if lanes.found:
+            self._lanes.append(math.log(lanes.width_m / self.cfg.lane_width_m))
+            self._dirty = True
+        else:
+            self._lane_misses += 1
 
     def observe_frame(
         self,
@@ -253,7 +279,8 @@ class ScaleCheck:
 
     def _evaluate(self) -> ScaleCheckResult:
         values = self._done + [t.value() for t in self._tracks.values() if self._counts(t)]
-        return judge(np.array(values, dtype=float).reshape(-1, 4), self.cfg, self._too_few)
+        lanes = np.array(self._lanes, dtype=float)
+        return judge(np.array(values, dtype=float).reshape(-1, 4), self.cfg, self._too_few, lanes)
 
     def _too_few(self, n: int) -> str:
         skipped = self._skipped
@@ -283,6 +310,15 @@ class ScaleCheck:
         out["skipped"] = dict(self._skipped)
         out["restarts"] = self.resets
         out["vehicles_open"] = len(self._tracks)  # still followed; the others kept as their values
+        out["lanes"] = {
+            "width_m": self.cfg.lane_width_m,
+            "sigma_m": self.cfg.lane_width_sigma_m,
+            "frames_measured": len(self._lanes),
+            "frames_without_lines": self._lane_misses,
+            "measured_width_m": round(self.cfg.lane_width_m * math.exp(float(np.median(self._lanes))), 3)
+            if self._lanes
+            else None,
+        }
         return out
 
 
@@ -341,54 +377,135 @@ def usable(
     return rows, headings, why
 
 
-def judge(values: np.ndarray, cfg: ScaleCheckConfig, too_few: Callable[[int], str]) -> ScaleCheckResult:
-    """The check's result from its vehicles' :func:`track_value` rows (n, 4): unverified while too
-    few steady vehicles (``too_few(n)`` says why), when most boxes are not steady, or when their
-    sizes scatter beyond a car fleet's; else ok or suspect against the tolerance. Its standard error
-    is the vehicles' (it shrinks with their number) and the detector's margin's (``box_margin_sigma_px``
-    times the vehicles' mean sensitivity to it: the same on every box, it does not shrink)."""
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """One ruler's log ratio ``mu``, its standard error ``se`` and the part of it that more data
+    does not shrink (``floor``: the detector's margin, the lane width's own uncertainty), from ``n``
+    vehicles or lane frames."""
+
+    ruler: str
+    mu: float
+    se: float
+    floor: float
+    n: int
+
+    def reading(self) -> RulerReading:
+        return RulerReading(self.ruler, math.exp(self.mu), math.exp(self.mu) * self.se, self.n)
+
+
+def car_estimate(
+    values: np.ndarray, cfg: ScaleCheckConfig, too_few: Callable[[int], str]
+) -> tuple[Estimate | None, ScaleCheckResult | None]:
+    """The cars' ruler from their :func:`track_value` rows (n, 4), or why there is none: (None, the
+    unverified result it alone would give)."""
     steady = values[values[:, 2] > 0] if len(values) else np.zeros((0, 4))
     if len(values) >= cfg.min_vehicles and len(steady) < len(values) / 2:
-        return ScaleCheckResult(
+        return None, ScaleCheckResult(
             UNVERIFIED,
             n=len(steady),
             reason=f"{len(values) - len(steady)} of {len(values)} vehicles' boxes change size from frame to "
             "frame: false or partial boxes, no ruler",
         )
     if len(steady) < cfg.min_vehicles:
-        return ScaleCheckResult(UNVERIFIED, n=len(steady), reason=too_few(len(steady)))
+        return None, ScaleCheckResult(UNVERIFIED, n=len(steady), reason=too_few(len(steady)))
     est = robust_ratio(steady[:, 0], steady[:, 1])
     if est is None or not math.isfinite(est.se):
-        return ScaleCheckResult(UNVERIFIED, n=len(steady), reason="the vehicles' sizes disagree")
+        return None, ScaleCheckResult(UNVERIFIED, n=len(steady), reason="the vehicles' sizes disagree")
     margin_se = cfg.box_margin_sigma_px * float(np.mean(steady[:, 3]))
     se = math.hypot(est.se, margin_se)
-    ratio = math.exp(est.mu)
-    base = ScaleCheckResult(UNVERIFIED, ratio, ratio * se, est.n)
     if est.spread > cfg.max_spread:
-        return dataclasses.replace(
-            base,
-            status=UNVERIFIED,
+        ratio = math.exp(est.mu)
+        return None, ScaleCheckResult(
+            UNVERIFIED,
+            ratio,
+            ratio * se,
+            est.n,
             reason=f"the vehicles' sizes scatter {est.spread:.1f} times more than cars' do: too many false, "
             "partial or mislabelled boxes to judge the scale",
         )
-    off, tol, z = abs(est.mu), math.log1p(cfg.tolerance), cfg.z
+    return Estimate("cars", est.mu, se, margin_se, est.n), None
+
+
+def lane_estimate(log_ratios: np.ndarray, cfg: ScaleCheckConfig) -> Estimate | None:
+    """The lanes' ruler from its frames' log ratios (the measured lane width over ``lane_width_m``;
+    :mod:`pipelines.lane_ruler`): their median, its standard error from their scatter, and the
+    floor the lane width's own uncertainty and the line centres' (``LANE_FLOOR``) set."""
+    x = np.asarray(log_ratios, dtype=float)
+    x = x[np.isfinite(x)]
+    if len(x) < cfg.min_lane_frames:
+        return None
+    mu = float(np.median(x))
+    scatter = 1.4826 * float(np.median(np.abs(x - mu))) * math.sqrt(math.pi / 2 / len(x))
+    floor = math.hypot(LANE_FLOOR, cfg.lane_width_sigma_m / cfg.lane_width_m)
+    return Estimate("lanes", mu, math.hypot(scatter, floor), floor, len(x))
+
+
+def judge(
+    values: np.ndarray,
+    cfg: ScaleCheckConfig,
+    too_few: Callable[[int], str],
+    lanes: np.ndarray | None = None,
+) -> ScaleCheckResult:
+    """The check's result from its vehicles' :func:`track_value` rows (n, 4) and its lane frames'
+    log ratios (``lanes``): unverified while neither ruler has enough (``too_few(n)`` says why for
+    the cars), when the cars' boxes are not steady or scatter beyond a car fleet's and no lanes stand
+    in, or when the two rulers disagree beyond their uncertainty; else ok or suspect against the
+    tolerance. Where both read, the ratio is their inverse-variance mean. A ruler's standard error
+    shrinks with its vehicles or frames down to its floor (the detector's margin,
+    ``box_margin_sigma_px`` times the vehicles' mean sensitivity to it; the lane width's sigma)."""
+    cars, why_not = car_estimate(values, cfg, too_few)
+    lane = None if lanes is None else lane_estimate(lanes, cfg)
+    rulers = [e for e in (cars, lane) if e is not None]
+    if not rulers:
+        return why_not if why_not is not None else ScaleCheckResult(UNVERIFIED, reason=too_few(0))
+    readings = tuple(e.reading() for e in rulers)
+    n = cars.n if cars is not None else (why_not.n if why_not is not None else 0)
+    if (
+        cars is not None
+        and lane is not None
+        and abs(cars.mu - lane.mu) > cfg.z * math.hypot(cars.se, lane.se)
+    ):
+        return ScaleCheckResult(
+            UNVERIFIED,
+            n=n,
+            rulers=readings,
+            reason=f"the cars ({math.exp(cars.mu):.2f}) and the lanes ({math.exp(lane.mu):.2f}) disagree beyond "
+            "their uncertainty: lanes narrower or wider than the site's, or the detector's boxes looser "
+            "than it allows",
+        )
+    weights = [1.0 / e.se**2 for e in rulers]
+    mu = sum(w * e.mu for w, e in zip(weights, rulers, strict=True)) / sum(weights)
+    se = 1.0 / math.sqrt(sum(weights))
+    floor = (
+        0.0 if any(e.floor <= 0 for e in rulers) else 1.0 / math.sqrt(sum(1.0 / e.floor**2 for e in rulers))
+    )
+    ratio = math.exp(mu)
+    base = ScaleCheckResult(UNVERIFIED, ratio, ratio * se, n, rulers=readings)
+    what = " and the ".join(e.ruler for e in rulers)
+    off, tol, z = abs(mu), math.log1p(cfg.tolerance), cfg.z
     if off > tol + z * se:
-        way = "large" if est.mu > 0 else "small"
+        way = "large" if mu > 0 else "small"
+        size = "the width they are built to" if cars is None else "their usual size"
         return dataclasses.replace(
             base,
             status=SUSPECT,
-            reason=f"the cars measure {ratio:.2f} times their usual size through the telemetry: its scale "
+            reason=f"the {what} measure {ratio:.2f} times {size} through the telemetry: its scale "
             f"looks {abs(ratio - 1) * 100:.0f} % too {way} (every speed as much too "
-            f"{'high' if est.mu > 0 else 'low'})",
+            f"{'high' if mu > 0 else 'low'})",
         )
     if off + z * se <= tol:
         return dataclasses.replace(base, status=OK)
-    if z * margin_se > tol:
+    if z * floor > tol:
+        limit = (
+            f"the detector's box margin alone is +-{100 * floor:.0f} % of their size"
+            if lane is None
+            else f"the {what} alone leave +-{100 * floor:.0f} %"
+        )
         return dataclasses.replace(
             base,
             status=UNVERIFIED,
-            reason=f"the cars are too small in the image to judge to {cfg.tolerance:.0%}: the detector's box "
-            f"margin alone is +-{100 * margin_se:.0f} % of their size",
+            reason=f"the {'cars are too small in the image' if lane is None else 'rulers are too coarse'} to judge "
+            f"to {cfg.tolerance:.0%}: {limit}",
         )
     return dataclasses.replace(base, status=UNVERIFIED, reason=f"not yet determined to {cfg.tolerance:.0%}")
 
@@ -421,7 +538,10 @@ __all__ = [
     "ScaleCheck",
     "frame_inputs",
     "hold_for_check",
+    "Estimate",
+    "car_estimate",
     "judge",
+    "lane_estimate",
     "prior_of",
     "session_key",
     "track_value",

@@ -335,10 +335,34 @@ SCALE_CHECK_STATUSES = (UNVERIFIED, OK, SUSPECT)
 
 
 @dataclass(frozen=True, slots=True)
+class RulerReading:
+    """One ruler's own reading of a session's scale: ``ruler`` "cars" (``n`` vehicles) or "lanes"
+    (``n`` frames measured), ``ratio`` and ``sigma`` as :class:`ScaleCheckResult`'s."""
+
+    ruler: str
+    ratio: float
+    sigma: float
+    n: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ruler": self.ruler,
+            "ratio": round(self.ratio, 4),
+            "sigma": round(self.sigma, 4),
+            "n": self.n,
+        }
+
+    def describe(self) -> str:
+        unit = "vehicles" if self.ruler == "cars" else "frames"
+        return f"{self.ruler} {self.ratio:.3f} +- {self.sigma:.3f} ({self.n} {unit})"
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleCheckResult:
-    """A session's scale check: ``ratio`` is the telemetry's scale over the one the cars imply (1.10:
-    the telemetry makes every distance, so every speed, 10 % too large), ``sigma`` its standard
-    deviation, ``n`` the vehicles (tracks) behind it; ``reason`` says why it is unverified or
+    """A session's scale check: ``ratio`` is the telemetry's scale over the one the cars and the
+    lanes imply (1.10: the telemetry makes every distance, so every speed, 10 % too large), ``sigma``
+    its standard deviation, ``n`` the vehicles (tracks) behind it; ``rulers`` each ruler's own
+    reading (the cars' sizes, the lane lines' spacing); ``reason`` says why it is unverified or
     suspect (empty when ok)."""
 
     status: str
@@ -346,6 +370,7 @@ class ScaleCheckResult:
     sigma: float | None = None
     n: int = 0
     reason: str = ""
+    rulers: tuple[RulerReading, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -354,23 +379,33 @@ class ScaleCheckResult:
             "sigma": None if self.sigma is None else round(self.sigma, 4),
             "n": self.n,
             "reason": self.reason,
+            "rulers": [r.to_dict() for r in self.rulers],
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> ScaleCheckResult:
         ratio, sigma = data.get("ratio"), data.get("sigma")
+        rulers = tuple(
+            RulerReading(str(r["ruler"]), float(r["ratio"]), float(r["sigma"]), int(r.get("n", 0)))
+            for r in data.get("rulers") or ()
+        )
         return cls(
             str(data.get("status", UNVERIFIED)),
             None if ratio is None else float(ratio),
             None if sigma is None else float(sigma),
             int(data.get("n", 0)),
             str(data.get("reason", "")),
+            rulers,
         )
 
     def describe(self) -> str:
         if self.ratio is None or self.sigma is None:
             return f"scale check {self.status}" + (f" ({self.reason})" if self.reason else "")
-        text = f"scale check {self.status}: {self.ratio:.3f} +- {self.sigma:.3f} from {self.n} vehicles"
+        text = f"scale check {self.status}: {self.ratio:.3f} +- {self.sigma:.3f}"
+        if len(self.rulers) > 1 or any(r.ruler != "cars" for r in self.rulers):
+            text += " from " + ", ".join(r.describe() for r in self.rulers)
+        else:
+            text += f" from {self.n} vehicles"
         return text + (f" ({self.reason})" if self.reason else "")
 
 

@@ -10,7 +10,14 @@ import math
 import numpy as np
 import pytest
 
-from eval.scale_check_bench import ERRORS, calibrate_margin, format_scores, score_cell, track_values
+from eval.scale_check_bench import (
+    ERRORS,
+    calibrate_margin,
+    format_scores,
+    lane_values,
+    score_cell,
+    track_values,
+)
 from pipelines.config import ScaleCheckConfig
 from pipelines.geometry import GroundProjector
 from pipelines.scale_check import CAR_PRIORS, predicted_boxes
@@ -96,3 +103,19 @@ def test_the_margin_is_calibrated_on_the_tracked_boxes_against_the_truth(tmp_pat
     (tmp_path / "gt.txt").write_text("\n".join(gt) + "\n")
     margin, spread = calibrate_margin(rec, tmp_path / "gt.txt")
     assert abs(margin - 1.4) < 0.2 and spread < 0.5
+
+
+def test_the_lanes_join_the_sessions_and_scale_with_the_error() -> None:
+    records = [_record(s) for s in (2, 3)]
+    for r in records:  # a lane frame a second, 0.4 % scatter, and one that found no lines
+        r["lanes"] = [{"frame": f, "width_m": 3.5 * (1 + 0.004 * np.sin(f))} for f in range(0, 900, 30)]
+        r["lanes"].append({"frame": 905, "width_m": None})
+    assert np.median(lane_values(records, ScaleCheckConfig(), 1.1)) == pytest.approx(math.log(1.1), abs=0.003)
+    cfg = ScaleCheckConfig(box_margin_sigma_px=3.0, lane_width_sigma_m=0.05)  # the cars alone cannot judge
+    cars = score_cell(records, cfg.model_copy(update={"lanes": False}), sessions=4, seed=0)
+    both = score_cell(records, cfg, sessions=4, seed=0)
+    assert (cars["pool_lane_frames"], both["pool_lane_frames"]) == (0, 60)
+    assert cars["1.15"]["suspect_at_100"] == 0.0 and both["1.15"]["suspect_at_100"] == 1.0
+    assert both["0.85"]["suspect_at_30"] == 1.0
+    assert both["1.00"]["ever_suspect_30min"] == 0.0
+    assert both["pool_lane_ratio"] == pytest.approx(1.0, abs=0.005)

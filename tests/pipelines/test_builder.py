@@ -474,6 +474,31 @@ def test_the_scale_check_finds_a_wrong_height_and_holds_its_tickets(solid_flight
     assert not any(v.enforceable for v in violations if v.scale_check.status == "suspect")
 
 
+@pytest.mark.parametrize("takeoff", [0.0, 10.0], ids=["right", "20%-high"])
+def test_the_lanes_measure_the_same_height_through_the_road_mask(solid_flight, takeoff):
+    """The same flight with the shipped road U-Net: the lane lines inside its mask (every 10th
+    frame) read the simulator's 3.5 m lanes through the telemetry, 20 % wide when told 60 m for 50."""
+    config = PipelineConfig().with_overrides(
+        camera={"takeoff_above_road_m": takeoff, "takeoff_above_road_sigma_m": 0.1},
+        scale_check={"min_vehicles": 6, "lane_every": 10, "lane_width_sigma_m": 0.05},
+    )
+    detector = OracleDetector.from_mot(solid_flight.gt, jitter_px=JITTER, drop_rate=0.0, seed=1)
+    pipeline = build_pipeline(config, detector=detector)
+    source, frames, _ = load_frames(solid_flight.video, solid_flight.srt, camera=SOLID.camera)
+    with source:
+        for frame in frames:
+            pipeline.process(frame)
+    lanes = pipeline.scale_check.summary()["lanes"]
+    assert lanes["frames_measured"] >= 12 and lanes["frames_without_lines"] <= 2, lanes
+    assert lanes["measured_width_m"] == pytest.approx(3.5 * (1.0 + takeoff / 50.0), rel=0.015), lanes
+    check = pipeline.scale_check.result
+    assert [r.ruler for r in check.rulers][-1] == "lanes", check
+    if takeoff:
+        assert check.status == "suspect" and abs(check.ratio - 1.2) < 0.04, check
+    else:  # a dozen cars and 15 lane frames: never suspect
+        assert check.status in ("ok", "unverified") and abs(check.ratio - 1.0) < 0.03, check
+
+
 @pytest.mark.parametrize(
     ("status", "was", "now"),
     [

@@ -9,9 +9,10 @@ import supervision as sv
 
 from pipelines.config import ScaleCheckConfig
 from pipelines.geometry import GroundProjector
+from pipelines.lane_ruler import NONE, LaneMeasure
 from pipelines.scale_check import CAR_PRIORS, predicted_boxes
 from pipelines.scale_session import ScaleCheck, prior_of
-from pipelines.types import PROPAGATED_KEY, Frame, Intrinsics, ScaleInfo
+from pipelines.types import PROPAGATED_KEY, Frame, Intrinsics, ScaleCheckResult, ScaleInfo
 
 K = Intrinsics(1400.0, 1400.0, 960.0, 540.0, 1920, 1080)
 IMAGE = np.zeros((1080, 1920, 3), np.uint8)
@@ -161,3 +162,78 @@ def test_the_prior_is_the_regions_or_the_sites() -> None:
         "height_sd_m": 0.1,
     }
     assert prior_of(ScaleCheckConfig(prior=own)).width_m == 1.7
+
+
+SITE_LANES = {"lane_width_m": 3.5, "lane_width_sigma_m": 0.05}  # a site's lanes measured on a map
+
+
+def _lanes(check: ScaleCheck, k: float, frames: int = 12, seed: int = 0) -> None:
+    """Lane frames measuring ``k`` times the site's width (0.5 % scatter from frame to frame)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(frames):
+        check.observe_lanes(LaneMeasure(check.cfg.lane_width_m * k * (1 + rng.normal(0, 0.005)), 40.0, 30))
+
+
+@pytest.mark.parametrize(
+    ("cfg", "k", "frames", "status", "words"),
+    [
+        (SITE_LANES, 1.0, 12, "ok", ""),
+        (SITE_LANES, 1.12, 12, "suspect", "the lanes measure 1.12 times the width they are built to"),
+        (SITE_LANES, 0.88, 12, "suspect", "% too small"),
+        (SITE_LANES, 1.12, 4, "unverified", "too few vehicles yet (0 of 10)"),  # under min_lane_frames
+        # a region's standard (0.2 m) is too coarse alone: 5.9 % a lane, never within 5 % for sure
+        ({}, 1.0, 12, "unverified", "the rulers are too coarse to judge to 5%: the lanes alone leave +-6 %"),
+        ({}, 1.12, 12, "unverified", "the rulers are too coarse"),
+    ],
+)
+def test_the_lanes_alone_judge_the_scale(cfg: dict, k: float, frames: int, status: str, words: str) -> None:
+    check = ScaleCheck(ScaleCheckConfig(**cfg))
+    _lanes(check, k, frames)
+    r = check.result
+    assert r.status == status, r
+    assert words in r.reason
+    if frames >= 5:
+        (lanes,) = r.rulers
+        assert (lanes.ruler, lanes.n) == ("lanes", frames)
+        assert lanes.ratio == pytest.approx(k, abs=0.005)
+        assert check.summary()["lanes"]["measured_width_m"] == pytest.approx(3.5 * k, abs=0.02)
+
+
+def test_the_cars_and_the_lanes_together() -> None:
+    cars_only = ScaleCheck(ScaleCheckConfig(**SITE_LANES))
+    _traffic(cars_only, k=1.12, pitch=-90.0, altitude=40.0, vehicles=40)
+    both = ScaleCheck(ScaleCheckConfig(**SITE_LANES))
+    _traffic(both, k=1.12, pitch=-90.0, altitude=40.0, vehicles=40)
+    _lanes(both, 1.12)
+    a, b = cars_only.result, both.result
+    assert a.status == b.status == "suspect"
+    assert [r.ruler for r in b.rulers] == ["cars", "lanes"] and b.n == a.n == 40
+    assert b.sigma < min(r.sigma for r in b.rulers)  # two rulers know it better than either
+    assert min(r.ratio for r in b.rulers) <= b.ratio <= max(r.ratio for r in b.rulers)
+    assert "the cars and the lanes measure 1.1" in b.reason
+    assert "from cars 1.1" in b.describe() and "lanes 1.1" in b.describe()
+
+
+def test_rulers_that_disagree_leave_the_scale_unverified() -> None:
+    check = ScaleCheck(ScaleCheckConfig(**SITE_LANES))
+    _traffic(check, k=1.0, pitch=-90.0, altitude=40.0, vehicles=60)
+    assert check.result.status == "ok"
+    _lanes(check, 1.2)  # lanes 20 % wider than the site's: another road, a wrong site value
+    r = check.result
+    assert r.status == "unverified" and r.ratio is None
+    assert "and the lanes (1.20) disagree beyond their uncertainty" in r.reason
+    assert ScaleCheckResult.from_dict(r.to_dict()).to_dict() == r.to_dict()  # stored and read back
+
+
+def test_lane_frames_that_find_no_lines_are_counted_not_measured() -> None:
+    check = ScaleCheck(ScaleCheckConfig(**SITE_LANES))
+    for _ in range(3):
+        check.observe_lanes(NONE)
+    lanes = check.summary()["lanes"]
+    assert (lanes["frames_measured"], lanes["frames_without_lines"], lanes["measured_width_m"]) == (
+        0,
+        3,
+        None,
+    )
+    check.reset("restarted")
+    assert check.summary()["lanes"]["frames_without_lines"] == 0

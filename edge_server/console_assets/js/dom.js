@@ -74,7 +74,16 @@ export const SCALE_LABELS = {
 // The scale check from the vehicles (issue 40): "ok: 0.99 ± 0.01 from 42 vehicles", or why not.
 export function scaleCheckText(check) {
   if (!check) return "not made";
-  const figures = check.ratio == null ? "" : `: the cars measure ${num(check.ratio, 3)} ± ${num(check.sigma, 3)} of their size from ${check.n} vehicles`;
+  const rulers = check.rulers || [];
+  const each = rulers.map((r) => `${r.ruler} ${num(r.ratio, 3)} ± ${num(r.sigma, 3)} (${r.n} ${r.ruler === "cars" ? "vehicles" : "lane frames"})`).join(", ");
+  let figures = "";
+  if (check.ratio != null && rulers.some((r) => r.ruler !== "cars")) {
+    figures = `: the telemetry's scale ${num(check.ratio, 3)} ± ${num(check.sigma, 3)} times the road's, from ${each}`;
+  } else if (check.ratio != null) {
+    figures = `: the cars measure ${num(check.ratio, 3)} ± ${num(check.sigma, 3)} of their size from ${check.n} vehicles`;
+  } else if (each) {
+    figures = `: ${each}`;
+  }
   return `${check.status}${figures}${check.reason ? ` (${check.reason})` : ""}`;
 }
 

@@ -1,0 +1,89 @@
+"""The lanes as a ruler (pipelines.lane_ruler): lane widths measured on simulated frames (eval.simulate
+paints lane lines at a flight's ``lane_width_m``) through exact and scaled telemetry, and the pure
+pair-distance and density functions on hand-made segments."""
+
+from __future__ import annotations
+
+import functools
+
+import cv2
+import numpy as np
+import pytest
+
+from eval.simulate import FlightSpec, Scene
+from pipelines.config import ScaleCheckConfig
+from pipelines.geometry import GroundProjector
+from pipelines.lane_ruler import lane_search, lane_width, measure_frame, pair_distances
+
+SMALL = {"width": 640, "height": 360, "duration_s": 0.2, "fps": 10.0, "mask_every": 0, "seed": 3}
+
+
+@functools.cache
+def _frame(altitude: float, pitch: float, lane: float, vehicles: int = 4) -> tuple:
+    """A rendered frame: grey image, exact road mask, the vehicles' true boxes, the camera."""
+    spec = FlightSpec(**SMALL, altitude_m=altitude, pitch_deg=pitch, lane_width_m=lane, n_vehicles=vehicles)
+    scene = Scene(spec)
+    img, rows = scene.render(0)
+    xyxy = np.array([[x, y, x + w, y + h] for x, y, w, h in (r["xywh"] for r in rows)]).reshape(-1, 4)
+    return cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), scene.road_mask(0) > 0, xyxy, scene.camera.intrinsics
+
+
+@pytest.mark.parametrize(
+    ("altitude", "pitch", "lane"),
+    [(30.0, -90.0, 3.5), (30.0, -50.0, 3.0), (40.0, -60.0, 3.75), (50.0, -45.0, 3.25)],
+)
+@pytest.mark.parametrize("k", [1.0, 1.1, 0.92])
+def test_the_lanes_measure_their_width_times_the_telemetrys_error(
+    altitude: float, pitch: float, lane: float, k: float
+) -> None:
+    gray, mask, boxes, intr = _frame(altitude, pitch, lane)
+    proj = GroundProjector.create(intr, altitude * k, pitch)  # the telemetry's height k times the truth
+    cfg = ScaleCheckConfig(lane_width_m=lane)
+    lo, hi = lane_search(cfg)
+    got = measure_frame(gray, mask, boxes, proj, lo * k, hi * k)
+    assert got.found and got.pairs >= 10
+    assert got.width_m / (lane * k) == pytest.approx(1.0, abs=0.015)
+
+
+def test_no_lines_no_width() -> None:
+    gray, mask, boxes, intr = _frame(30.0, -90.0, 3.5)
+    proj = GroundProjector.create(intr, 30.0, -90.0)
+    assert not measure_frame(np.full_like(gray, 90), mask, boxes, proj, 2.45, 4.9).found  # plain asphalt
+    assert not measure_frame(gray, np.zeros_like(mask), boxes, proj, 2.45, 4.9).found  # no road
+    # the lines inside vehicles' boxes are left out: boxes over the whole frame leave nothing
+    assert not measure_frame(gray, mask, np.array([[0, 0, 640, 360]]), proj, 2.45, 4.9).found
+
+
+def _segments(
+    offsets: list[float], length: float = 3.0, step: float = 9.0, angle_deg: float = 20.0
+) -> np.ndarray:
+    """Dashed lines at ``offsets`` (m) across a straight road heading ``angle_deg``: (N, 2, 2)."""
+    a = np.radians(angle_deg)
+    u, n = np.array([np.cos(a), np.sin(a)]), np.array([-np.sin(a), np.cos(a)])
+    segs = [[o * n + s * u, o * n + (s + length) * u] for o in offsets for s in np.arange(0.0, 40.0, step)]
+    return np.array(segs)
+
+
+@pytest.mark.parametrize(
+    ("offsets", "width"),
+    [
+        ([-7.0, -3.5, 0.0, 0.3, 3.8, 7.3], 3.5),  # two lanes a side and a double centre line
+        ([0.0, 3.25, 6.5], 3.25),
+        ([-3.6, 0.0, 3.6, 7.2, 10.8], 3.6),
+    ],
+)
+def test_the_densest_distance_is_the_lane_width(offsets: list[float], width: float) -> None:
+    dist, weight = pair_distances(_segments(offsets))
+    got = lane_width(dist, weight, 0.7 * width, 1.4 * width)
+    assert got.width_m == pytest.approx(width, abs=0.02)
+
+
+def test_crossing_and_distant_segments_are_not_pairs() -> None:
+    road = _segments([0.0, 3.5])
+    crossing = _segments([3.5], angle_deg=110.0)  # another road's line: at right angles
+    far = road + np.array([200.0, 0.0])  # the same lines 200 m along: not side by side
+    dist, _ = pair_distances(np.concatenate([road[:1], crossing]))
+    assert not np.any((dist > 2.0) & (dist < 5.0))
+    dist, _ = pair_distances(np.concatenate([road[:1], far[-1:]]))
+    assert len(dist) == 0
+    assert not lane_width(np.array([3.5]), np.array([1.0]), 2.45, 4.9).found  # one pair is no density
