@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import cv2
 import numpy as np
 import supervision as sv
 
@@ -147,6 +148,7 @@ class ScaleCheck:
         self._skipped: Counter = Counter()  # why boxes were not compared, over the session
         self._lanes: list[float] = []  # the lane frames' log ratios (measured width over lane_width_m)
         self._lane_misses = 0  # lane frames that found no lines
+        self._lane_wait = 0  # frames until the next lane measurement
         self._dirty = False
         self._restarted = why
         self.resets += 1 if why else 0
@@ -195,12 +197,12 @@ class ScaleCheck:
         self._key = key
         labels, carried, velocities = frame_inputs(tracked, ids, velocity)
         self.observe_frame(frame.width, frame.height, proj, tracked.xyxy, ids, labels, carried, velocities)
-        if (
-            self.cfg.lanes
-            and gray is not None
-            and road_mask is not None
-            and frame.index % self.cfg.lane_every == 0
-        ):
+        self._lane_wait -= 1
+        if self.cfg.lanes and gray is not None and road_mask is not None and self._lane_wait <= 0:
+            self._lane_wait = self.cfg.lane_every  # counted in frames processed: dropped frames skip nothing
+            if road_mask.shape[:2] != gray.shape[:2]:
+                size = (gray.shape[1], gray.shape[0])
+                road_mask = cv2.resize(road_mask.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST)
             self.observe_lanes(measure_frame(gray, road_mask, tracked.xyxy, proj, *lane_search(self.cfg)))
 
     def observe_lanes(self, lanes: LaneMeasure) -> None:

@@ -9,11 +9,14 @@ import functools
 import cv2
 import numpy as np
 import pytest
+import supervision as sv
 
 from eval.simulate import FlightSpec, Scene
 from pipelines.config import ScaleCheckConfig
 from pipelines.geometry import GroundProjector
 from pipelines.lane_ruler import lane_search, lane_width, measure_frame, pair_distances
+from pipelines.scale_session import ScaleCheck
+from pipelines.types import Frame
 
 SMALL = {"width": 640, "height": 360, "duration_s": 0.2, "fps": 10.0, "mask_every": 0, "seed": 3}
 
@@ -87,3 +90,26 @@ def test_crossing_and_distant_segments_are_not_pairs() -> None:
     dist, _ = pair_distances(np.concatenate([road[:1], far[-1:]]))
     assert len(dist) == 0
     assert not lane_width(np.array([3.5]), np.array([1.0]), 2.45, 4.9).found  # one pair is no density
+
+
+def test_a_session_measures_its_lanes_every_lane_every_frames_processed() -> None:
+    gray, mask, boxes, intr = _frame(30.0, -90.0, 3.5)
+    proj = GroundProjector.create(intr, 30.0 * 1.1, -90.0)
+    check = ScaleCheck(ScaleCheckConfig(lane_every=3, lane_width_sigma_m=0.05, min_lane_frames=3))
+    half = cv2.resize(mask.astype(np.uint8), (320, 180), interpolation=cv2.INTER_NEAREST)  # a coarser mask
+    dets = sv.Detections(xyxy=boxes.astype(float), tracker_id=np.arange(len(boxes)))
+    for index in (0, 1, 2, 5, 9, 10, 11):  # frame indices with gaps: counted as processed
+        check.update(
+            Frame(index, index / 30.0, np.zeros((360, 640, 3), np.uint8)),
+            proj,
+            None,
+            dets,
+            dets.tracker_id,
+            lambda tid: None,
+            gray,
+            half if index % 2 else mask,
+        )
+    lanes = check.summary()["lanes"]
+    assert (lanes["frames_measured"], lanes["frames_without_lines"]) == (3, 0)  # the 1st, 4th and 7th
+    assert lanes["measured_width_m"] == pytest.approx(3.5 * 1.1, rel=0.015)
+    assert check.result.rulers[-1].ruler == "lanes"
