@@ -11,24 +11,18 @@ import numpy as np
 import pytest
 import supervision as sv
 
-from eval.simulate import FlightSpec, Scene
+from eval.lane_bench import sim_frame
 from pipelines.config import ScaleCheckConfig
 from pipelines.geometry import GroundProjector
 from pipelines.lane_ruler import lane_search, lane_width, measure_frame, pair_distances
 from pipelines.scale_session import ScaleCheck
 from pipelines.types import Frame
 
-SMALL = {"width": 640, "height": 360, "duration_s": 0.2, "fps": 10.0, "mask_every": 0, "seed": 3}
-
 
 @functools.cache
-def _frame(altitude: float, pitch: float, lane: float, vehicles: int = 4) -> tuple:
-    """A rendered frame: grey image, exact road mask, the vehicles' true boxes, the camera."""
-    spec = FlightSpec(**SMALL, altitude_m=altitude, pitch_deg=pitch, lane_width_m=lane, n_vehicles=vehicles)
-    scene = Scene(spec)
-    img, rows = scene.render(0)
-    xyxy = np.array([[x, y, x + w, y + h] for x, y, w, h in (r["xywh"] for r in rows)]).reshape(-1, 4)
-    return cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), scene.road_mask(0) > 0, xyxy, scene.camera.intrinsics
+def _frame(altitude: float, pitch: float, lane: float) -> tuple:
+    """A rendered 640 x 360 frame: grey image, exact road mask, the vehicles' true boxes, intrinsics."""
+    return sim_frame(altitude, pitch, lane, (640, 360))
 
 
 @pytest.mark.parametrize(
