@@ -32,6 +32,7 @@ MAX_ALONG_GAP_M = 1.0  # and side by side: overlapping along it, or nearly
 LINE_WIDTH_M = 0.15  # a lane line's painted width (0.10-0.20 m in most countries)
 BANDWIDTH_M = 0.10  # the density's kernel
 WINDOW_M = 0.35  # the pairs either side of its mode that the width is the median of
+HALF_SHARE = 0.3  # lines at half the densest distance with this share of its pairs' weight: two lanes
 MIN_SEGMENT_PX = 12  # Hough segments shorter than this are noise
 FINE_PX = 2.5  # lines wider than this (px) mid-frame are searched for on a frame shrunk to this width
 
@@ -163,17 +164,21 @@ def lane_width(dist: np.ndarray, weight: np.ndarray, lo: float, hi: float) -> La
     (``BANDWIDTH_M``), refined by the weighted median of those within ``WINDOW_M`` of it. A double
     centre line puts its pairs a line spacing either side of the lane width (0.3 m apart it reads
     w - 0.3 on one side and w + 0.3 on the other; blurred into one line, w -+ 0.15): the window holds
-    both sides, and their median is the width."""
+    both sides, and their median is the width. Two lanes' width in the range (a scale too small by
+    more than the range allows) is found out by the lines at half of it (at least ``HALF_SHARE`` of
+    its pairs): the width is that half, outside the range or not."""
     sel = (dist >= lo - WINDOW_M) & (dist <= hi + WINDOW_M)
-    dist, weight = dist[sel], weight[sel]
-    if len(dist) < 2:
+    if sel.sum() < 2:
         return NONE
     grid = np.arange(lo, hi + 1e-9, BANDWIDTH_M / 4)
-    dens = np.exp(-0.5 * ((grid[:, None] - dist[None, :]) / BANDWIDTH_M) ** 2) @ weight
+    dens = np.exp(-0.5 * ((grid[:, None] - dist[sel][None, :]) / BANDWIDTH_M) ** 2) @ weight[sel]
     mode = float(grid[int(np.argmax(dens))])
     near = np.abs(dist - mode) <= WINDOW_M
     if near.sum() < 2:
         return NONE
+    half = np.abs(dist - mode / 2) <= WINDOW_M / 2
+    if half.sum() >= 2 and weight[half].sum() >= HALF_SHARE * weight[near].sum():
+        near = half
     d, w = dist[near], weight[near]
     return LaneMeasure(weighted_median(d, w), float(w.sum()), int(near.sum()))
 

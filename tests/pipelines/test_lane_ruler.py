@@ -107,3 +107,22 @@ def test_a_session_measures_its_lanes_every_lane_every_frames_processed() -> Non
     assert (lanes["frames_measured"], lanes["frames_without_lines"]) == (3, 0)  # the 1st, 4th and 7th
     assert lanes["measured_width_m"] == pytest.approx(3.5 * 1.1, rel=0.015)
     assert check.result.rulers[-1].ruler == "lanes"
+
+
+def test_two_lanes_in_the_range_are_found_out_by_the_lines_between() -> None:
+    # a telemetry scale 0.6 times the truth: 3.5 m lanes read 2.1 m, below the range, and the
+    # distance across two lanes (4.2 m) falls inside it: the lines at half of it give the width
+    dist, weight = pair_distances(_segments([-4.2, -2.1, 0.0, 2.1, 4.2]))
+    got = lane_width(dist, weight, 2.45, 4.9)
+    assert got.width_m == pytest.approx(2.1, abs=0.02)
+    # a road of two lanes a side seen without its dashed lines (worn): one pair at 2 w, none at w
+    dist, weight = pair_distances(_segments([-4.2, 0.0, 4.2]))
+    assert lane_width(dist, weight, 2.45, 4.9).width_m == pytest.approx(4.2, abs=0.02)
+
+
+@pytest.mark.parametrize(("altitude", "pitch"), [(30.0, -90.0), (30.0, -50.0)])
+def test_a_scale_too_small_for_the_search_reads_true_not_two_lanes(altitude: float, pitch: float) -> None:
+    gray, mask, boxes, intr = _frame(altitude, pitch, 3.5)
+    proj = GroundProjector.create(intr, altitude * 0.62, pitch)  # 38 % low: 3.5 m lanes read 2.17 m
+    got = measure_frame(gray, mask, boxes, proj, *lane_search(ScaleCheckConfig()))  # 2.45-4.9 m
+    assert got.width_m == pytest.approx(3.5 * 0.62, rel=0.015)
