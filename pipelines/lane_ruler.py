@@ -29,6 +29,7 @@ from pipelines.scale_check import weighted_median
 
 MAX_ANGLE_DEG = 3.0  # two segments this close in direction on the ground are one road's lines
 MAX_ALONG_GAP_M = 1.0  # and side by side: overlapping along it, or nearly
+CROWD_M = (0.45, 1.5)  # a neighbour this far beside a mark makes it part of a pattern (pair_distances)
 LINE_WIDTH_M = 0.15  # a lane line's painted width (0.10-0.20 m in most countries)
 BANDWIDTH_M = 0.10  # the density's kernel
 WINDOW_M = 0.35  # the pairs either side of its mode that the width is the median of
@@ -126,7 +127,8 @@ def segments(mask: np.ndarray, min_px: int = MIN_SEGMENT_PX) -> np.ndarray:
 def pair_distances(ground: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Perpendicular distances (m) between ground segments (N, 2, 2) that run parallel within
     ``MAX_ANGLE_DEG`` and side by side along the road, and each pair's weight (the shorter one's
-    length, m)."""
+    length, m); segments with a parallel neighbour ``CROWD_M`` beside them (zebra stripes, gratings,
+    rails) are left out."""
     p0, p1 = ground[:, 0], ground[:, 1]
     vec = p1 - p0
     length = np.hypot(vec[:, 0], vec[:, 1])
@@ -156,7 +158,13 @@ def pair_distances(ground: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     dist = np.abs(np.sum(n * (at(j) - at(i)), axis=1))
     near = gap < MAX_ALONG_GAP_M
-    return dist[near], np.minimum(length[i], length[j])[near]
+    i, j, dist = i[near], j[near], dist[near]
+    # a mark with a parallel neighbour 0.45-1.5 m beside it is one of a pattern, not a lane line:
+    # zebra stripes (1.0-1.2 m apart), gratings, steps, tram rails (1.435 m); a double line is closer
+    patterned = (dist > CROWD_M[0]) & (dist < CROWD_M[1])
+    crowded = np.bincount(np.concatenate([i[patterned], j[patterned]]), minlength=len(u)) > 0
+    keep = ~(crowded[i] | crowded[j])
+    return dist[keep], np.minimum(length[i], length[j])[keep]
 
 
 def lane_width(dist: np.ndarray, weight: np.ndarray, lo: float, hi: float) -> LaneMeasure:
