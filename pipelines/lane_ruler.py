@@ -35,6 +35,7 @@ BANDWIDTH_M = 0.10  # the density's kernel
 WINDOW_M = 0.35  # the pairs either side of its mode that the width is the median of
 HALF_SHARE = 0.3  # lines at half the densest distance with this share of its pairs' weight: two lanes
 MIN_SEGMENT_PX = 12  # Hough segments shorter than this are noise
+MAX_SEGMENTS = 300  # segments a frame keeps
 FINE_PX = 2.5  # lines wider than this (px) mid-frame are searched for on a frame shrunk to this width
 
 
@@ -112,7 +113,8 @@ def centre_segments(hat: np.ndarray, segs: np.ndarray, radius: float) -> np.ndar
 
 
 def segments(mask: np.ndarray, min_px: int = MIN_SEGMENT_PX) -> np.ndarray:
-    """The mask's straight segments (N, 4: x1, y1, x2, y2 pixels), probabilistic Hough."""
+    """The mask's straight segments (N, 4: x1, y1, x2, y2 pixels), probabilistic Hough: at most
+    ``MAX_SEGMENTS`` (the pairs' cost grows with their square)."""
     found = cv2.HoughLinesP(
         mask.astype(np.uint8) * 255,
         1,
@@ -121,7 +123,12 @@ def segments(mask: np.ndarray, min_px: int = MIN_SEGMENT_PX) -> np.ndarray:
         minLineLength=min_px,
         maxLineGap=3,
     )
-    return np.zeros((0, 4)) if found is None else found.reshape(-1, 4).astype(float)
+    if found is None:
+        return np.zeros((0, 4))
+    segs = found.reshape(-1, 4).astype(float)
+    if len(segs) > MAX_SEGMENTS:  # an even share of them (the longest would be the solid lines')
+        segs = segs[np.linspace(0, len(segs) - 1, MAX_SEGMENTS).round().astype(int)]
+    return segs
 
 
 def pair_distances(ground: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

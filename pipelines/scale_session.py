@@ -442,6 +442,40 @@ def lane_estimate(log_ratios: np.ndarray, cfg: ScaleCheckConfig) -> Estimate | N
     return Estimate("lanes", mu, math.hypot(scatter, floor), floor, len(x))
 
 
+def disagreement(
+    cars: Estimate, lane: Estimate, readings: tuple[RulerReading, ...], n: int, cfg: ScaleCheckConfig
+) -> ScaleCheckResult:
+    """Two rulers that disagree beyond their uncertainty: ``suspect`` when either alone is off by
+    more than the tolerance beyond its own ``z`` standard errors (the ratio is that ruler's; its
+    session's tickets are held for review: a review costs less than a wrong ticket), else
+    ``unverified``."""
+    both = (
+        f"the cars ({math.exp(cars.mu):.2f}) and the lanes ({math.exp(lane.mu):.2f}) disagree beyond their "
+        "uncertainty"
+    )
+    tol = math.log1p(cfg.tolerance)
+    off = [e for e in (lane, cars) if abs(e.mu) > tol + cfg.z * e.se]
+    if not off:
+        return ScaleCheckResult(
+            UNVERIFIED,
+            n=n,
+            rulers=readings,
+            reason=f"{both}: lanes narrower or wider than the site's, or the detector's boxes looser than it allows",
+        )
+    e = max(off, key=lambda r: (abs(r.mu) - tol) / r.se)
+    ratio = math.exp(e.mu)
+    size = "the width they are built to" if e.ruler == "lanes" else "their usual size"
+    return ScaleCheckResult(
+        SUSPECT,
+        ratio,
+        ratio * e.se,
+        n,
+        reason=f"the {e.ruler} alone measure {ratio:.2f} times {size} through the telemetry: its scale looks "
+        f"{abs(ratio - 1) * 100:.0f} % too {'large' if e.mu > 0 else 'small'} ({both})",
+        rulers=readings,
+    )
+
+
 def judge(
     values: np.ndarray,
     cfg: ScaleCheckConfig,
@@ -467,14 +501,7 @@ def judge(
         and lane is not None
         and abs(cars.mu - lane.mu) > cfg.z * math.hypot(cars.se, lane.se)
     ):
-        return ScaleCheckResult(
-            UNVERIFIED,
-            n=n,
-            rulers=readings,
-            reason=f"the cars ({math.exp(cars.mu):.2f}) and the lanes ({math.exp(lane.mu):.2f}) disagree beyond "
-            "their uncertainty: lanes narrower or wider than the site's, or the detector's boxes looser "
-            "than it allows",
-        )
+        return disagreement(cars, lane, readings, n, cfg)
     weights = [1.0 / e.se**2 for e in rulers]
     mu = sum(w * e.mu for w, e in zip(weights, rulers, strict=True)) / sum(weights)
     se = 1.0 / math.sqrt(sum(weights))
@@ -542,6 +569,7 @@ __all__ = [
     "hold_for_check",
     "Estimate",
     "car_estimate",
+    "disagreement",
     "judge",
     "lane_estimate",
     "prior_of",

@@ -214,14 +214,31 @@ def test_the_cars_and_the_lanes_together() -> None:
     assert "from cars 1.1" in b.describe() and "lanes 1.1" in b.describe()
 
 
-def test_rulers_that_disagree_leave_the_scale_unverified() -> None:
-    check = ScaleCheck(ScaleCheckConfig(**SITE_LANES))
+@pytest.mark.parametrize(
+    ("lanes", "sigma_m", "status", "words"),
+    [
+        # lanes 20 % wide (a wrong scale the cars miss, or a wrong site width): held, the lanes' ratio
+        (1.2, 0.05, "suspect", "the lanes alone measure 1.20 times the width they are built to"),
+        # lanes 4.5 % narrow, known to 2 cm: beyond the cars' reading, but neither alone is suspect
+        (
+            0.955,
+            0.02,
+            "unverified",
+            "lanes narrower or wider than the site's, or the detector's boxes looser",
+        ),
+    ],
+)
+def test_rulers_that_disagree(lanes: float, sigma_m: float, status: str, words: str) -> None:
+    check = ScaleCheck(ScaleCheckConfig(lane_width_m=3.5, lane_width_sigma_m=sigma_m))
     _traffic(check, k=1.0, pitch=-90.0, altitude=40.0, vehicles=60)
     assert check.result.status == "ok"
-    _lanes(check, 1.2)  # lanes 20 % wider than the site's: another road, a wrong site value
+    _lanes(check, lanes)
     r = check.result
-    assert r.status == "unverified" and r.ratio is None
-    assert "and the lanes (1.20) disagree beyond their uncertainty" in r.reason
+    assert r.status == status, r
+    assert words in r.reason and "disagree beyond their uncertainty" in r.reason
+    assert (r.ratio is None) == (status == "unverified")
+    if r.ratio is not None:
+        assert r.ratio == pytest.approx(lanes, abs=0.01)
     assert ScaleCheckResult.from_dict(r.to_dict()).to_dict() == r.to_dict()  # stored and read back
 
 
