@@ -421,7 +421,7 @@ class ScaleCheckConfig(_Section):
     lanes: bool = True
     lane_width_m: float = Field(3.5, ge=2.0, le=6.0)
     lane_width_sigma_m: float = Field(0.2, gt=0, le=1.0)
-    lane_every: int = Field(60, ge=1)  # frames between two lane measurements (30-140 ms each at 1080p)
+    lane_every: int = Field(60, ge=1)  # frames between two lane measurements (30-125 ms each at 1080p)
     min_lane_frames: int = Field(5, ge=1)  # measured frames before the lanes count
 
 

