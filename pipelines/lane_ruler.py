@@ -231,23 +231,22 @@ def measure_frame(
     (low flights) the search runs on the frame shrunk to that width: the Hough transform's cost grows
     with a line's pixels, and its centre is found to a fraction of the shrunk pixel all the same."""
     h, w = gray.shape[:2]
-    near_gsd = float(proj.gsd_at(np.array([[w / 2, h - 1]], dtype=float))[0])
+    near_gsd, centre_gsd = (float(g) for g in proj.gsd_at(np.array([[w / 2, h - 1], [w / 2, h / 2]])))
     if not (math.isfinite(near_gsd) and near_gsd > 0):
         return NONE
     line_px = LINE_WIDTH_M / near_gsd
-    centre_gsd = float(proj.gsd_at(np.array([[w / 2, h / 2]], dtype=float))[0])
     f = max(1, int(LINE_WIDTH_M / centre_gsd // FINE_PX)) if math.isfinite(centre_gsd) else 1
+    boxes = np.asarray(boxes_xyxy, dtype=float).reshape(-1, 4) / f
     if f > 1:
         size = (w // f, h // f)
         gray = cv2.resize(gray, size, interpolation=cv2.INTER_AREA)
         road_mask = cv2.resize(road_mask.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST)
-        boxes_xyxy = np.asarray(boxes_xyxy, dtype=float) / f
         line_px /= f
     x, y, cw, ch = cv2.boundingRect(road_mask.astype(np.uint8))  # the road's part of the frame only
     if cw * ch == 0:
         return NONE
     crop = (slice(y, y + ch), slice(x, x + cw))
-    boxes = np.asarray(boxes_xyxy, dtype=float).reshape(-1, 4) - [x, y, x, y]
+    boxes -= [x, y, x, y]
     mask, hat = marking_mask(gray[crop], road_mask[crop], boxes, line_px)
     segs = segments(mask)
     if len(segs) < 2:

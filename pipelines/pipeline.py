@@ -311,7 +311,8 @@ class Pipeline:
     def _measure(
         self,
         frame: Frame,
-        images: tuple[np.ndarray, np.ndarray | None],
+        gray: np.ndarray,
+        mask: np.ndarray | None,
         tracked: sv.Detections,
         ids: np.ndarray,
         ego: EgoMotion,
@@ -320,9 +321,8 @@ class Pipeline:
         timings: dict[str, float],
     ) -> tuple[dict[int, SpeedEstimate], np.ndarray]:
         """The tracks' speeds and ground positions (their columns set on ``tracked``), and the scale
-        check's update with this frame's vehicles and lanes (``images``: the grey frame, the road
-        mask; its time: ``timings["scale_check"]``)."""
-        gray, mask = images
+        check's update with this frame's vehicles and lanes (``mask``: the road's; its time:
+        ``timings["scale_check"]``)."""
         speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings)
         ground_xy = self._speed_columns(tracked, ids, speeds, proj)
         t0 = time.perf_counter()
@@ -474,7 +474,7 @@ class Pipeline:
         if self.relinker is not None:
             ids = self._relink(frame, tracked, ids, proj)
             tracked.tracker_id = ids
-        speeds, ground_xy = self._measure(frame, (gray, mask), tracked, ids, ego, proj, warnings, timings)
+        speeds, ground_xy = self._measure(frame, gray, mask, tracked, ids, ego, proj, warnings, timings)
         t5 = clock()
         timings["speed"] = (t5 - t4) * 1e3 - timings.get("scale_check", 0.0)
 

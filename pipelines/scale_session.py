@@ -397,27 +397,27 @@ class Estimate:
 
 def car_estimate(
     values: np.ndarray, cfg: ScaleCheckConfig, too_few: Callable[[int], str]
-) -> tuple[Estimate | None, ScaleCheckResult | None]:
-    """The cars' ruler from their :func:`track_value` rows (n, 4), or why there is none: (None, the
-    unverified result it alone would give)."""
+) -> Estimate | ScaleCheckResult:
+    """The cars' ruler from their :func:`track_value` rows (n, 4), or why there is none: the
+    unverified result the cars alone would give."""
     steady = values[values[:, 2] > 0] if len(values) else np.zeros((0, 4))
     if len(values) >= cfg.min_vehicles and len(steady) < len(values) / 2:
-        return None, ScaleCheckResult(
+        return ScaleCheckResult(
             UNVERIFIED,
             n=len(steady),
             reason=f"{len(values) - len(steady)} of {len(values)} vehicles' boxes change size from frame to "
             "frame: false or partial boxes, no ruler",
         )
     if len(steady) < cfg.min_vehicles:
-        return None, ScaleCheckResult(UNVERIFIED, n=len(steady), reason=too_few(len(steady)))
+        return ScaleCheckResult(UNVERIFIED, n=len(steady), reason=too_few(len(steady)))
     est = robust_ratio(steady[:, 0], steady[:, 1])
     if est is None or not math.isfinite(est.se):
-        return None, ScaleCheckResult(UNVERIFIED, n=len(steady), reason="the vehicles' sizes disagree")
+        return ScaleCheckResult(UNVERIFIED, n=len(steady), reason="the vehicles' sizes disagree")
     margin_se = cfg.box_margin_sigma_px * float(np.mean(steady[:, 3]))
     se = math.hypot(est.se, margin_se)
     if est.spread > cfg.max_spread:
         ratio = math.exp(est.mu)
-        return None, ScaleCheckResult(
+        return ScaleCheckResult(
             UNVERIFIED,
             ratio,
             ratio * se,
@@ -425,7 +425,7 @@ def car_estimate(
             reason=f"the vehicles' sizes scatter {est.spread:.1f} times more than cars' do: too many false, "
             "partial or mislabelled boxes to judge the scale",
         )
-    return Estimate("cars", est.mu, se, margin_se, est.n), None
+    return Estimate("cars", est.mu, se, margin_se, est.n)
 
 
 def lane_estimate(log_ratios: np.ndarray, cfg: ScaleCheckConfig) -> Estimate | None:
@@ -454,7 +454,7 @@ def disagreement(
         "uncertainty"
     )
     tol = math.log1p(cfg.tolerance)
-    off = [e for e in (lane, cars) if abs(e.mu) > tol + cfg.z * e.se]
+    off = [e for e in (lane, cars) if _beyond(e.mu, e.se, cfg)]
     if not off:
         return ScaleCheckResult(
             UNVERIFIED,
@@ -464,15 +464,23 @@ def disagreement(
         )
     e = max(off, key=lambda r: (abs(r.mu) - tol) / r.se)
     ratio = math.exp(e.mu)
-    size = "the width they are built to" if e.ruler == "lanes" else "their usual size"
-    return ScaleCheckResult(
-        SUSPECT,
-        ratio,
-        ratio * e.se,
-        n,
-        reason=f"the {e.ruler} alone measure {ratio:.2f} times {size} through the telemetry: its scale looks "
-        f"{abs(ratio - 1) * 100:.0f} % too {'large' if e.mu > 0 else 'small'} ({both})",
-        rulers=readings,
+    reason = f"{_off_reason(f'{e.ruler} alone', e.ruler == 'lanes', e.mu)} ({both})"
+    return ScaleCheckResult(SUSPECT, ratio, ratio * e.se, n, reason=reason, rulers=readings)
+
+
+def _beyond(mu: float, se: float, cfg: ScaleCheckConfig) -> bool:
+    """A log ratio off by more than the tolerance beyond ``z`` standard errors: suspect."""
+    return abs(mu) > math.log1p(cfg.tolerance) + cfg.z * se
+
+
+def _off_reason(what: str, lanes_only: bool, mu: float) -> str:
+    """Why a scale is suspect: what measured it (``what``: "cars", "lanes alone", ...) and how far
+    off it is (``mu``: the log ratio)."""
+    ratio = math.exp(mu)
+    size = "the width they are built to" if lanes_only else "their usual size"
+    return (
+        f"the {what} measure {ratio:.2f} times {size} through the telemetry: its scale looks "
+        f"{abs(ratio - 1) * 100:.0f} % too {'large' if mu > 0 else 'small'}"
     )
 
 
@@ -489,13 +497,14 @@ def judge(
     tolerance. Where both read, the ratio is their inverse-variance mean. A ruler's standard error
     shrinks with its vehicles or frames down to its floor (the detector's margin,
     ``box_margin_sigma_px`` times the vehicles' mean sensitivity to it; the lane width's sigma)."""
-    cars, why_not = car_estimate(values, cfg, too_few)
+    car = car_estimate(values, cfg, too_few)
+    cars = car if isinstance(car, Estimate) else None
     lane = None if lanes is None else lane_estimate(lanes, cfg)
     rulers = [e for e in (cars, lane) if e is not None]
     if not rulers:
-        return why_not if why_not is not None else ScaleCheckResult(UNVERIFIED, reason=too_few(0))
+        return car  # the cars' own unverified result
     readings = tuple(e.reading() for e in rulers)
-    n = cars.n if cars is not None else (why_not.n if why_not is not None else 0)
+    n = car.n
     if (
         cars is not None
         and lane is not None
@@ -512,15 +521,11 @@ def judge(
     base = ScaleCheckResult(UNVERIFIED, ratio, ratio * se, n, rulers=readings)
     what = " and the ".join(e.ruler for e in rulers)
     off, tol, z = abs(mu), math.log1p(cfg.tolerance), cfg.z
-    if off > tol + z * se:
-        way = "large" if mu > 0 else "small"
-        size = "the width they are built to" if cars is None else "their usual size"
+    if _beyond(mu, se, cfg):
         return dataclasses.replace(
             base,
             status=SUSPECT,
-            reason=f"the {what} measure {ratio:.2f} times {size} through the telemetry: its scale "
-            f"looks {abs(ratio - 1) * 100:.0f} % too {way} (every speed as much too "
-            f"{'high' if mu > 0 else 'low'})",
+            reason=f"{_off_reason(what, cars is None, mu)} (every speed as much too {'high' if mu > 0 else 'low'})",
         )
     if off + z * se <= tol:
         return dataclasses.replace(base, status=OK)

@@ -402,7 +402,7 @@ class ScaleCheckResult:
         if self.ratio is None or self.sigma is None:
             return f"scale check {self.status}" + (f" ({self.reason})" if self.reason else "")
         text = f"scale check {self.status}: {self.ratio:.3f} +- {self.sigma:.3f}"
-        if len(self.rulers) > 1 or any(r.ruler != "cars" for r in self.rulers):
+        if any(r.ruler != "cars" for r in self.rulers):  # the lanes read: every ruler named
             text += " from " + ", ".join(r.describe() for r in self.rulers)
         else:
             text += f" from {self.n} vehicles"
