@@ -16,6 +16,8 @@ import json
 import math
 from typing import Any
 
+from pipelines.types import ScaleCheckResult
+
 RECORD_FORMAT = "airpatrol-violation-record/1"
 
 DESCRIPTIONS = {
@@ -169,25 +171,15 @@ def computation(stored: dict, record: dict | None) -> dict:
     }
 
 
-def _fmt(value: Any, digits: int = 1) -> str:
-    """A number with ``digits`` decimals; anything else (None: not recorded) as it is."""
-    return f"{value:.{digits}f}" if isinstance(value, int | float) else ("?" if value is None else str(value))
+def _fmt(value: Any) -> str:
+    """A number with one decimal; anything else (None: not recorded) as it is."""
+    return f"{value:.1f}" if isinstance(value, int | float) else ("?" if value is None else str(value))
 
 
 def _row(label: str, value: Any) -> str:
     return (
         f"<tr><th>{html.escape(label)}</th><td>{html.escape('' if value is None else str(value))}</td></tr>"
     )
-
-
-def _check_text(check: dict) -> str:
-    """The scale check as the summary prints it: its status, each ruler's reading, the reason."""
-    rulers = ", ".join(
-        f"{r.get('ruler')} {_fmt(r.get('ratio'), 3)} ± {_fmt(r.get('sigma'), 3)} ({r.get('n')})"
-        for r in check.get("rulers") or ()
-    )
-    text = f"{check.get('status')}" + (f": {rulers}" if rulers else "")
-    return text + (f" ({check.get('reason')})" if check.get("reason") else "")
 
 
 def summary_html(manifest: dict, stored: dict, record: dict | None, files: list[dict]) -> bytes:
@@ -216,7 +208,7 @@ def summary_html(manifest: dict, stored: dict, record: dict | None, files: list[
         _row("Status", f"{t['status']}" + (f": {t['status_reason']}" if t["status_reason"] else "")),
         _row("Measuring base", f"{base.get('duration_s')} s, {base.get('distance_m')} m, {base.get('n_samples')} positions" if base else "none"),
         _row("Scale", f"{scale.get('source')}: {scale.get('height_above_road_m')} ± {scale.get('height_sigma_m')} m above the road" if scale else "not recorded"),
-        _row("Scale check", _check_text(check) if check else "off"),
+        _row("Scale check", ScaleCheckResult.from_dict(check).describe() if check else "off"),
         _row("Software", f"{prov.get('name', 'airpatrol')} {prov.get('version', '?')}, commit {prov.get('commit') or 'unknown'}"),
         _row("Pack made", f"{manifest['made_at']}" + (" (later, on request: not when the violation was recorded)" if manifest.get("made_later") else "")),
         _row("Signing key", "SHA256:" + manifest["signing_key"]),
