@@ -31,8 +31,6 @@ from pipelines.geometry import GroundProjector
 from pipelines.lane_ruler import measure_frame
 from pipelines.types import Intrinsics
 
-log = logging.getLogger(__name__)
-
 SIM_GRID = [  # (altitude m, pitch deg, lane width m)
     (30.0, -90.0, 3.5),
     (30.0, -50.0, 3.0),
@@ -104,28 +102,21 @@ def aerial_cars(folder: Path, road_weights: Path, video: str | None = None) -> l
     import cv2
 
     from pipelines.road_network import UNetSegmenter, load_road_model
+    from training.datasets import read_aerial_cars
+    from training.samples import CLASS_ID
 
     model, _ = load_road_model(road_weights)
     seg = UNetSegmenter(model, input_size=(960, 544))
     rows = []
-    for img_path in sorted((folder / "dji_video_frames").glob(f"{video or ''}*.jpg")):
-        img = cv2.imread(str(img_path))
-        if img is None:
-            log.warning("%s does not decode: skipped", img_path)
+    for sample in read_aerial_cars(folder):
+        if video is not None and sample.group != video:
             continue
+        img = sample.load()
         h, w = img.shape[:2]
-        lab = np.loadtxt(img_path.with_suffix(".txt"), ndmin=2)
-        xyxy = np.column_stack(
-            [
-                (lab[:, 1] - lab[:, 3] / 2) * w,
-                (lab[:, 2] - lab[:, 4] / 2) * h,
-                (lab[:, 1] + lab[:, 3] / 2) * w,
-                (lab[:, 2] + lab[:, 4] / 2) * h,
-            ]
-        )
-        cars = lab[lab[:, 0] == 0]
-        short = np.minimum(cars[:, 3] * w, cars[:, 4] * h)
-        long = np.maximum(cars[:, 3] * w, cars[:, 4] * h)
+        xyxy = sample.boxes[:, 1:].astype(float)
+        cars = xyxy[sample.boxes[:, 0] == CLASS_ID["car"]]
+        short = np.minimum(cars[:, 2] - cars[:, 0], cars[:, 3] - cars[:, 1])
+        long = np.maximum(cars[:, 2] - cars[:, 0], cars[:, 3] - cars[:, 1])
         along_axis = long / np.maximum(short, 1e-9) >= 2.0  # a diagonal car's box is not its width
         car_px = float(np.median(short[along_axis])) if along_axis.sum() >= 3 else None
         intr = Intrinsics(1400.0, 1400.0, w / 2, h / 2, w, h)
@@ -135,8 +126,8 @@ def aerial_cars(folder: Path, road_weights: Path, video: str | None = None) -> l
         lane_px = m.width_m / GSD_M if m.found else None
         rows.append(
             {
-                "frame": img_path.stem,
-                "video": img_path.stem.rsplit("-", 1)[0],
+                "frame": sample.name,
+                "video": sample.group,
                 "lane_px": None if lane_px is None else round(lane_px, 2),
                 "pairs": m.pairs,
                 "car_width_px": car_px,
