@@ -16,7 +16,7 @@ a random order, as many as 30 minutes of that cell's traffic brings. A scale err
 by replaying the recorded tracks with the altitude scaled by ``k`` (and the ground velocities with
 it): on flat ground that is exactly what a wrong altitude does. The check's own functions
 (:func:`pipelines.scale_session.usable`, :func:`~pipelines.scale_check.observe`,
-:func:`~pipelines.scale_session.track_value`, :func:`~pipelines.scale_session.judge`) give the
+:func:`~pipelines.scale_session.track_value`, :func:`~pipelines.scale_judge.judge`) give the
 status after 30 vehicles (about a minute of traffic here) and after 100, and, for the right scale,
 whether it was ever suspect over the 30 minutes, judged after every vehicle.
 
@@ -35,6 +35,7 @@ import json
 import logging
 import math
 import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -45,11 +46,11 @@ from pipelines.config import PipelineConfig, ScaleCheckConfig
 from pipelines.geometry import GroundProjector
 from pipelines.lane_ruler import LaneMeasure
 from pipelines.scale_check import observe
+from pipelines.scale_judge import judge
 from pipelines.scale_session import (
     MAX_OBSERVATIONS,
     OBSERVE_GAP,
     ScaleCheck,
-    judge,
     prior_of,
     track_value,
     usable,
@@ -441,30 +442,38 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_scores(table: dict[str, Any]) -> str:
+def variant_tables(
+    table: dict[str, Any], variants: dict[str, tuple[str, Any]], header: str, row: Callable[[str, dict], str]
+) -> list[str]:
+    """Markdown tables, one per variant of ``variants`` in ``table`` (its title, then ``header``
+    and its rule, then ``row(cell, result)`` per cell)."""
     lines = []
-    for key, (title, _) in VARIANTS.items():
-        if not table.get(key):
-            continue
-        lines += [
-            f"### {title}",
-            "| cell | margin px | pool tracks | veh/min | ratio (k=1) | lanes (k=1) | "
-            + " | ".join(f"k={k:.2f}" for k in ERRORS)
-            + " | ever suspect (k=1, 30 min) |",
-            "|" + "---|" * (len(ERRORS) + 7),
+    for key, (title, _) in variants.items():
+        if table.get(key):
+            lines += [f"### {title}", header, "|" + "---|" * header.count(" | ") + "---|"]
+            lines += [row(cell, r) for cell, r in table[key].items()] + [""]
+    return lines
+
+
+def format_scores(table: dict[str, Any]) -> str:
+    def row(cell: str, r: dict) -> str:
+        cells = [
+            " / ".join(f"{r[f'{k:.2f}'][f'suspect_at_{key}']:.2f}" for key in ("30", "100", "1min"))
+            for k in ERRORS
         ]
-        for cell, r in table[key].items():
-            cells = [
-                " / ".join(f"{r[f'{k:.2f}'][f'suspect_at_{key}']:.2f}" for key in ("30", "100", "1min"))
-                for k in ERRORS
-            ]
-            lines.append(
-                f"| {cell} | {r['box_margin_px']:.2f} | {r['pool_tracks']} | {r['vehicles_per_min']} | "
-                f"{r['pool_median_ratio']} | {r.get('pool_lane_ratio') or '-'} | "
-                + " | ".join(cells)
-                + f" | {r['1.00'].get('ever_suspect_30min', '-')} |"
-            )
-        lines.append("")
+        return (
+            f"| {cell} | {r['box_margin_px']:.2f} | {r['pool_tracks']} | {r['vehicles_per_min']} | "
+            f"{r['pool_median_ratio']} | {r.get('pool_lane_ratio') or '-'} | "
+            + " | ".join(cells)
+            + f" | {r['1.00'].get('ever_suspect_30min', '-')} |"
+        )
+
+    header = (
+        "| cell | margin px | pool tracks | veh/min | ratio (k=1) | lanes (k=1) | "
+        + " | ".join(f"k={k:.2f}" for k in ERRORS)
+        + " | ever suspect (k=1, 30 min) |"
+    )
+    lines = variant_tables(table, VARIANTS, header, row)
     lines.append("cells: share of sessions suspect after 30 / 100 vehicles / one minute of traffic")
     return "\n".join(lines)
 

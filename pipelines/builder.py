@@ -131,7 +131,9 @@ def build_pipeline(
         detector = model
         meta["detector"] = str(model.weights)
         if dcfg.imgsz == "auto":
-            detector = AutoSizedDetector(detector, GroundModel(config.camera, terrain), dcfg.auto_size)
+            detector = AutoSizedDetector(
+                detector, GroundModel(config.camera, terrain, quiet=True), dcfg.auto_size
+            )
             meta["detector_imgsz"] = detector.frames_at  # {input size: frames}, filled as it runs
         else:
             meta["detector_imgsz"] = dcfg.imgsz
@@ -169,7 +171,7 @@ def build_pipeline(
         egomotion=ego,
         tracker=Tracker(config.tracker),
         displacement=_displacement(config, refiner),
-        ground=GroundModel(config.camera, terrain),
+        ground=GroundModel(config.camera, terrain, derive=config.scale_check),
         speed=SpeedEstimator(config.speed),
         rules=ViolationDetector(
             config.rules,

@@ -339,7 +339,7 @@ class RulesConfig(_Section):
     # of unknown level (flight, operator) is not one - its error has no honest bound (a road 15 m
     # above the take-off point is +20 % on every speed: the error budget's wrong tickets)
     enforceable_scale_sources: tuple[
-        Literal["flight", "operator", "site", "measured_base", "lrf", "terrain"], ...
+        Literal["flight", "operator", "site", "measured_base", "lrf", "terrain", "vehicles"], ...
     ] = (
         "site",
         "measured_base",
@@ -423,6 +423,18 @@ class ScaleCheckConfig(_Section):
     lane_width_sigma_m: float = Field(0.2, gt=0, le=1.0)
     lane_every: int = Field(60, ge=1)  # frames between two lane measurements (30-125 ms each at 1080p)
     min_lane_frames: int = Field(5, ge=1)  # measured frames before the lanes count
+    # Without an altitude (no telemetry and no camera.altitude_m: a dataset, a phone without metadata)
+    # the scale is the rulers' own (pipelines.ground's "vehicles" source): the camera's height above
+    # the road that makes the cars their fleet's size and the lanes their width, at the telemetry's,
+    # the configured or the default pitch. Measured at derive_start_m until the rulers give a
+    # height; speeds from the moment it is known to derive_max_sigma (relative), marked
+    # scale_source "vehicles", never a ticket's by default (rules.enforceable_scale_sources).
+    # fleet_sigma: how well a site's car fleet's mean size is known (its mix of small cars, SUVs and
+    # vans), in that scale's sigma with the rulers' own. Off (or the check off): no altitude, no speed
+    derive: bool = True
+    derive_start_m: float = Field(60.0, gt=1, le=1500)
+    derive_max_sigma: float = Field(0.06, gt=0, lt=0.5)
+    fleet_sigma: float = Field(0.03, ge=0, lt=0.5)
 
 
 class CheckpointConfig(_Section):

@@ -35,11 +35,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import supervision as sv
 
 from pipelines.geometry import GroundProjector, apply_homography
 from pipelines.motion.flow import BoxFlowRefiner
 from pipelines.motion.sensor_motion import IdealMotion, IdealView
-from pipelines.types import EgoMotion, Frame
+from pipelines.types import EgoMotion, Frame, SpeedEstimate
 
 # A box edge this close to the image border is taken as cut by it: at least BORDER_MARGIN_PX, and
 # BORDER_MARGIN_FRAC of the image's shorter side (6.5 px at 1080p). A detector's box for a vehicle
@@ -390,7 +391,35 @@ def centre_gsd(proj: GroundProjector | None, frame: Frame) -> float | None:
     return float(proj.gsd_at(np.array([[frame.width / 2, frame.height / 2]]))[0])
 
 
+def speed_columns(
+    tracked: sv.Detections,
+    ids: np.ndarray,
+    speeds: dict[int, SpeedEstimate],
+    proj: GroundProjector | None,
+    anchors: np.ndarray,
+) -> np.ndarray:
+    """Set each track's speed, its sigma, its scale's share and whether it is trusted (NaN, NaN,
+    NaN, False without one), its ground position and its pixel's ground size at ``anchors`` (the
+    points its speed is measured at; NaN without a ground projection ``proj``) as columns of
+    ``tracked.data``; returns the ground positions (N, 2)."""
+    n = len(tracked)
+    for name, field, empty in (
+        ("speed_kmh", "speed_kmh", np.nan),
+        ("speed_sigma_kmh", "sigma_kmh", np.nan),
+        ("speed_scale_frac", "scale_sigma_frac", np.nan),
+    ):
+        tracked.data[name] = np.array(
+            [getattr(speeds[t], field) if t in speeds else empty for t in ids], float
+        )
+    tracked.data["speed_trusted"] = np.array([speeds[t].trusted if t in speeds else False for t in ids], bool)
+    ground_xy = proj.to_ground(anchors) if proj is not None else np.full((n, 2), np.nan)
+    tracked.data["ground_xy_m"] = ground_xy
+    tracked.data["gsd_m_per_px"] = proj.gsd_at(anchors) if proj is not None else np.full(n, np.nan)
+    return ground_xy
+
+
 __all__ = [
+    "speed_columns",
     "BORDER_MARGIN_FRAC",
     "BORDER_MARGIN_PX",
     "FLOW_GATE",

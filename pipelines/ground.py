@@ -4,7 +4,9 @@ Resolution order for each quantity: command-line/config override > the frame's t
 an explicit, logged fallback. This is the one place an override is applied, live and offline
 (the offline loader keeps the log's values as recorded). When the ground scale cannot be known
 (no altitude, no camera), speeds are disabled and the reason is reported; a speed is never
-computed from a guessed scale. In particular a fallback (the default pitch, the profile's focal
+computed from a guessed scale. Where the scale check derives it (``scale_check.derive``), a stream
+without any altitude is measured at the height its vehicles and lanes give (the ``vehicles``
+source, :meth:`GroundModel.set_derived`): no speed until that is known to ``derive_max_sigma``. In particular a fallback (the default pitch, the profile's focal
 length) is never used for a frame whose telemetry lacks a value that the flight's telemetry has
 given before: such a frame (telemetry lost, or refused as a jump or a NaN) gets no speed.
 """
@@ -13,12 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from dataclasses import dataclass
 
 from pipelines.camera import UnknownCameraError, get_profile, intrinsics_for, lens_note, real_focal_from_35mm
-from pipelines.config import CameraConfig, ConfigError
+from pipelines.config import CameraConfig, ConfigError, ScaleCheckConfig
 from pipelines.geometry import GroundProjector
 from pipelines.height import (
+    DerivedHeight,
     HeightReference,
     ScaleInfo,
     ScaleModel,
@@ -36,6 +40,8 @@ log = logging.getLogger(__name__)
 
 # Steeper than this (closer to the horizon) the flat-ground model is too ill-conditioned to measure.
 MIN_DEPRESSION_DEG = 15.0
+# the vehicles' own scale: a new height the rulers give is taken when it differs by this much (log)
+DERIVED_STEP = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +54,22 @@ class GroundStatus:
 class GroundModel:
     """Turns a frame (telemetry) plus overrides into a :class:`GroundProjector`."""
 
-    def __init__(self, cfg: CameraConfig, terrain: TerrainHeights | None = None):
+    def __init__(
+        self,
+        cfg: CameraConfig,
+        terrain: TerrainHeights | None = None,
+        derive: ScaleCheckConfig | None = None,
+        *,
+        quiet: bool = False,
+    ):
+        """``quiet``: its fallbacks logged at debug level (a model that only sizes the detector's
+        input: the speeds' own says what their scale rests on)."""
         self.cfg = cfg
+        self.quiet = quiet
+        # without an altitude: the scale check's settings for the vehicles' own scale (None: no speed)
+        self.derive = derive if derive is not None and derive.enabled and derive.derive else None
+        self._derived: DerivedHeight | None = None  # the height the rulers gave, in use
+        self.derived_known = False  # ... known to derive_max_sigma: speeds are measured
         self.terrain = terrain  # a terrain model of the site (pipelines.terrain), loaded by the builder
         self.priors = scale_priors(cfg)
         self.reference: HeightReference | None = reference_from_config(cfg)
@@ -75,7 +95,7 @@ class GroundModel:
     def _warn_once(self, key: str, message: str, *args: object) -> None:
         if key not in self._warned:
             self._warned.add(key)
-            log.warning(message, *args)
+            log.log(logging.DEBUG if self.quiet else logging.WARNING, message, *args)
 
     def _profile_for(self, frame: Frame) -> CameraProfile | None:
         if self._profile is not None:
@@ -247,7 +267,10 @@ class GroundModel:
         if altitude is None and "altitude" in self._from_telemetry:
             self.status = GroundStatus(False, "no altitude in this frame's telemetry (lost or refused)")
             return None
-        if altitude is None:
+        vehicles = altitude is None and self.derive is not None
+        if vehicles:
+            altitude = self._derived.height_m if self._derived is not None else self.derive.derive_start_m
+        elif altitude is None:
             self._warn_once(
                 "no-altitude",
                 "no altitude for frame %d (no --altitude and no rel_alt in telemetry): speeds are disabled",
@@ -264,7 +287,7 @@ class GroundModel:
         pitch, assumption = self._pitch(tel)
         if pitch is None:
             return None
-        if laser_spot is not None and self.rangefinder is not None and not assumption:
+        if laser_spot is not None and self.rangefinder is not None and not assumption and not vehicles:
             self.rangefinder.observe(frame, altitude, pitch, *laser_spot)
 
         if cfg.focal_length_mm is not None:
@@ -280,9 +303,10 @@ class GroundModel:
             focal = profile.focal_length_mm
         zoom = tel.digital_zoom if tel is not None else 1.0
 
-        terrain, view = self._terrain(frame, altitude, pitch, assumption)
-        altitude = self._height_above_road(altitude, pitch, frame, terrain)
-        if altitude is None:
+        terrain, view = (None, None) if vehicles else self._terrain(frame, altitude, pitch, assumption)
+        if vehicles:
+            assumption = self._vehicle_scale(altitude, pitch, assumption)
+        elif (altitude := self._height_above_road(altitude, pitch, frame, terrain)) is None:
             return None
         key = (
             round(altitude, 3),
@@ -306,6 +330,61 @@ class GroundModel:
             assumption,
         )
         return self._cache if view is None else dataclasses.replace(self._cache, terrain=view)
+
+    def _vehicle_scale(self, height: float, pitch: float, assumption: str) -> str:
+        """The frame's scale from the vehicles (no altitude): the height their rulers gave, else the
+        starting height measured at; returns the frame's assumption (no speed while it is not known)."""
+        d = self._derived
+        self.scale = ScaleInfo(
+            "vehicles",
+            height,
+            height * (d.sigma_frac if d is not None else 1.0),
+            pitch,
+            pitch_sigma_on_road(self.priors, "vehicles"),
+        )
+        if self.derived_known:
+            return assumption
+        known = "" if d is None else f" (now +-{100 * d.sigma_frac:.0f} % from {d.n} vehicles)"
+        return (
+            f"measuring the scale from the vehicles (no altitude): no speed until it is known to "
+            f"{100 * self.derive.derive_max_sigma:.0f} %{known}" + (f"; {assumption}" if assumption else "")
+        )
+
+    def set_derived(self, height: DerivedHeight | None) -> bool:
+        """The height the scale check's rulers give now (no altitude: the ``vehicles`` source; None:
+        none yet), taken from the next frame on where it differs from the one in use by
+        ``DERIVED_STEP``; once it is known to ``derive_max_sigma`` speeds are measured and a later
+        None keeps the last. Returns True on the frame it first becomes known: the speeds measured
+        at the starting height are to be let go."""
+        if self.derive is None or height is None:
+            return False
+        now = self._derived
+        if now is None or abs(math.log(height.height_m / now.height_m)) >= DERIVED_STEP:
+            self._derived = height
+        else:  # the same height: its sigma and count now
+            self._derived = dataclasses.replace(height, height_m=now.height_m)
+        if self.derived_known or height.sigma_frac > self.derive.derive_max_sigma:
+            return False
+        self._derived = height
+        self.derived_known = True
+        log.info(
+            "scale from the vehicles: %.1f m above the road +- %.1f %% (%d vehicles, %s)",
+            height.height_m,
+            100 * height.sigma_frac,
+            height.n,
+            height.rulers,
+        )
+        return True
+
+    @property
+    def derived(self) -> DerivedHeight | None:
+        """The height the vehicles gave, in use (no altitude); None: none yet, or an altitude."""
+        return self._derived
+
+    @property
+    def probing(self) -> bool:
+        """The last frame was measured at a height the vehicles have not given yet: no speed."""
+        return self.scale is not None and self.scale.source == "vehicles" and not self.derived_known
 
     def _terrain(
         self, frame: Frame, reading: float, pitch: float, assumption: str

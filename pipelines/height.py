@@ -67,6 +67,18 @@ class ScalePriors:
     ground_tilt_sigma_deg: float = 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class DerivedHeight:
+    """The camera's height above the road as the scale check's rulers give it where there is no
+    altitude (the ``vehicles`` source: :meth:`pipelines.scale_session.ScaleCheck.derived_height`):
+    the height, its relative sigma, the vehicles behind it and the rulers that read."""
+
+    height_m: float
+    sigma_frac: float
+    n: int
+    rulers: str = "cars"
+
+
 def pitch_sigma_on_road(priors: ScalePriors, source: str = "") -> float:
     """The pitch's sigma against the road's plane where nothing measured it: the gimbal's, and for a
     source that does not know the road's plane the road's own tilt (a grade along the view is to the
@@ -288,6 +300,7 @@ def scale_status(
 
 
 __all__ = [
+    "DerivedHeight",
     "REFERENCE_SOURCES",
     "SCALE_SOURCES",
     "HeightReference",

@@ -31,7 +31,7 @@ import supervision as sv
 
 from pipelines.base_layer import RoadMaskLayer, filter_by_mask
 from pipelines.config import PipelineConfig
-from pipelines.displacement import GroundDisplacement, centre_gsd, ground_sizes
+from pipelines.displacement import GroundDisplacement, centre_gsd, ground_sizes, speed_columns
 from pipelines.effort import Effort, keyframes_at
 from pipelines.geometry import GroundProjector
 from pipelines.ground import GroundModel
@@ -324,7 +324,11 @@ class Pipeline:
         check's update with this frame's vehicles and lanes (``mask``: the road's; its time:
         ``timings["scale_check"]``)."""
         speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings)
-        ground_xy = self._speed_columns(tracked, ids, speeds, proj)
+        probing = self.ground.probing  # measured at a height the vehicles have not given yet
+        if probing:
+            speeds = {}
+        view = None if probing or proj is None or not len(tracked) else proj
+        ground_xy = speed_columns(tracked, ids, speeds, view, self.displacement.anchors(tracked.xyxy))
         t0 = time.perf_counter()
         if self.scale_check is not None and proj is None:
             self.scale_check.no_view(self.ground.status.reason)
@@ -332,6 +336,9 @@ class Pipeline:
             self.scale_check.update(
                 frame, proj, self.ground.scale, tracked, ids, self.speed.velocity, gray, mask
             )
+            if self.ground.set_derived(self.scale_check.derived_height()):
+                self.speed.reset()  # what it measured at the starting height goes
+                self._held.clear()
         timings["scale_check"] = (time.perf_counter() - t0) * 1e3
         return speeds, ground_xy
 
@@ -350,6 +357,14 @@ class Pipeline:
         point = point * moving_camera_factor(disp, self.displacement.camera_steps[keep])
         model = self.ground.scale_model
         return track_scale_terms(self.ground.scale, model, ground, directions, point, cfg.altitude_sigma_frac)
+
+    def _ground_warnings(self, proj: GroundProjector | None) -> list[str]:
+        """Why a frame has no speed (no ground projection, or the vehicles' height not yet known),
+        or the assumption its scale rests on."""
+        status = self.ground.status
+        if proj is None:
+            return [f"speeds disabled: {status.assumption if self.ground.probing else status.reason}"]
+        return [status.assumption] if status.assumption else []
 
     def set_effort(self, effort: Effort) -> None:
         """A live stream's rung of the effort ladder from the next frame on (:mod:`pipelines.effort`):
@@ -406,37 +421,6 @@ class Pipeline:
             self._bridged.add(o)
         return np.array([links.get(int(r), int(i)) for r, i in zip(raw, ids, strict=True)], dtype=int)
 
-    def _speed_columns(
-        self,
-        tracked: sv.Detections,
-        ids: np.ndarray,
-        speeds: dict[int, SpeedEstimate],
-        proj: GroundProjector | None,
-    ) -> np.ndarray:
-        """Each track's speed, its sigma and whether it is trusted (NaN, NaN, False without one), and
-        its ground position (NaN without a ground projection) as columns of ``tracked.data``; returns
-        the ground positions (N, 2)."""
-        n = len(tracked)
-        tracked.data["speed_kmh"] = np.array(
-            [speeds[t].speed_kmh if t in speeds else np.nan for t in ids], dtype=float
-        )
-        tracked.data["speed_sigma_kmh"] = np.array(
-            [speeds[t].sigma_kmh if t in speeds else np.nan for t in ids], dtype=float
-        )
-        tracked.data["speed_scale_frac"] = np.array(
-            [speeds[t].scale_sigma_frac if t in speeds else np.nan for t in ids], dtype=float
-        )
-        tracked.data["speed_trusted"] = np.array(
-            [speeds[t].trusted if t in speeds else False for t in ids], bool
-        )
-        anchors = self.displacement.anchors(tracked.xyxy)  # the same anchor the speeds were measured at
-        ground_xy = proj.to_ground(anchors) if (proj is not None and n) else np.full((n, 2), np.nan)
-        tracked.data["ground_xy_m"] = ground_xy
-        tracked.data["gsd_m_per_px"] = (
-            proj.gsd_at(anchors) if (proj is not None and n) else np.full(n, np.nan)
-        )
-        return ground_xy
-
     def process(self, frame: Frame, *, backlog: int = 0, prepared: Prepared | None = None) -> FrameResult:
         """One frame, in order. ``backlog``: frames waiting behind this one (the live server's
         queue); with keyframes on, a backlog stretches the detection interval. ``prepared``: its
@@ -478,6 +462,8 @@ class Pipeline:
         t5 = clock()
         timings["speed"] = (t5 - t4) * 1e3 - timings.get("scale_check", 0.0)
 
+        if self.ground.probing:  # measured at a height the vehicles have not given yet: no speed
+            proj = None
         scale = self.ground.scale if proj is not None else None
         violations = self._held_by_clock(self.rules.update(frame, tracked, speeds, ground_xy, scale))
         t6 = clock()
@@ -497,10 +483,7 @@ class Pipeline:
             timings["schedule"] = (t7 - t6) * 1e3  # what the next frame's schedule needs
             timings["total"] = (t7 - t0) * 1e3
         self.frames_processed += 1
-        if proj is None:
-            warnings.append(f"speeds disabled: {self.ground.status.reason}")
-        elif self.ground.status.assumption:
-            warnings.append(self.ground.status.assumption)
+        warnings += self._ground_warnings(proj)
         return FrameResult(
             frame=frame,
             detections=tracked,

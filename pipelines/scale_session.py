@@ -31,24 +31,15 @@ import supervision as sv
 from pipelines.config import ScaleCheckConfig
 from pipelines.displacement import touches_border
 from pipelines.geometry import GroundProjector
-from pipelines.height import reference_key
+from pipelines.height import DerivedHeight, reference_key
 from pipelines.lane_ruler import LaneMeasure, lane_search, measure_frame
-from pipelines.scale_check import (
-    CAR_PRIORS,
-    OK,
-    SUSPECT,
-    UNVERIFIED,
-    ScaleCheckResult,
-    VehiclePrior,
-    observe,
-    robust_ratio,
-)
+from pipelines.scale_check import CAR_PRIORS, UNVERIFIED, ScaleCheckResult, VehiclePrior, observe
+from pipelines.scale_judge import Estimate, combine, derived_result, judge, view_check
 from pipelines.types import (
     EXTRAPOLATED_KEY,
     NOT_ENFORCEABLE,
     PROPAGATED_KEY,
     Frame,
-    RulerReading,
     ScaleInfo,
     Violation,
 )
@@ -61,10 +52,6 @@ OBSERVE_GAP = 3  # frames between two observations of one vehicle
 # a track whose box sizes scatter (robust sd of its log ratios) beyond this many times the pixel
 # noise, and beyond STEADY_FLOOR, is not a whole vehicle's: a false or partial box
 STEADY_SIGMAS, STEADY_FLOOR = 3.0, 0.08
-# how well the lane lines give the lane width through exact telemetry (log), beyond the lane width's
-# own uncertainty: simulated frames from 30 to 150 m, nadir and oblique, 3.0-3.75 m lanes, read
-# within 1 % (tests/pipelines/test_lane_ruler.py); one real road's frames scatter 0.8 % (docs/lab)
-LANE_FLOOR = 0.01
 
 
 @dataclass
@@ -74,6 +61,7 @@ class _Track:
     var_prior: list[float] = field(default_factory=list)
     per_margin: list[float] = field(default_factory=list)
     labels: Counter = field(default_factory=Counter)
+    rows: list[float] = field(default_factory=list)  # its boxes' centre rows (share of the height, centre 0)
     last_frame: int = 0  # the check's frame count when last observed
     _value: tuple[float, float, bool, float] | None = None  # cached until the next observation
 
@@ -144,11 +132,19 @@ class ScaleCheck:
     def reset(self, why: str = "") -> None:
         self._tracks: dict[int, _Track] = {}
         self._done: list[tuple[float, float, bool, float]] = []  # the values of finished vehicles it counts
+        self._done_rows: list[float] = []  # ... and their median rows in the image
         self._frames = self._evaluated_at = 0
         self._skipped: Counter = Counter()  # why boxes were not compared, over the session
         self._lanes: list[float] = []  # the lane frames' log ratios (measured width over lane_width_m)
         self._lane_misses = 0  # lane frames that found no lines
         self._lane_wait = 0  # frames until the next lane measurement
+        # the vehicles' own scale (no altitude: ScaleInfo.source "vehicles"): every log ratio is kept
+        # against the first height measured at (_anchor), the rulers read against the one in use
+        self._anchor: float | None = None
+        self._in_use = math.nan
+        self._shift = 0.0  # log(_anchor / the height this frame is measured at)
+        self._derived: DerivedHeight | None = None  # the height the rulers gave when last judged
+        self._pitch = ""  # the pitch measured with, for a reason
         self._dirty = False
         self._restarted = why
         self.resets += 1 if why else 0
@@ -195,6 +191,12 @@ class ScaleCheck:
         if self._key is not None and key != self._key:
             self.reset(why=_change(self._key, key))
         self._key = key
+        self._shift = 0.0
+        self._pitch = "" if scale is None else f"{scale.pitch_deg:.0f} deg"
+        if scale is not None and scale.source == "vehicles":
+            self._anchor = self._anchor or proj.altitude_m
+            self._in_use = proj.altitude_m
+            self._shift = math.log(self._anchor / proj.altitude_m)
         labels, carried, velocities = frame_inputs(tracked, ids, velocity)
         self.observe_frame(frame.width, frame.height, proj, tracked.xyxy, ids, labels, carried, velocities)
         self._lane_wait -= 1
@@ -208,7 +210,7 @@ class ScaleCheck:
     def observe_lanes(self, lanes: LaneMeasure) -> None:
         """One lane frame's measurement (:func:`pipelines.lane_ruler.measure_frame`)."""
         if lanes.found:
-            self._lanes.append(math.log(lanes.width_m / self.cfg.lane_width_m))
+            self._lanes.append(math.log(lanes.width_m / self.cfg.lane_width_m) + self._shift)
             self._dirty = True
         else:
             self._lane_misses += 1
@@ -252,8 +254,9 @@ class ScaleCheck:
             tr.labels[labels[i]] += 1
             tr.last_frame = self._frames
             if len(tr.log_ratios) < MAX_OBSERVATIONS:
+                tr.rows.append(float((xyxy[i][1] + xyxy[i][3]) / 2 / height - 0.5))
                 tr.add(
-                    float(obs.log_ratio[j]),
+                    float(obs.log_ratio[j]) + self._shift,
                     float(obs.var[j]),
                     float(obs.var_prior[j]),
                     float(obs.per_margin_px[j]),
@@ -278,11 +281,34 @@ class ScaleCheck:
             t = self._tracks.pop(tid)
             if self._counts(t):
                 self._done.append(t.value())
+                self._done_rows.append(float(np.median(t.rows)))
 
     def _evaluate(self) -> ScaleCheckResult:
-        values = self._done + [t.value() for t in self._tracks.values() if self._counts(t)]
+        counted = [t for t in self._tracks.values() if self._counts(t)]
+        values = self._done + [t.value() for t in counted]
         lanes = np.array(self._lanes, dtype=float)
-        return judge(np.array(values, dtype=float).reshape(-1, 4), self.cfg, self._too_few, lanes)
+        rows = np.array(values, dtype=float).reshape(-1, 4)
+        if self._anchor is None:
+            return judge(rows, self.cfg, self._too_few, lanes)
+        back = math.log(self._in_use / self._anchor)  # the rulers against the height in use
+        rows[:, 0] += back
+        est = combine(rows, self.cfg, self._too_few, lanes + back, fleet_sigma=self.cfg.fleet_sigma)
+        if isinstance(est, Estimate):
+            image_rows = np.array(self._done_rows + [float(np.median(t.rows)) for t in counted])
+            est = view_check(est, rows, image_rows, self.cfg, self._pitch, self._too_few)
+        self._derived = (
+            DerivedHeight(self._in_use / math.exp(est.mu), est.se, est.n, est.ruler)
+            if isinstance(est, Estimate)
+            else None
+        )
+        return derived_result(est, self._in_use)
+
+    def derived_height(self) -> DerivedHeight | None:
+        """The camera's height above the road the rulers give, where the scale is theirs (no altitude:
+        the ``vehicles`` source), as a frame's check last judged it (:meth:`current`); None while they
+        give none (too few vehicles, rulers that disagree) or the scale is another's."""
+        self.current()
+        return self._derived if self._anchor is not None else None
 
     def _too_few(self, n: int) -> str:
         skipped = self._skipped
@@ -379,171 +405,6 @@ def usable(
     return rows, headings, why
 
 
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    """One ruler's log ratio ``mu``, its standard error ``se`` and the part of it that more data
-    does not shrink (``floor``: the detector's margin, the lane width's own uncertainty), from ``n``
-    vehicles or lane frames."""
-
-    ruler: str
-    mu: float
-    se: float
-    floor: float
-    n: int
-
-    def reading(self) -> RulerReading:
-        return RulerReading(self.ruler, math.exp(self.mu), math.exp(self.mu) * self.se, self.n)
-
-
-def car_estimate(
-    values: np.ndarray, cfg: ScaleCheckConfig, too_few: Callable[[int], str]
-) -> Estimate | ScaleCheckResult:
-    """The cars' ruler from their :func:`track_value` rows (n, 4), or why there is none: the
-    unverified result the cars alone would give."""
-    steady = values[values[:, 2] > 0] if len(values) else np.zeros((0, 4))
-    if len(values) >= cfg.min_vehicles and len(steady) < len(values) / 2:
-        return ScaleCheckResult(
-            UNVERIFIED,
-            n=len(steady),
-            reason=f"{len(values) - len(steady)} of {len(values)} vehicles' boxes change size from frame to "
-            "frame: false or partial boxes, no ruler",
-        )
-    if len(steady) < cfg.min_vehicles:
-        return ScaleCheckResult(UNVERIFIED, n=len(steady), reason=too_few(len(steady)))
-    est = robust_ratio(steady[:, 0], steady[:, 1])
-    if est is None or not math.isfinite(est.se):
-        return ScaleCheckResult(UNVERIFIED, n=len(steady), reason="the vehicles' sizes disagree")
-    margin_se = cfg.box_margin_sigma_px * float(np.mean(steady[:, 3]))
-    se = math.hypot(est.se, margin_se)
-    if est.spread > cfg.max_spread:
-        ratio = math.exp(est.mu)
-        return ScaleCheckResult(
-            UNVERIFIED,
-            ratio,
-            ratio * se,
-            est.n,
-            reason=f"the vehicles' sizes scatter {est.spread:.1f} times more than cars' do: too many false, "
-            "partial or mislabelled boxes to judge the scale",
-        )
-    return Estimate("cars", est.mu, se, margin_se, est.n)
-
-
-def lane_estimate(log_ratios: np.ndarray, cfg: ScaleCheckConfig) -> Estimate | None:
-    """The lanes' ruler from its frames' log ratios (the measured lane width over ``lane_width_m``;
-    :mod:`pipelines.lane_ruler`): their median, its standard error from their scatter, and the
-    floor the lane width's own uncertainty and the line centres' (``LANE_FLOOR``) set."""
-    x = np.asarray(log_ratios, dtype=float)
-    x = x[np.isfinite(x)]
-    if len(x) < cfg.min_lane_frames:
-        return None
-    mu = float(np.median(x))
-    scatter = 1.4826 * float(np.median(np.abs(x - mu))) * math.sqrt(math.pi / 2 / len(x))
-    floor = math.hypot(LANE_FLOOR, cfg.lane_width_sigma_m / cfg.lane_width_m)
-    return Estimate("lanes", mu, math.hypot(scatter, floor), floor, len(x))
-
-
-def disagreement(
-    cars: Estimate, lane: Estimate, readings: tuple[RulerReading, ...], n: int, cfg: ScaleCheckConfig
-) -> ScaleCheckResult:
-    """Two rulers that disagree beyond their uncertainty: ``suspect`` when either alone is off by
-    more than the tolerance beyond its own ``z`` standard errors (the ratio is that ruler's; its
-    session's tickets are held for review: a review costs less than a wrong ticket), else
-    ``unverified``."""
-    both = (
-        f"the cars ({math.exp(cars.mu):.2f}) and the lanes ({math.exp(lane.mu):.2f}) disagree beyond their "
-        "uncertainty"
-    )
-    tol = math.log1p(cfg.tolerance)
-    off = [e for e in (lane, cars) if _beyond(e.mu, e.se, cfg)]
-    if not off:
-        return ScaleCheckResult(
-            UNVERIFIED,
-            n=n,
-            rulers=readings,
-            reason=f"{both}: lanes narrower or wider than the site's, or the detector's boxes looser than it allows",
-        )
-    e = max(off, key=lambda r: (abs(r.mu) - tol) / r.se)
-    ratio = math.exp(e.mu)
-    reason = f"{_off_reason(f'{e.ruler} alone', e.ruler == 'lanes', e.mu)} ({both})"
-    return ScaleCheckResult(SUSPECT, ratio, ratio * e.se, n, reason=reason, rulers=readings)
-
-
-def _beyond(mu: float, se: float, cfg: ScaleCheckConfig) -> bool:
-    """A log ratio off by more than the tolerance beyond ``z`` standard errors: suspect."""
-    return abs(mu) > math.log1p(cfg.tolerance) + cfg.z * se
-
-
-def _off_reason(what: str, lanes_only: bool, mu: float) -> str:
-    """Why a scale is suspect: what measured it (``what``: "cars", "lanes alone", ...) and how far
-    off it is (``mu``: the log ratio)."""
-    ratio = math.exp(mu)
-    size = "the width they are built to" if lanes_only else "their usual size"
-    return (
-        f"the {what} measure {ratio:.2f} times {size} through the telemetry: its scale looks "
-        f"{abs(ratio - 1) * 100:.0f} % too {'large' if mu > 0 else 'small'}"
-    )
-
-
-def judge(
-    values: np.ndarray,
-    cfg: ScaleCheckConfig,
-    too_few: Callable[[int], str],
-    lanes: np.ndarray | None = None,
-) -> ScaleCheckResult:
-    """The check's result from its vehicles' :func:`track_value` rows (n, 4) and its lane frames'
-    log ratios (``lanes``): unverified while neither ruler has enough (``too_few(n)`` says why for
-    the cars), when the cars' boxes are not steady or scatter beyond a car fleet's and no lanes stand
-    in, or when the two rulers disagree beyond their uncertainty; else ok or suspect against the
-    tolerance. Where both read, the ratio is their inverse-variance mean. A ruler's standard error
-    shrinks with its vehicles or frames down to its floor (the detector's margin,
-    ``box_margin_sigma_px`` times the vehicles' mean sensitivity to it; the lane width's sigma)."""
-    car = car_estimate(values, cfg, too_few)
-    cars = car if isinstance(car, Estimate) else None
-    lane = None if lanes is None else lane_estimate(lanes, cfg)
-    rulers = [e for e in (cars, lane) if e is not None]
-    if not rulers:
-        return car  # the cars' own unverified result
-    readings = tuple(e.reading() for e in rulers)
-    n = car.n
-    if (
-        cars is not None
-        and lane is not None
-        and abs(cars.mu - lane.mu) > cfg.z * math.hypot(cars.se, lane.se)
-    ):
-        return disagreement(cars, lane, readings, n, cfg)
-    weights = [1.0 / e.se**2 for e in rulers]
-    mu = sum(w * e.mu for w, e in zip(weights, rulers, strict=True)) / sum(weights)
-    se = 1.0 / math.sqrt(sum(weights))
-    floor = (
-        0.0 if any(e.floor <= 0 for e in rulers) else 1.0 / math.sqrt(sum(1.0 / e.floor**2 for e in rulers))
-    )
-    ratio = math.exp(mu)
-    base = ScaleCheckResult(UNVERIFIED, ratio, ratio * se, n, rulers=readings)
-    what = " and the ".join(e.ruler for e in rulers)
-    off, tol, z = abs(mu), math.log1p(cfg.tolerance), cfg.z
-    if _beyond(mu, se, cfg):
-        return dataclasses.replace(
-            base,
-            status=SUSPECT,
-            reason=f"{_off_reason(what, cars is None, mu)} (every speed as much too {'high' if mu > 0 else 'low'})",
-        )
-    if off + z * se <= tol:
-        return dataclasses.replace(base, status=OK)
-    if z * floor > tol:
-        limit = (
-            f"the detector's box margin alone is +-{100 * floor:.0f} % of their size"
-            if lane is None
-            else f"the {what} alone leave +-{100 * floor:.0f} %"
-        )
-        return dataclasses.replace(
-            base,
-            status=UNVERIFIED,
-            reason=f"the {'cars are too small in the image' if lane is None else 'rulers are too coarse'} to judge "
-            f"to {cfg.tolerance:.0%}: {limit}",
-        )
-    return dataclasses.replace(base, status=UNVERIFIED, reason=f"not yet determined to {cfg.tolerance:.0%}")
-
-
 def _change(old: tuple, new: tuple) -> str:
     names = ("scale source", "height reference", "camera", "focal length", "zoom")
     what = [n for n, a, b in zip(names, old, new, strict=True) if a != b]
@@ -572,11 +433,6 @@ __all__ = [
     "ScaleCheck",
     "frame_inputs",
     "hold_for_check",
-    "Estimate",
-    "car_estimate",
-    "disagreement",
-    "judge",
-    "lane_estimate",
     "prior_of",
     "session_key",
     "track_value",

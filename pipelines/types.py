@@ -173,7 +173,9 @@ class SpeedEstimate:
 
 # where a speed's scale came from (Violation.scale.source, SpeedEstimate.scale_source, the store's
 # scale_source column)
-SCALE_SOURCES = ("flight", "operator", "site", "measured_base", "lrf", "terrain")
+# "vehicles": no altitude at all (a dataset, a phone without metadata): the height the cars on the road
+# (and the lanes) imply (pipelines.vehicle_scale), never a ticket's by default
+SCALE_SOURCES = ("flight", "operator", "site", "measured_base", "lrf", "terrain", "vehicles")
 # the ones a HeightReference can carry: an operator sets site or measured_base; the engine makes lrf
 # from the laser rangefinder's readings (pipelines.rangefinder) and terrain from a terrain model of
 # the site (pipelines.terrain)
@@ -273,6 +275,7 @@ class ScaleInfo:
             "measured_base": "a measured base",
             "lrf": "the laser rangefinder",
             "terrain": "a terrain model of the site",
+            "vehicles": "the vehicles' sizes (no altitude)",
         }
         pct = f", {100.0 * self.sigma_frac:.1f} % of the speed" if math.isfinite(self.sigma_frac) else ""
         return (

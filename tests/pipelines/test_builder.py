@@ -524,3 +524,56 @@ def test_tickets_closed_before_the_check_turned_suspect_are_held_too(status, was
         assert out.scale_check == check
     else:
         assert out is v  # untouched
+
+
+@pytest.mark.parametrize("pitch", [-60.0, None], ids=["pitch-given", "taken-for-nadir"])
+def test_without_an_altitude_the_vehicles_give_the_scale(solid_flight, pitch):
+    """The video alone, no telemetry: the cars' sizes give the camera's height above the road (50 m),
+    and speeds are measured from the moment it is known, marked as the vehicles' scale, with its
+    sigma, and never a ticket's. Taken for nadir, the oblique view's cars change size from the top
+    of the image to its bottom and from frame to frame as they move: no height, no speed, and the
+    frames say why."""
+    config = PipelineConfig().with_overrides(
+        road={"enabled": False},
+        camera={"name": SOLID.camera, "pitch_deg": pitch},
+        scale_check={"box_margin_px": 0.0, "min_vehicles": 6},
+    )
+    detector = OracleDetector.from_mot(solid_flight.gt, jitter_px=JITTER, drop_rate=0.0, seed=1)
+    pipeline = build_pipeline(config, detector=detector)
+    source, frames, _ = load_frames(solid_flight.video, None, camera=SOLID.camera)
+    with source:
+        results = [pipeline.process(frame) for frame in frames]
+    violations = [v for r in results for v in r.violations] + pipeline.finish()
+    speeds = [s for r in results for s in r.speeds.values()]
+    derived = pipeline.ground.derived
+    if pitch is None:
+        assert not speeds and not violations
+        assert "false or partial boxes, or a pitch that is not the camera's" in results[-1].scale_check.reason
+        assert (
+            results[-1]
+            .warnings[-1]
+            .startswith(
+                "speeds disabled: measuring the scale from the vehicles (no altitude): no speed until it is known to 6 %"
+            )
+        )
+        return
+    assert derived is not None and abs(derived.height_m / 50.0 - 1.0) < 3 * derived.sigma_frac, derived
+    first = next(i for i, r in enumerate(results) if r.speeds)
+    assert first < len(results) / 2 and all(r.scale.source == "vehicles" for r in results[first:])
+    # the scale's sigma in every speed's: at least the fleet's mean size's, 3 %
+    assert all(s.scale_source == "vehicles" and s.scale_sigma_frac >= 0.03 for s in speeds)
+    boxes, truth = _gt(solid_flight)
+    errors = []  # relative, of the trusted speeds matched to a true vehicle
+    for r in results[first:]:
+        det, f = r.detections, r.frame.number
+        ok = np.isfinite(det.data["speed_kmh"]) & det.data["speed_trusted"]
+        if not ok.any() or f not in boxes:
+            continue
+        iou = box_iou(det.xyxy[ok], np.array([b for _, b in boxes[f]]))
+        for row, speed in enumerate(det.data["speed_kmh"][ok]):
+            j = int(np.argmax(iou[row]))
+            if iou[row, j] > 0.5 and (f, boxes[f][j][0]) in truth:
+                errors.append(speed / truth[(f, boxes[f][j][0])] - 1.0)
+    assert len(errors) > 100 and abs(np.median(errors)) < 3 * derived.sigma_frac, np.median(errors)
+    assert violations and not any(v.enforceable for v in violations)
+    assert all("vehicles' sizes (no altitude)" in v.status_reason for v in violations if v.ticket_speed_kmh)

@@ -146,3 +146,48 @@ def test_a_flight_without_pitch_still_assumes_the_default():
         tel = Telemetry(float(k), altitude_m=80.0, focal_length_35mm=24.0)
         assert model.projector(Frame(index=k, timestamp_s=float(k), image=IMG, telemetry=tel)) is not None
         assert "pitch assumed" in model.status.assumption
+
+
+def test_without_an_altitude_the_vehicles_height_is_measured_at() -> None:
+    """No altitude at all: measured at the starting height (no speed: probing) until the scale
+    check's rulers give one, taken where it moves by 1 % (and as it is the moment it becomes known);
+    speeds from the moment it is known to derive_max_sigma, and a later None keeps it."""
+    from pipelines.config import ScaleCheckConfig
+    from pipelines.height import DerivedHeight
+
+    model = GroundModel(CameraConfig(name="mavic 3", pitch_deg=-60.0), derive=ScaleCheckConfig())
+    steps = [
+        (None, False, 60.0, True),
+        (DerivedHeight(50.0, 0.10, 8), False, 50.0, True),  # a height, not yet known to 6 %
+        (DerivedHeight(50.2, 0.04, 12), True, 50.2, False),  # known: taken as it is
+        (DerivedHeight(50.4, 0.04, 14), False, 50.2, False),  # within 1 %: the same height
+        (None, False, 50.2, False),
+        (DerivedHeight(53.0, 0.035, 20), False, 53.0, False),
+    ]
+    for derived, first, height, probing in steps:
+        assert model.set_derived(derived) is first
+        proj = model.projector(frame(Telemetry(0.0)))
+        assert (proj.altitude_m, model.probing) == (height, probing)
+        scale = model.scale
+        assert (scale.source, scale.pitch_deg) == ("vehicles", -60.0)
+        if derived is not None:
+            assert scale.height_sigma_m == pytest.approx(height * derived.sigma_frac)
+    assert "vehicles" in model.status.reason and model.status.ok
+
+
+@pytest.mark.parametrize(
+    ("derive", "tels", "reason"),
+    [
+        ({"derive": False}, [None], "no altitude: pass --altitude"),
+        ({"enabled": False}, [None], "no altitude: pass --altitude"),
+        ({}, [Telemetry(0.0, altitude_m=60.0), Telemetry(0.1)], "no altitude in this frame's telemetry"),
+    ],
+    ids=["derive-off", "check-off", "altitude-lost"],
+)
+def test_the_vehicles_stand_in_only_for_a_stream_that_never_had_an_altitude(derive, tels, reason) -> None:
+    from pipelines.config import ScaleCheckConfig
+
+    model = GroundModel(CameraConfig(name="mavic 3"), derive=ScaleCheckConfig(**derive))
+    for tel in tels:
+        proj = model.projector(frame(tel))
+    assert proj is None and reason in model.status.reason

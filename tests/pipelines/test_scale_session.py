@@ -8,7 +8,7 @@ import pytest
 import supervision as sv
 
 from pipelines.config import ScaleCheckConfig
-from pipelines.geometry import GroundProjector
+from pipelines.geometry import GroundProjector, apply_homography
 from pipelines.lane_ruler import NONE, LaneMeasure
 from pipelines.scale_check import CAR_PRIORS, predicted_boxes
 from pipelines.scale_session import ScaleCheck, prior_of
@@ -254,3 +254,84 @@ def test_lane_frames_that_find_no_lines_are_counted_not_measured() -> None:
     )
     check.reset("restarted")
     assert check.summary()["lanes"]["frames_without_lines"] == 0
+
+
+VEHICLES = ScaleInfo("vehicles", 60.0, 60.0, -60.0, 1.4)  # no altitude: the scale is the rulers' own
+
+
+@pytest.mark.parametrize("pitch", [-90.0, -45.0])
+@pytest.mark.parametrize("ks", [(1.0,), (1.4,), (0.7, 1.25)], ids=["right", "started-high", "moved"])
+def test_without_an_altitude_the_cars_give_the_height(pitch: float, ks: tuple, cfg=None) -> None:
+    """Measured at heights ``ks`` times the true 40 m in turn (the starting height, then the ones the
+    rulers gave): the height the cars give is the true one to its sigma, whatever they were measured
+    at, and the check says the scale is theirs, checked by nothing independent."""
+    check = ScaleCheck(ScaleCheckConfig())
+    for i, k in enumerate(ks):
+        _traffic(check, k=k, pitch=pitch, altitude=40.0, vehicles=40, scale=VEHICLES, seed=10 * i + 3)
+    derived = check.derived_height()
+    assert derived is not None and derived.rulers == "cars"
+    assert derived.n == 40  # a second pass: the same ids, the same vehicles seen again
+    assert abs(derived.height_m / 40.0 - 1.0) < 3 * derived.sigma_frac
+    # the fleet's mean (3 %) and the detector's margin bound it, however many cars
+    assert 0.03 < derived.sigma_frac < 0.045
+    r = check.result
+    assert r.status == "unverified", r
+    assert r.reason.startswith("the scale is the cars' own (no altitude): ")
+    assert "nothing independent checks it" in r.reason
+    assert r.ratio == pytest.approx(ks[-1] * 40.0 / derived.height_m, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("told", "true", "words"),
+    [
+        (
+            -90.0,
+            -60.0,
+            "% from the top of the image to its bottom: the camera is tilted otherwise than the pitch",
+        ),
+        (-60.0, -90.0, "% from the top of the image to its bottom"),
+        (-60.0, -60.0, ""),
+    ],
+    ids=["oblique-taken-for-nadir", "nadir-taken-for-oblique", "right"],
+)
+def test_cars_that_change_size_across_the_image_give_no_height(told: float, true: float, words: str) -> None:
+    """The pitch in use is wrong (a camera tilted 30 deg taken for nadir): the cars' sizes trend from
+    the top of the image to its bottom, and no height comes from them."""
+    check = ScaleCheck(ScaleCheckConfig(min_observations=1))
+    rng = np.random.default_rng(5)
+    true_view = GroundProjector.create(K, 40.0, true)
+    told_view = GroundProjector.create(K, 40.0, told)
+    scale = ScaleInfo("vehicles", 40.0, 40.0, told, 1.4)
+    for vid in range(60):
+        mean, sd = SUV if rng.random() < 0.3 else SEDAN
+        dims = mean + sd * np.clip(rng.normal(size=4), -2.5, 2.5)
+        pixel = np.array([[rng.uniform(300, 1600), rng.uniform(120, 960)]])
+        centre = true_view.to_ground(pixel)[0]
+        box = predicted_boxes(true_view, centre[None], np.array([[1.0, 0.0]]), dims)[0]
+        box = box + np.array([-1.4, -1.4, 1.4, 1.4]) + rng.normal(0, 1.0, 4)
+        dets = sv.Detections(xyxy=box[None].astype(float), tracker_id=np.array([vid]))
+        dets.data["class_name"] = np.array(["car"], dtype=object)
+        # its heading through the view in use: the true one's image direction on that ground
+        pixels = apply_homography(
+            np.linalg.inv(true_view.image_to_ground), np.array([centre, centre + [1.0, 0.0]])
+        )
+        g = told_view.to_ground(pixels)
+        v = (g[1] - g[0]) / np.linalg.norm(g[1] - g[0]) * 12.0
+        check.update(Frame(vid, vid / 30.0, IMAGE), told_view, scale, dets, np.array([vid]), lambda t, v=v: v)
+    r = check.result
+    assert words in r.reason, r
+    assert (check.derived_height() is None) == bool(words)
+
+
+def test_the_lanes_alone_give_no_height_without_an_altitude() -> None:
+    """Lanes measure across the road only: they cannot tell a tilted view from a lower camera, so
+    without cars the scale stays unknown (and says why)."""
+    check = ScaleCheck(ScaleCheckConfig(**SITE_LANES))
+    _traffic(check, vehicles=3, scale=VEHICLES)
+    _lanes(check, 1.0)
+    r = check.result
+    assert (r.status, check.derived_height()) == ("unverified", None)
+    assert r.reason == (
+        "too few vehicles yet (3 of 10); the lanes alone cannot tell whether the view is the one "
+        "measured in: no scale"
+    )

@@ -67,6 +67,7 @@ export const SCALE_LABELS = {
   measured_base: "measured base",
   lrf: "laser rangefinder",
   terrain: "terrain model of the site",
+  vehicles: "the vehicles' sizes (no altitude)",
 };
 
 // A scale as one line: "measured base, 59.4 ± 0.4 m above the road, pitch ± 0.3°, ±0.8 % of the

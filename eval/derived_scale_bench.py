@@ -1,0 +1,195 @@
+"""How good the vehicles' own scale is where there is no altitude (the ``vehicles`` source,
+:mod:`pipelines.ground`): the height above the road that makes the cars their fleet's size (and
+the lanes their width), on the scale-check bench's recorded flights (``python -m
+eval.scale_check_bench pool``: rendered with realistic car sizes, vans labelled as cars, 3D
+vehicles, detected and tracked by the shipped engine).
+
+On flat ground a scale error of ``k`` is the same ``k`` on every distance and every speed, so the
+scale check's ratio at the right scale (k = 1) *is* the error the vehicles' own scale would carry:
+the rulers read through the true altitude, combined as the engine combines them where they are the
+scale (:func:`pipelines.scale_judge.combine` with ``fleet_sigma``). Scored two ways:
+
+* each recorded flight alone (a 20 s session of about 45 vehicles): its height's error and the
+  error over the sigma the engine would report with it;
+* sessions drawn from a cell's flights (whole tracked vehicles resampled, the lane frames too, one
+  error for the session's lanes drawn from the lane width's sigma): after one minute of traffic and
+  after 30; whether the height is known to ``derive_max_sigma`` (speeds are measured), its error,
+  and how often that error is within one and two of its sigmas.
+
+The view test (:func:`pipelines.scale_judge.view_check`) is not replayed: the flights' pitch is
+the true one.
+
+    python -m eval.derived_scale_bench /work/bench/scale_check --sessions 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval.scale_check_bench import CELLS, lane_values, track_values, variant_tables
+from pipelines.config import ScaleCheckConfig
+from pipelines.scale_judge import Estimate, combine
+
+log = logging.getLogger(__name__)
+
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "cars": ("the cars alone (the shipped margin, 1.4 px)", {"lanes": False}),
+    "cars_lanes": ("cars and lanes (a region's lane width: sigma 0.2 m)", {}),
+    "cars_site_lanes": ("cars and the site's lanes (sigma 0.05 m)", {"lane_width_sigma_m": 0.05}),
+}
+SESSION_MINUTES = (1.0, 30.0)
+
+
+def _rows(tracks: list, cfg: ScaleCheckConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The tracks' values as the check's rows (n, 4), and which the check counts."""
+    arr = np.array([(t.mid, t.sd, 1.0 if t.steady else 0.0, t.per_margin) for t in tracks]).reshape(-1, 4)
+    counted = np.array([t.label in cfg.classes and np.isfinite(t.mid) for t in tracks], dtype=bool)
+    return arr, counted
+
+
+def height_error(values: np.ndarray, lanes: np.ndarray | None, cfg: ScaleCheckConfig) -> tuple[float, float]:
+    """(the relative error of the height the rulers give, its reported relative sigma); NaN, NaN
+    where they give none. The height is the true one over exp(mu): its log error is -mu."""
+    est = combine(values, cfg, lambda n: "too few", lanes, fleet_sigma=cfg.fleet_sigma)
+    if not isinstance(est, Estimate):
+        return math.nan, math.nan
+    return math.expm1(-est.mu), est.se
+
+
+def score_flights(records: list[dict], cfg: ScaleCheckConfig) -> list[dict[str, Any]]:
+    """Each recorded flight alone, as one session: its vehicles and lane frames."""
+    out = []
+    for rec in records:
+        arr, counted = _rows(list(track_values(rec, cfg, 1.0).values()), cfg)
+        lanes = lane_values([rec], cfg, 1.0) if cfg.lanes else None
+        err, sigma = height_error(arr[counted], lanes, cfg)
+        out.append(
+            {
+                "flight": f"{rec['cell']}_s{rec['seed']:02d}",
+                "n": int(counted.sum()),
+                "error": err,
+                "sigma": sigma,
+            }
+        )
+    return out
+
+
+def score_sessions(
+    records: list[dict], cfg: ScaleCheckConfig, sessions: int, seed: int = 0
+) -> dict[str, Any]:
+    """Sessions drawn from a cell's flights (whole vehicles resampled at the flights' traffic rate,
+    lane frames one every ``lane_every`` frames at 30 fps with one error for the session's lanes
+    from the lane width's sigma), scored after each of ``SESSION_MINUTES``."""
+    rng = np.random.default_rng(seed)
+    tracks = [v for r in records for v in track_values(r, cfg, 1.0).values()]
+    arr, counted = _rows(tracks, cfg)
+    rate = len(tracks) / (sum(r["duration_s"] for r in records) / 60.0)
+    pool_lanes = lane_values(records, cfg, 1.0) if cfg.lanes else np.zeros(0)
+    lanes_a_minute = 60.0 * 30.0 / cfg.lane_every
+    out: dict[str, Any] = {"pool_vehicles": len(tracks), "vehicles_per_min": round(rate, 1)}
+    for minutes in SESSION_MINUTES:
+        errors, sigmas = [], []
+        for _ in range(sessions):
+            order = rng.integers(0, len(tracks), max(int(rate * minutes), 1))
+            lanes = None
+            if len(pool_lanes):
+                drawn = pool_lanes[rng.integers(0, len(pool_lanes), int(lanes_a_minute * minutes))]
+                lanes = drawn + rng.normal(0.0, cfg.lane_width_sigma_m / cfg.lane_width_m)
+            err, sigma = height_error(arr[order][counted[order]], lanes, cfg)
+            errors.append(err)
+            sigmas.append(sigma)
+        out[f"{minutes:g}min"] = summarize(np.array(errors), np.array(sigmas), cfg.derive_max_sigma)
+    return out
+
+
+def summarize(errors: np.ndarray, sigmas: np.ndarray, max_sigma: float) -> dict[str, float]:
+    """Sessions' height errors and sigmas: the share with a height, the share known to
+    ``max_sigma`` (speeds measured), and of those the median and 95th-percentile absolute error and
+    the shares within one and two sigmas (log errors over the log sigma)."""
+    has = np.isfinite(errors)
+    known = has & (sigmas <= max_sigma)
+    e, s = errors[known], sigmas[known]
+    z = np.abs(np.log1p(e)) / s if len(e) else np.zeros(0)
+    return {
+        "with_height": round(float(has.mean()), 3),
+        "known": round(float(known.mean()), 3),
+        "median_abs_error": round(float(np.median(np.abs(e))), 4) if len(e) else math.nan,
+        "p95_abs_error": round(float(np.percentile(np.abs(e), 95)), 4) if len(e) else math.nan,
+        "median_sigma": round(float(np.median(s)), 4) if len(s) else math.nan,
+        "within_1_sigma": round(float(np.mean(z <= 1.0)), 3) if len(z) else math.nan,
+        "within_2_sigma": round(float(np.mean(z <= 2.0)), 3) if len(z) else math.nan,
+    }
+
+
+def score(folder: Path, sessions: int) -> dict[str, Any]:
+    records = {
+        cell: [json.loads(p.read_text()) for p in sorted((folder / "records").glob(f"{cell}_s*.json"))]
+        for cell in CELLS
+    }
+    table: dict[str, Any] = {}
+    for key, (_, overrides) in VARIANTS.items():
+        cfg = ScaleCheckConfig(**overrides)
+        table[key] = {
+            cell: {"flights": score_flights(recs, cfg), "sessions": score_sessions(recs, cfg, sessions)}
+            for cell, recs in records.items()
+            if recs
+        }
+        log.info("%s scored", key)
+    return table
+
+
+def format_table(table: dict[str, Any]) -> str:
+    def row(cell: str, r: dict) -> str:
+        flights = ", ".join(
+            f"{100 * f['error']:+.1f} % ({math.log1p(f['error']) / f['sigma']:+.1f})"
+            if math.isfinite(f["error"])
+            else "none"
+            for f in r["flights"]
+        )
+        cols = []
+        for minutes in SESSION_MINUTES:
+            s = r["sessions"][f"{minutes:g}min"]
+            cols.append(
+                f"{s['known']:.2f}, {100 * s['median_abs_error']:.1f} / {100 * s['p95_abs_error']:.1f} %, "
+                f"{s['within_1_sigma']:.2f} / {s['within_2_sigma']:.2f} (sigma {100 * s['median_sigma']:.1f} %)"
+            )
+        return f"| {cell} | {flights} | " + " | ".join(cols) + " |"
+
+    header = (
+        "| cell | flights alone: height error (error / sigma) | 1 min: known, median / p95 error, "
+        "within 1 / 2 sigma | 30 min: the same |"
+    )
+    return "\n".join(variant_tables(table, VARIANTS, header, row))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m eval.derived_scale_bench", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument(
+        "folder", type=Path, help="the scale-check bench's pool (python -m eval.scale_check_bench pool)"
+    )
+    p.add_argument("--sessions", type=int, default=60, help="per cell and session length")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not (args.folder / "records").is_dir():
+        sys.stderr.write(
+            f"error: no recorded flights in {args.folder / 'records'} (run eval.scale_check_bench pool)\n"
+        )
+        return 2
+    table = score(args.folder, args.sessions)
+    (args.folder / "derived_scores.json").write_text(json.dumps(table, indent=1))
+    sys.stdout.write(format_table(table) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
