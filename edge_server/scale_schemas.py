@@ -64,7 +64,9 @@ class HeightReferenceOut(BaseModel):
 class ScaleOut(BaseModel):
     """The scale a speed (a violation's ticket, a frame) rests on (``ScaleInfo.to_dict()``)."""
 
-    source: ScaleSource = Field(description="flight | operator | site | measured_base | lrf | terrain | vehicles")
+    source: ScaleSource = Field(
+        description="flight | operator | site | measured_base | lrf | terrain | vehicles"
+    )
     height_above_road_m: float = Field(description="the camera's height above the road (m)")
     height_sigma_m: float = Field(description="its one sigma (m)")
     pitch_deg: float = Field(description="the gimbal pitch used (the reported one plus any measured bias)")

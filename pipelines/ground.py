@@ -32,6 +32,7 @@ from pipelines.height import (
     pitch_sigma_on_road,
 )
 from pipelines.lens import LensModel
+from pipelines.pitch_fit import PitchFit
 from pipelines.rangefinder import Rangefinder
 from pipelines.terrain import TerrainHeights, TerrainView
 from pipelines.types import CameraProfile, Frame, Telemetry
@@ -40,8 +41,10 @@ log = logging.getLogger(__name__)
 
 # Steeper than this (closer to the horizon) the flat-ground model is too ill-conditioned to measure.
 MIN_DEPRESSION_DEG = 15.0
-# the vehicles' own scale: a new height the rulers give is taken when it differs by this much (log)
+# the vehicles' own scale: a new height the rulers give is taken when it differs by this much (log),
+# a new pitch the cars give (no pitch known) when it differs by this much (deg)
 DERIVED_STEP = 0.01
+FITTED_PITCH_STEP = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,8 @@ class GroundModel:
         self.derive = derive if derive is not None and derive.enabled and derive.derive else None
         self._derived: DerivedHeight | None = None  # the height the rulers gave, in use
         self.derived_known = False  # ... known to derive_max_sigma: speeds are measured
+        self._fitted_pitch: PitchFit | None = None  # the pitch the cars gave (no pitch known)
+        self.pitch_source = ""  # the last frame's: config, telemetry, fit or default
         self.terrain = terrain  # a terrain model of the site (pipelines.terrain), loaded by the builder
         self.priors = scale_priors(cfg)
         self.reference: HeightReference | None = reference_from_config(cfg)
@@ -160,13 +165,17 @@ class GroundModel:
         cfg = self.cfg
         assumption = ""
         if cfg.pitch_deg is not None:
-            pitch = cfg.pitch_deg
+            pitch, self.pitch_source = cfg.pitch_deg, "config"
         elif tel is not None and tel.gimbal_pitch_deg is not None:
-            pitch = tel.gimbal_pitch_deg
+            pitch, self.pitch_source = tel.gimbal_pitch_deg, "telemetry"
         elif "pitch" in self._from_telemetry:
             self.status = GroundStatus(False, "no gimbal pitch in this frame's telemetry (lost or refused)")
             return None, ""
+        elif (fit := self._fitted_pitch) is not None:
+            pitch, self.pitch_source = fit.pitch_deg, "fit"
+            assumption = f"pitch fitted from the vehicles: {fit.pitch_deg:.1f} +- {fit.sigma_deg:.1f} deg"
         else:
+            self.pitch_source = "default"
             pitch = cfg.default_pitch_deg
             assumption = f"pitch assumed: {pitch:.1f} deg (none in telemetry, no --pitch)"
             self._warn_once(
@@ -335,12 +344,11 @@ class GroundModel:
         """The frame's scale from the vehicles (no altitude): the height their rulers gave, else the
         starting height measured at; returns the frame's assumption (no speed while it is not known)."""
         d = self._derived
+        pitch_sigma = pitch_sigma_on_road(self.priors, "vehicles")
+        if self.pitch_source == "fit" and self._fitted_pitch is not None:
+            pitch_sigma = math.hypot(self._fitted_pitch.sigma_deg, self.priors.ground_tilt_sigma_deg)
         self.scale = ScaleInfo(
-            "vehicles",
-            height,
-            height * (d.sigma_frac if d is not None else 1.0),
-            pitch,
-            pitch_sigma_on_road(self.priors, "vehicles"),
+            "vehicles", height, height * (d.sigma_frac if d is not None else 1.0), pitch, pitch_sigma
         )
         if self.derived_known:
             return assumption
@@ -373,6 +381,33 @@ class GroundModel:
             100 * height.sigma_frac,
             height.n,
             height.rulers,
+        )
+        return True
+
+    @property
+    def pitch_known(self) -> bool:
+        """The last frame's pitch was given (configured, or in its telemetry), not assumed or fitted."""
+        return self.pitch_source in ("config", "telemetry")
+
+    def set_fitted_pitch(self, fit: PitchFit | None) -> bool:
+        """The pitch the cars give where no pitch is known (:mod:`pipelines.pitch_fit`), used from the
+        next frame on where it moves the pitch in use by more than ``FITTED_PITCH_STEP``: the
+        vehicles' height, which rests on it, is then measured again (no speed until it is known).
+        Returns True then."""
+        if fit is None or self.derive is None:
+            return False
+        now = self._fitted_pitch
+        in_use = now.pitch_deg if now is not None else self.cfg.default_pitch_deg
+        if abs(fit.pitch_deg - in_use) <= FITTED_PITCH_STEP:
+            self._fitted_pitch = dataclasses.replace(fit, pitch_deg=in_use)  # its sigma, its count now
+            return False
+        self._fitted_pitch = fit
+        self._derived, self.derived_known = None, False
+        log.info(
+            "pitch fitted from the vehicles: %.1f +- %.1f deg (%d vehicles)",
+            fit.pitch_deg,
+            fit.sigma_deg,
+            fit.n,
         )
         return True
 

@@ -333,10 +333,15 @@ class Pipeline:
         if self.scale_check is not None and proj is None:
             self.scale_check.no_view(self.ground.status.reason)
         elif self.scale_check is not None:
-            self.scale_check.update(
-                frame, proj, self.ground.scale, tracked, ids, self.speed.velocity, gray, mask
-            )
-            if self.ground.set_derived(self.scale_check.derived_height()):
+            check = self.scale_check
+            check.update(
+                frame, proj, self.ground.scale, tracked, ids, self.speed.velocity, gray, mask,
+                pitch_known=self.ground.pitch_known,
+            )  # fmt: skip
+            # no altitude: the vehicles' own pitch (where none is known) and height, in that order
+            if not self.ground.set_fitted_pitch(check.fitted_pitch()) and self.ground.set_derived(
+                check.derived_height()
+            ):
                 self.speed.reset()  # what it measured at the starting height goes
                 self._held.clear()
         timings["scale_check"] = (time.perf_counter() - t0) * 1e3

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipelines.config import ScaleCheckConfig
+from pipelines.pitch_fit import row_trend
 from pipelines.scale_check import OK, SUSPECT, UNVERIFIED, ScaleCheckResult, robust_ratio
 from pipelines.types import RulerReading
 
@@ -242,17 +243,9 @@ def view_check(
             rulers=est.parts,
         )
     steady = values[:, 2] > 0
-    y, x, w = values[steady, 0], rows[steady], 1.0 / values[steady, 1] ** 2
-    r0 = y - np.median(y)
-    keep = np.abs(r0) <= 4.0 * max(1.4826 * float(np.median(np.abs(r0))), 1e-6)  # not vans, false boxes
-    y, x, w = y[keep], x[keep], w[keep]
-    xm, ym = float(np.average(x, weights=w)), float(np.average(y, weights=w))
-    sxx = float((w * (x - xm) ** 2).sum())
-    if len(y) < cfg.min_vehicles or sxx <= 0:
+    slope, se, n = row_trend(values[steady, 0], values[steady, 1], rows[steady])
+    if n < cfg.min_vehicles or not math.isfinite(slope):
         return est
-    slope = float((w * (x - xm) * (y - ym)).sum()) / sxx
-    resid = y - ym - slope * (x - xm)
-    se = math.sqrt(float((w**2 * (x - xm) ** 2 * resid**2).sum())) / sxx
     if abs(slope) <= cfg.z * se or abs(slope) / 2 <= math.log1p(cfg.tolerance):
         return est
     return ScaleCheckResult(

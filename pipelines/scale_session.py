@@ -33,6 +33,7 @@ from pipelines.displacement import touches_border
 from pipelines.geometry import GroundProjector
 from pipelines.height import DerivedHeight, reference_key
 from pipelines.lane_ruler import LaneMeasure, lane_search, measure_frame
+from pipelines.pitch_fit import PitchFinder, PitchFit
 from pipelines.scale_check import CAR_PRIORS, UNVERIFIED, ScaleCheckResult, VehiclePrior, observe
 from pipelines.scale_judge import Estimate, combine, derived_result, judge, view_check
 from pipelines.types import (
@@ -127,6 +128,12 @@ class ScaleCheck:
         self.prior = prior_of(cfg)
         self._key: tuple | None = None
         self.resets = 0  # times the check started again (session_key changed)
+        # a stream with neither altitude nor pitch: its cars kept to fit the pitch (pipelines.pitch_fit),
+        # and the pitch its observations were measured at (a new one: they start again)
+        self.finder: PitchFinder | None = None
+        self._view_pitch: float | None = None
+        self._collect = False
+        self._seen = 0  # frames updated, over restarts
         self.reset()
 
     def reset(self, why: str = "") -> None:
@@ -181,19 +188,30 @@ class ScaleCheck:
         velocity: Callable[[int], np.ndarray | None],
         gray: np.ndarray | None = None,
         road_mask: np.ndarray | None = None,
+        *,
+        pitch_known: bool = True,
     ) -> None:
         """Compare this frame's usable boxes with the prior (``velocity(track id)``: its ground
         velocity in m/s, None while unknown) and, every ``lane_every`` frames, the lane lines inside
-        ``road_mask`` (the grey frame ``gray``) with the site's lane width."""
+        ``road_mask`` (the grey frame ``gray``) with the site's lane width. ``pitch_known``: False
+        where the pitch is an assumption or the cars' fit (the vehicles' own scale then fits it)."""
         if not self.cfg.enabled:
             return
+        self._seen += 1
         key = session_key(frame, scale)
         if self._key is not None and key != self._key:
             self.reset(why=_change(self._key, key))
         self._key = key
         self._shift = 0.0
         self._pitch = "" if scale is None else f"{scale.pitch_deg:.0f} deg"
-        if scale is not None and scale.source == "vehicles":
+        derived = scale is not None and scale.source == "vehicles"
+        if derived and self._view_pitch is not None and abs(scale.pitch_deg - self._view_pitch) > 0.05:
+            self.reset(why=f"restarted: the pitch fitted from the vehicles, {scale.pitch_deg:.1f} deg")
+        self._view_pitch = scale.pitch_deg if derived else None
+        self._collect = derived and not pitch_known
+        if self._collect and self.finder is None:
+            self.finder = PitchFinder(self.prior, self.cfg.box_margin_px, self.cfg.z, self.cfg.min_vehicles)
+        if derived:
             self._anchor = self._anchor or proj.altitude_m
             self._in_use = proj.altitude_m
             self._shift = math.log(self._anchor / proj.altitude_m)
@@ -235,6 +253,8 @@ class ScaleCheck:
         # a vehicle's box hardly changes from one frame to the next: every OBSERVE_GAP-th is enough
         due = [j for j, i in enumerate(rows) if self._due(int(ids[i]))]
         rows, headings = rows[due], headings[due]
+        if self._collect and self.finder is not None and len(rows):
+            self.finder.add(proj, np.asarray(xyxy, dtype=float)[rows], ids[rows], velocities[rows])
         if not len(rows):
             self._dirty |= not self._tracks  # the reason nothing is measured may have changed
             return
@@ -301,7 +321,18 @@ class ScaleCheck:
             if isinstance(est, Estimate)
             else None
         )
+        if (
+            self._derived is None
+            and self._collect
+            and self.finder is not None
+            and self.finder.due(self._seen)
+        ):
+            self.finder.refit(self._seen)  # no height at this pitch: the cars' own pitch
         return derived_result(est, self._in_use)
+
+    def fitted_pitch(self) -> PitchFit | None:
+        """The pitch the cars give where the scale is theirs and no pitch is known (None: none yet)."""
+        return None if self.finder is None else self.finder.fit
 
     def derived_height(self) -> DerivedHeight | None:
         """The camera's height above the road the rulers give, where the scale is theirs (no altitude:
@@ -338,6 +369,15 @@ class ScaleCheck:
         out["skipped"] = dict(self._skipped)
         out["restarts"] = self.resets
         out["vehicles_open"] = len(self._tracks)  # still followed; the others kept as their values
+        if self._anchor is not None:  # no altitude: the scale is the rulers' own
+            d, fit = self._derived, self.fitted_pitch()
+            out["derived"] = {
+                "height_m": None if d is None else round(d.height_m, 2),
+                "sigma_pct": None if d is None else round(100 * d.sigma_frac, 2),
+                "rulers": None if d is None else d.rulers,
+                "pitch_fitted_deg": None if fit is None else round(fit.pitch_deg, 2),
+                "pitch_sigma_deg": None if fit is None else round(fit.sigma_deg, 2),
+            }
         out["lanes"] = {
             "width_m": self.cfg.lane_width_m,
             "sigma_m": self.cfg.lane_width_sigma_m,

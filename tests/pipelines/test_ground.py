@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 import pytest
@@ -191,3 +192,27 @@ def test_the_vehicles_stand_in_only_for_a_stream_that_never_had_an_altitude(deri
     for tel in tels:
         proj = model.projector(frame(tel))
     assert proj is None and reason in model.status.reason
+
+
+def test_a_pitch_the_cars_give_stands_in_where_none_is_known() -> None:
+    """No altitude and no pitch: the cars' fitted pitch replaces the assumed nadir where it differs by
+    more than half a degree, with its sigma, and the vehicles' height (which rests on it) is
+    measured again; a configured or reported pitch is never replaced."""
+    from pipelines.config import ScaleCheckConfig
+    from pipelines.height import DerivedHeight
+    from pipelines.pitch_fit import PitchFit
+
+    model = GroundModel(CameraConfig(name="mavic 3"), derive=ScaleCheckConfig())
+    model.projector(frame(Telemetry(0.0)))
+    assert (model.pitch_source, model.pitch_known) == ("default", False)
+    assert model.set_derived(DerivedHeight(50.0, 0.04, 12))
+    assert not model.set_fitted_pitch(PitchFit(-89.7, 8.0, 20))  # nadir, as assumed: nothing changes
+    assert model.projector(frame(Telemetry(0.0))).pitch_deg == -90.0 and not model.probing
+    assert model.set_fitted_pitch(PitchFit(-52.0, 3.0, 20))
+    proj = model.projector(frame(Telemetry(0.0)))
+    assert (proj.pitch_deg, proj.altitude_m, model.derived, model.probing) == (-52.0, 60.0, None, True)
+    assert model.scale.pitch_sigma_deg == pytest.approx(math.hypot(3.0, 1.0))
+    assert model.status.assumption.endswith("; pitch fitted from the vehicles: -52.0 +- 3.0 deg")
+    given = GroundModel(CameraConfig(name="mavic 3", pitch_deg=-60.0), derive=ScaleCheckConfig())
+    given.set_fitted_pitch(PitchFit(-52.0, 3.0, 20))
+    assert given.projector(frame(Telemetry(0.0))).pitch_deg == -60.0 and given.pitch_known

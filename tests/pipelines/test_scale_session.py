@@ -34,12 +34,14 @@ def _traffic(
     scale: ScaleInfo | None = None,
     seed: int = 0,
     frames_each: int = 8,
+    told_pitch: float | None = None,
+    pitch_known: bool = True,
 ) -> None:
     """``vehicles`` vehicles crossing the view one after another, ``frames_each`` frames each, seen
     by the true camera and measured through telemetry ``k`` times its height."""
     rng = np.random.default_rng(seed)
     true = GroundProjector.create(K, altitude, pitch)
-    told = GroundProjector.create(K, altitude * k, pitch)
+    told = GroundProjector.create(K, altitude * k, pitch if told_pitch is None else told_pitch)
     angle = rng.uniform(0, np.pi)
     heading = np.array([np.cos(angle), np.sin(angle)])
     index = 0
@@ -60,6 +62,8 @@ def _traffic(
             dets.data[PROPAGATED_KEY] = np.array([False])
             index += 1
             velocity = heading * speed_mps * k  # the telemetry's scale: k times the true speed
+            if told_pitch is not None:  # the true motion's image direction, measured through the told view
+                velocity = _through(true, told, centre, heading) * speed_mps
             check.update(
                 Frame(index, index / 30.0, IMAGE),
                 told,
@@ -67,7 +71,17 @@ def _traffic(
                 dets,
                 np.array([vid]),
                 lambda tid, v=velocity: v,
+                pitch_known=pitch_known,
             )
+
+
+def _through(
+    true: GroundProjector, told: GroundProjector, centre: np.ndarray, heading: np.ndarray
+) -> np.ndarray:
+    """The unit ground heading ``told`` measures for a vehicle at ``centre`` moving along ``heading``."""
+    pixels = apply_homography(np.linalg.inv(true.image_to_ground), np.array([centre, centre + heading]))
+    g = told.to_ground(pixels)
+    return (g[1] - g[0]) / np.linalg.norm(g[1] - g[0])
 
 
 @pytest.mark.parametrize("pitch", [-90.0, -45.0])
@@ -311,12 +325,7 @@ def test_cars_that_change_size_across_the_image_give_no_height(told: float, true
         box = box + np.array([-1.4, -1.4, 1.4, 1.4]) + rng.normal(0, 1.0, 4)
         dets = sv.Detections(xyxy=box[None].astype(float), tracker_id=np.array([vid]))
         dets.data["class_name"] = np.array(["car"], dtype=object)
-        # its heading through the view in use: the true one's image direction on that ground
-        pixels = apply_homography(
-            np.linalg.inv(true_view.image_to_ground), np.array([centre, centre + [1.0, 0.0]])
-        )
-        g = told_view.to_ground(pixels)
-        v = (g[1] - g[0]) / np.linalg.norm(g[1] - g[0]) * 12.0
+        v = _through(true_view, told_view, centre, np.array([1.0, 0.0])) * 12.0
         check.update(Frame(vid, vid / 30.0, IMAGE), told_view, scale, dets, np.array([vid]), lambda t, v=v: v)
     r = check.result
     assert words in r.reason, r
@@ -335,3 +344,29 @@ def test_the_lanes_alone_give_no_height_without_an_altitude() -> None:
         "too few vehicles yet (3 of 10); the lanes alone cannot tell whether the view is the one "
         "measured in: no scale"
     )
+
+
+def test_without_a_pitch_the_cars_fit_it_and_the_check_starts_again_at_it() -> None:
+    """Neither altitude nor pitch: taken for nadir, a camera tilted to -60 deg; the cars kept give
+    the pitch; measured at it (as the ground model then does) the check starts again, says so, and
+    the cars give the height."""
+    check = ScaleCheck(ScaleCheckConfig())
+    nadir = ScaleInfo("vehicles", 60.0, 60.0, -90.0, 1.4)
+    _traffic(check, pitch=-60.0, told_pitch=-90.0, altitude=40.0, scale=nadir, pitch_known=False, vehicles=30)
+    assert check.derived_height() is None
+    fit = check.fitted_pitch()
+    assert fit is not None and abs(fit.pitch_deg + 60.0) < 2 * fit.sigma_deg, fit
+    tilted = ScaleInfo("vehicles", 60.0, 60.0, fit.pitch_deg, 3.0)
+    _traffic(
+        check, pitch=-60.0, told_pitch=fit.pitch_deg, altitude=40.0, scale=tilted, pitch_known=False, seed=4
+    )
+    assert check.summary()["restarts"] == 1
+    derived = check.derived_height()
+    assert derived is not None and abs(derived.height_m / 40.0 - 1.0) < 3 * derived.sigma_frac, derived
+    summary = check.summary()["derived"]
+    assert summary["height_m"] == round(derived.height_m, 2) and summary["rulers"] == "cars"
+    assert (summary["pitch_fitted_deg"], summary["pitch_sigma_deg"]) == (
+        round(fit.pitch_deg, 2),
+        round(fit.sigma_deg, 2),
+    )
+    assert "derived" not in ScaleCheck(ScaleCheckConfig()).summary()  # an altitude's check has none
