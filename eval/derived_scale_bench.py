@@ -34,9 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from eval.scale_check_bench import CELLS, lane_values, track_values, variant_tables
+from eval.scale_check_bench import CELLS, kept_rows, lane_values, track_values, variant_tables
 from pipelines.config import ScaleCheckConfig
+from pipelines.geometry import GroundProjector
+from pipelines.pitch_fit import PitchFinder
 from pipelines.scale_judge import Estimate, combine
+from pipelines.scale_session import prior_of
+from pipelines.types import Intrinsics
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +133,27 @@ def summarize(errors: np.ndarray, sigmas: np.ndarray, max_sigma: float) -> dict[
     }
 
 
+def flight_pitch(record: dict, cfg: ScaleCheckConfig) -> dict[str, Any]:
+    """The pitch the cars of a recorded flight give (:class:`pipelines.pitch_fit.PitchFinder` fed the
+    boxes the check compares, in frame order, as the engine feeds it), against the true one."""
+    kept = kept_rows(record, cfg)
+    out: dict[str, Any] = {"flight": f"{record['cell']}_s{record['seed']:02d}", "fitted": None, "sigma": None}
+    if not kept.keep.any():
+        return out | {"true": None}
+    cam = kept.cameras[kept.keep][0]
+    proj = GroundProjector.create(
+        Intrinsics(cam[0], cam[1], cam[2], cam[3], int(cam[4]), int(cam[5])), cam[6], cam[7]
+    )
+    finder = PitchFinder(prior_of(cfg), cfg.box_margin_px, cfg.z, cfg.min_vehicles)
+    k = kept.keep
+    finder.add(proj, kept.xyxy[k], kept.ids[k], kept.velocities[k])
+    fit = finder.refit(0)
+    out["true"] = float(cam[7])
+    if fit is not None:
+        out |= {"fitted": round(fit.pitch_deg, 2), "sigma": round(fit.sigma_deg, 2), "n": fit.n}
+    return out
+
+
 def score(folder: Path, sessions: int) -> dict[str, Any]:
     records = {
         cell: [json.loads(p.read_text()) for p in sorted((folder / "records").glob(f"{cell}_s*.json"))]
@@ -143,6 +168,8 @@ def score(folder: Path, sessions: int) -> dict[str, Any]:
             if recs
         }
         log.info("%s scored", key)
+    cfg = ScaleCheckConfig()
+    table["pitch"] = {cell: [flight_pitch(r, cfg) for r in recs] for cell, recs in records.items() if recs}
     return table
 
 
@@ -167,7 +194,22 @@ def format_table(table: dict[str, Any]) -> str:
         "| cell | flights alone: height error (error / sigma) | 1 min: known, median / p95 error, "
         "within 1 / 2 sigma | 30 min: the same |"
     )
-    return "\n".join(variant_tables(table, VARIANTS, header, row))
+    lines = variant_tables(table, VARIANTS, header, row)
+    if table.get("pitch"):
+        lines += [
+            "### the pitch the cars give (no pitch known)",
+            "| cell | true | fitted +- sigma (error in sigmas) |",
+            "|---|---|---|",
+        ]
+        for cell, flights in table["pitch"].items():
+            fits = ", ".join(
+                f"{f['fitted']:.1f} +- {f['sigma']:.1f} ({(f['fitted'] - f['true']) / f['sigma']:+.1f})"
+                if f["fitted"] is not None
+                else "none"
+                for f in flights
+            )
+            lines.append(f"| {cell} | {flights[0]['true']} | {fits} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -203,12 +203,22 @@ class TrackValue(NamedTuple):
     n: int
 
 
-def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, TrackValue]:
-    """Every track of a recorded flight replayed with the altitude scaled by ``k``."""
+class Kept(NamedTuple):
+    """A recorded flight's rows the check compares, as it chose them live (every ``OBSERVE_GAP``-th
+    frame of a vehicle): ``keep`` over all rows, their unit ground headings, and the rows' arrays."""
+
+    keep: np.ndarray
+    headings: np.ndarray
+    xyxy: np.ndarray
+    velocities: np.ndarray
+    cameras: np.ndarray
+    ids: np.ndarray
+
+
+def kept_rows(record: dict, cfg: ScaleCheckConfig, k: float = 1.0) -> Kept:
+    """The rows of a recorded flight the check compares, replayed with the altitude scaled by ``k``."""
     rows = record["rows"]
-    if not rows:
-        return {}
-    xyxy = np.array([r["xyxy"] for r in rows])
+    xyxy = np.array([r["xyxy"] for r in rows]).reshape(-1, 4)
     vel = np.array([r["velocity"] for r in rows]) * k
     cams = np.array([r["camera"] for r in rows])
     frames = np.array([r["frame"] for r in rows])
@@ -230,6 +240,15 @@ def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, Tra
             keep[i] = False
         else:
             last[tid] = int(frames[i])
+    return Kept(keep, headings, xyxy, vel, cams, ids)
+
+
+def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, TrackValue]:
+    """Every track of a recorded flight replayed with the altitude scaled by ``k``."""
+    rows = record["rows"]
+    if not rows:
+        return {}
+    keep, headings, xyxy, _, cams, ids = kept_rows(record, cfg, k)
     obs_log = np.full(len(rows), np.nan)
     obs_var = np.full(len(rows), np.nan)
     obs_prior = np.full(len(rows), np.nan)

@@ -391,14 +391,14 @@ class GroundModel:
 
     def set_fitted_pitch(self, fit: PitchFit | None) -> bool:
         """The pitch the cars give where no pitch is known (:mod:`pipelines.pitch_fit`), used from the
-        next frame on where it moves the pitch in use by more than ``FITTED_PITCH_STEP``: the
-        vehicles' height, which rests on it, is then measured again (no speed until it is known).
-        Returns True then."""
+        next frame on where it moves the pitch in use by more than ``FITTED_PITCH_STEP`` and half its
+        sigma: the vehicles' height, which rests on it, is then measured again (no speed until it is
+        known). Returns True then."""
         if fit is None or self.derive is None:
             return False
         now = self._fitted_pitch
         in_use = now.pitch_deg if now is not None else self.cfg.default_pitch_deg
-        if abs(fit.pitch_deg - in_use) <= FITTED_PITCH_STEP:
+        if abs(fit.pitch_deg - in_use) <= max(FITTED_PITCH_STEP, fit.sigma_deg / 2):
             self._fitted_pitch = dataclasses.replace(fit, pitch_deg=in_use)  # its sigma, its count now
             return False
         self._fitted_pitch = fit

@@ -321,17 +321,22 @@ class ScaleCheck:
             if isinstance(est, Estimate)
             else None
         )
-        if (
-            self._derived is None
-            and self._collect
-            and self.finder is not None
-            and self.finder.due(self._seen)
-        ):
-            self.finder.refit(self._seen)  # no height at this pitch: the cars' own pitch
+        finder = self.finder if self._collect else None
+        if finder is not None and (self._derived is None or finder.fit is None) and finder.due(self._seen):
+            finder.refit(self._seen)  # no height at this pitch, or none fitted yet: the cars' own pitch
+        if finder is not None and finder.fit is None:  # a height waits for the pitch it rests on
+            self._derived = None
+            est = ScaleCheckResult(
+                UNVERIFIED,
+                n=getattr(est, "n", 0),
+                reason=f"no pitch known: the cars give none yet ({finder.vehicles} vehicles kept)",
+            )
         return derived_result(est, self._in_use)
 
     def fitted_pitch(self) -> PitchFit | None:
-        """The pitch the cars give where the scale is theirs and no pitch is known (None: none yet)."""
+        """The pitch the cars give where the scale is theirs and no pitch is known (None: none yet), as
+        a frame's check last judged it (:meth:`current`)."""
+        self.current()
         return None if self.finder is None else self.finder.fit
 
     def derived_height(self) -> DerivedHeight | None:

@@ -370,3 +370,17 @@ def test_without_a_pitch_the_cars_fit_it_and_the_check_starts_again_at_it() -> N
         round(fit.sigma_deg, 2),
     )
     assert "derived" not in ScaleCheck(ScaleCheckConfig()).summary()  # an altitude's check has none
+
+
+def test_without_a_pitch_no_height_comes_before_the_cars_give_one() -> None:
+    """Straight down, but nothing says so: the nadir assumed is the pitch the cars give, and only then
+    is their height one to measure at; before it, the check says what it waits for."""
+    check = ScaleCheck(ScaleCheckConfig(min_vehicles=6))
+    nadir = ScaleInfo("vehicles", 60.0, 60.0, -90.0, 1.4)
+    _traffic(check, pitch=-90.0, altitude=40.0, scale=nadir, pitch_known=False, vehicles=5)
+    assert check.result.reason == "no pitch known: the cars give none yet (5 vehicles kept)"
+    assert check.derived_height() is None
+    _traffic(check, pitch=-90.0, altitude=40.0, scale=nadir, pitch_known=False, vehicles=30, seed=2)
+    fit, derived = check.fitted_pitch(), check.derived_height()
+    assert fit is not None and abs(fit.pitch_deg + 90.0) < 2 * fit.sigma_deg
+    assert derived is not None and abs(derived.height_m / 40.0 - 1.0) < 3 * derived.sigma_frac
