@@ -34,7 +34,7 @@ PITCHES = np.arange(-90.0, -19.9, 5.0)  # the candidates (deg); the crossing int
 SCALE_HEIGHT_M = 50.0  # the height the candidates are measured at: the trend does not depend on it
 # what the fit's own sigma leaves out (the cars' shape model, the detector's shadows): on the
 # scale-check bench's six oblique flights the fitted pitch missed the true one by 0.2-11 deg (median
-# 4.5) with sigmas of 3-8 deg; with this floor 4 of 6 are within one sigma, 5 within two
+# 4.5; their own sigmas 1-11 deg); with this floor 4 of 6 are within one sigma, 5 within two
 # (python -m eval.derived_scale_bench; docs/lab/2026-11-29-issue-40-no-telemetry.md)
 PITCH_FLOOR_DEG = 5.0
 # a stream's finder: the observations it keeps (about 60 vehicles' worth, every third frame of each;

@@ -55,3 +55,7 @@ def test_the_command_writes_its_table_and_refuses_a_folder_without_recordings(tm
     assert "### the cars alone" in out and "| nadir-60 |" in out
     table = json.loads((tmp_path / "derived_scores.json").read_text())
     assert table["cars"]["nadir-60"]["sessions"]["1min"]["known"] == 1.0
+    # the pitch its cars give, beside the true one (the recording's camera)
+    assert "### the pitch the cars give (no pitch known)" in out
+    (pitch,) = table["pitch"]["nadir-60"]
+    assert pitch["true"] == -60.0 and abs(pitch["fitted"] + 60.0) < 2 * pitch["sigma"], pitch
