@@ -4,11 +4,14 @@ Resolution order for each quantity: command-line/config override > the frame's t
 an explicit, logged fallback. This is the one place an override is applied, live and offline
 (the offline loader keeps the log's values as recorded). When the ground scale cannot be known
 (no altitude, no camera), speeds are disabled and the reason is reported; a speed is never
-computed from a guessed scale. Where the scale check derives it (``scale_check.derive``), a stream
-without any altitude is measured at the height its vehicles and lanes give (the ``vehicles``
-source, :meth:`GroundModel.set_derived`): no speed until that is known to ``derive_max_sigma``. In particular a fallback (the default pitch, the profile's focal
+computed from a guessed scale. In particular a fallback (the default pitch, the profile's focal
 length) is never used for a frame whose telemetry lacks a value that the flight's telemetry has
 given before: such a frame (telemetry lost, or refused as a jump or a NaN) gets no speed.
+
+Where the scale check derives it (``scale_check.derive``), a stream without any altitude is
+measured at the height its vehicles and lanes give (the ``vehicles`` source,
+:meth:`GroundModel.set_derived`), and where no pitch is given either, at the pitch its cars give
+(:meth:`GroundModel.set_fitted_pitch`): no speed until that height is known to ``derive_max_sigma``.
 """
 
 from __future__ import annotations
@@ -394,7 +397,7 @@ class GroundModel:
         next frame on where it moves the pitch in use by more than ``FITTED_PITCH_STEP`` and half its
         sigma: the vehicles' height, which rests on it, is then measured again (no speed until it is
         known). Returns True then."""
-        if fit is None or self.derive is None:
+        if fit is None or self.derive is None or self.pitch_known:
             return False
         now = self._fitted_pitch
         in_use = now.pitch_deg if now is not None else self.cfg.default_pitch_deg

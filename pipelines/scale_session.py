@@ -307,15 +307,15 @@ class ScaleCheck:
         counted = [t for t in self._tracks.values() if self._counts(t)]
         values = self._done + [t.value() for t in counted]
         lanes = np.array(self._lanes, dtype=float)
-        rows = np.array(values, dtype=float).reshape(-1, 4)
+        table = np.array(values, dtype=float).reshape(-1, 4)
         if self._anchor is None:
-            return judge(rows, self.cfg, self._too_few, lanes)
+            return judge(table, self.cfg, self._too_few, lanes)
         back = math.log(self._in_use / self._anchor)  # the rulers against the height in use
-        rows[:, 0] += back
-        est = combine(rows, self.cfg, self._too_few, lanes + back, fleet_sigma=self.cfg.fleet_sigma)
+        table[:, 0] += back
+        est = combine(table, self.cfg, self._too_few, lanes + back, fleet_sigma=self.cfg.fleet_sigma)
         if isinstance(est, Estimate):
             image_rows = np.array(self._done_rows + [float(np.median(t.rows)) for t in counted])
-            est = view_check(est, rows, image_rows, self.cfg, self._pitch, self._too_few)
+            est = view_check(est, table, image_rows, self.cfg, self._pitch, self._too_few)
         self._derived = (
             DerivedHeight(self._in_use / math.exp(est.mu), est.se, est.n, est.ruler)
             if isinstance(est, Estimate)

@@ -214,5 +214,6 @@ def test_a_pitch_the_cars_give_stands_in_where_none_is_known() -> None:
     assert model.scale.pitch_sigma_deg == pytest.approx(math.hypot(3.0, 1.0))
     assert model.status.assumption.endswith("; pitch fitted from the vehicles: -52.0 +- 3.0 deg")
     given = GroundModel(CameraConfig(name="mavic 3", pitch_deg=-60.0), derive=ScaleCheckConfig())
-    given.set_fitted_pitch(PitchFit(-52.0, 3.0, 20))
+    given.projector(frame(Telemetry(0.0)))
+    assert not given.set_fitted_pitch(PitchFit(-52.0, 3.0, 20))
     assert given.projector(frame(Telemetry(0.0))).pitch_deg == -60.0 and given.pitch_known
