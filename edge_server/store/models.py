@@ -155,8 +155,9 @@ class ViolationRow(Base):
     # where the scale came from (pipelines.height.SCALE_SOURCES): "flight" (the drone's altitude over
     # unknown ground), "operator" (typed in for a stream without telemetry), "site" (the take-off
     # point's height above the road), "measured_base" (lines of known length on the road), "lrf" (the
-    # laser rangefinder's readings), "terrain" (a terrain model of the site); from the violation's scale, else the telemetry's source; None:
-    # neither, or an older row. A plain String(16): a new source needs no migration
+    # laser rangefinder's readings), "terrain" (a terrain model of the site), "vehicles" (no altitude:
+    # the height the cars and lanes give); from the violation's scale, else the telemetry's source;
+    # None: neither, or an older row. A plain String(16): a new source needs no migration
     scale_source: Mapped[str | None] = mapped_column(String(16), nullable=True)
     snapshot_path: Mapped[str | None] = mapped_column(Text, nullable=True)  # relative to the media dir
     clip_path: Mapped[str | None] = mapped_column(Text, nullable=True)
