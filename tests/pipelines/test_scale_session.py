@@ -384,3 +384,24 @@ def test_without_a_pitch_no_height_comes_before_the_cars_give_one() -> None:
     fit, derived = check.fitted_pitch(), check.derived_height()
     assert fit is not None and abs(fit.pitch_deg + 90.0) < 2 * fit.sigma_deg
     assert derived is not None and abs(derived.height_m / 40.0 - 1.0) < 3 * derived.sigma_frac
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "cfg", "reason"),
+    [
+        ({"vehicles": 6}, {}, "too few vehicles yet (6 of 10)"),
+        ({"label": "truck"}, {}, "no car yet (only other classes)"),
+        ({"speed_mps": 0.5}, {}, "the vehicles are standing (a jam or a car park)"),
+        ({"false_boxes": True, "k": 1.15}, {}, "change size from frame to frame: false or partial boxes"),
+    ],
+    ids=["few", "only-trucks", "a-jam", "false-boxes"],
+)
+def test_without_an_altitude_what_gives_no_ruler_gives_no_height(
+    kwargs: dict, cfg: dict, reason: str
+) -> None:
+    """Bad traffic where the scale is the rulers' own: no height (so no speed), and the reason."""
+    check = ScaleCheck(ScaleCheckConfig(**cfg))
+    _traffic(check, scale=VEHICLES, **kwargs)
+    r = check.result
+    assert (r.status, check.derived_height()) == ("unverified", None), r
+    assert reason in r.reason
