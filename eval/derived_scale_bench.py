@@ -34,13 +34,20 @@ from typing import Any
 
 import numpy as np
 
-from eval.scale_check_bench import CELLS, kept_rows, lane_values, track_values, variant_tables
+from eval.scale_check_bench import (
+    CELLS,
+    draw_lanes,
+    kept_rows,
+    lane_values,
+    recorded_projector,
+    track_values,
+    value_table,
+    variant_tables,
+)
 from pipelines.config import ScaleCheckConfig
-from pipelines.geometry import GroundProjector
 from pipelines.pitch_fit import PitchFinder
 from pipelines.scale_judge import Estimate, combine
 from pipelines.scale_session import prior_of
-from pipelines.types import Intrinsics
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +57,6 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "cars_site_lanes": ("cars and the site's lanes (sigma 0.05 m)", {"lane_width_sigma_m": 0.05}),
 }
 SESSION_MINUTES = (1.0, 30.0)
-
-
-def _rows(tracks: list, cfg: ScaleCheckConfig) -> tuple[np.ndarray, np.ndarray]:
-    """The tracks' values as the check's rows (n, 4), and which the check counts."""
-    arr = np.array([(t.mid, t.sd, 1.0 if t.steady else 0.0, t.per_margin) for t in tracks]).reshape(-1, 4)
-    counted = np.array([t.label in cfg.classes and np.isfinite(t.mid) for t in tracks], dtype=bool)
-    return arr, counted
 
 
 def height_error(values: np.ndarray, lanes: np.ndarray | None, cfg: ScaleCheckConfig) -> tuple[float, float]:
@@ -72,7 +72,7 @@ def score_flights(records: list[dict], cfg: ScaleCheckConfig) -> list[dict[str, 
     """Each recorded flight alone, as one session: its vehicles and lane frames."""
     out = []
     for rec in records:
-        arr, counted = _rows(list(track_values(rec, cfg, 1.0).values()), cfg)
+        arr, counted = value_table(list(track_values(rec, cfg, 1.0).values()), cfg)
         lanes = lane_values([rec], cfg, 1.0) if cfg.lanes else None
         err, sigma = height_error(arr[counted], lanes, cfg)
         out.append(
@@ -94,7 +94,7 @@ def score_sessions(
     from the lane width's sigma), scored after each of ``SESSION_MINUTES``."""
     rng = np.random.default_rng(seed)
     tracks = [v for r in records for v in track_values(r, cfg, 1.0).values()]
-    arr, counted = _rows(tracks, cfg)
+    arr, counted = value_table(tracks, cfg)
     rate = len(tracks) / (sum(r["duration_s"] for r in records) / 60.0)
     pool_lanes = lane_values(records, cfg, 1.0) if cfg.lanes else np.zeros(0)
     lanes_a_minute = 60.0 * 30.0 / cfg.lane_every
@@ -103,10 +103,9 @@ def score_sessions(
         errors, sigmas = [], []
         for _ in range(sessions):
             order = rng.integers(0, len(tracks), max(int(rate * minutes), 1))
-            lanes = None
-            if len(pool_lanes):
-                drawn = pool_lanes[rng.integers(0, len(pool_lanes), int(lanes_a_minute * minutes))]
-                lanes = drawn + rng.normal(0.0, cfg.lane_width_sigma_m / cfg.lane_width_m)
+            lanes = (
+                draw_lanes(rng, pool_lanes, int(lanes_a_minute * minutes), cfg) if len(pool_lanes) else None
+            )
             err, sigma = height_error(arr[order][counted[order]], lanes, cfg)
             errors.append(err)
             sigmas.append(sigma)
@@ -141,9 +140,7 @@ def flight_pitch(record: dict, cfg: ScaleCheckConfig) -> dict[str, Any]:
     if not kept.keep.any():
         return out | {"true": None}
     cam = kept.cameras[kept.keep][0]
-    proj = GroundProjector.create(
-        Intrinsics(cam[0], cam[1], cam[2], cam[3], int(cam[4]), int(cam[5])), cam[6], cam[7]
-    )
+    proj = recorded_projector(cam)
     finder = PitchFinder(prior_of(cfg), cfg.box_margin_px, cfg.z, cfg.min_vehicles)
     k = kept.keep
     finder.add(proj, kept.xyxy[k], kept.ids[k], kept.velocities[k])

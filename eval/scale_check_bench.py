@@ -35,7 +35,7 @@ import json
 import logging
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -243,6 +243,27 @@ def kept_rows(record: dict, cfg: ScaleCheckConfig, k: float = 1.0) -> Kept:
     return Kept(keep, headings, xyxy, vel, cams, ids)
 
 
+def recorded_projector(camera: np.ndarray, k: float = 1.0) -> GroundProjector:
+    """The projector of a recorded row's ``camera`` (fx, fy, cx, cy, width, height, altitude,
+    pitch), its altitude scaled by ``k``."""
+    c = camera
+    return GroundProjector.create(Intrinsics(c[0], c[1], c[2], c[3], int(c[4]), int(c[5])), c[6] * k, c[7])
+
+
+def value_table(tracks: Sequence[TrackValue], cfg: ScaleCheckConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The tracks' values as the check's rows (n, 4: :func:`~pipelines.scale_session.track_value`'s),
+    and which of them the check counts (its classes, a value)."""
+    arr = np.array([(t.mid, t.sd, 1.0 if t.steady else 0.0, t.per_margin) for t in tracks]).reshape(-1, 4)
+    counted = np.array([t.label in cfg.classes and np.isfinite(t.mid) for t in tracks], dtype=bool)
+    return arr, counted
+
+
+def draw_lanes(rng: np.random.Generator, pool: np.ndarray, n: int, cfg: ScaleCheckConfig) -> np.ndarray:
+    """A session's ``n`` lane frames drawn from a pool of recorded ones, all off by one error drawn
+    from the lane width's own uncertainty (the site's lanes are not exactly the width configured)."""
+    return pool[rng.integers(0, len(pool), n)] + rng.normal(0.0, cfg.lane_width_sigma_m / cfg.lane_width_m)
+
+
 def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, TrackValue]:
     """Every track of a recorded flight replayed with the altitude scaled by ``k``."""
     rows = record["rows"]
@@ -256,8 +277,7 @@ def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, Tra
     prior = prior_of(cfg)
     for cam in np.unique(cams[keep], axis=0):
         sel = keep & np.all(cams == cam, axis=1)
-        intr = Intrinsics(cam[0], cam[1], cam[2], cam[3], int(cam[4]), int(cam[5]))
-        proj = GroundProjector.create(intr, cam[6] * k, cam[7])
+        proj = recorded_projector(cam, k)
         o = observe(
             proj,
             xyxy[sel],
@@ -341,15 +361,10 @@ def score_cell(records: list[dict], cfg: ScaleCheckConfig, sessions: int, seed: 
     orders = [rng.integers(0, n_tracks, n_max) for _ in range(sessions)]
     n_lanes = int(n_max * lanes_per_vehicle) + 1
     session_lanes = [
-        pool_lanes[rng.integers(0, len(pool_lanes), n_lanes)]
-        + rng.normal(0.0, cfg.lane_width_sigma_m / cfg.lane_width_m)
-        if use_lanes
-        else None
-        for _ in range(sessions)
+        draw_lanes(rng, pool_lanes, n_lanes, cfg) if use_lanes else None for _ in range(sessions)
     ]
     for k in ERRORS:
-        arr = np.array([(t.mid, t.sd, 1.0 if t.steady else 0.0, t.per_margin) for t in per_k[k]])
-        counted = np.array([t.label in cfg.classes and np.isfinite(t.mid) for t in per_k[k]])
+        arr, counted = value_table(per_k[k], cfg)
         points = {**{str(n): n for n in CHECKPOINTS}, "1min": max(int(round(rate)), 1)}
         at: dict[str, list] = {key: [] for key in points}
         ever = []
