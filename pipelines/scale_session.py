@@ -109,7 +109,9 @@ def prior_of(cfg: ScaleCheckConfig) -> VehiclePrior:
 
 
 def session_key(frame: Frame, scale: ScaleInfo | None) -> tuple:
-    """What the check must start again on: the scale's source and reference, the camera, its zoom."""
+    """What the check must start again on: the scale's source and reference, the camera, its zoom,
+    and where the scale is the vehicles' own, the pitch it is measured at (a new fit of the cars':
+    the log ratios kept were measured through another view)."""
     tel = frame.telemetry
     return (
         None if scale is None else scale.source,
@@ -117,6 +119,7 @@ def session_key(frame: Frame, scale: ScaleInfo | None) -> tuple:
         None if tel is None else tel.camera,
         None if tel is None or tel.focal_length_mm is None else round(tel.focal_length_mm, 2),
         None if tel is None else round(tel.digital_zoom, 3),
+        round(scale.pitch_deg, 1) if scale is not None and scale.source == "vehicles" else None,
     )
 
 
@@ -128,10 +131,8 @@ class ScaleCheck:
         self.prior = prior_of(cfg)
         self._key: tuple | None = None
         self.resets = 0  # times the check started again (session_key changed)
-        # a stream with neither altitude nor pitch: its cars kept to fit the pitch (pipelines.pitch_fit),
-        # and the pitch its observations were measured at (a new one: they start again)
+        # a stream with neither altitude nor pitch: its cars kept to fit the pitch (pipelines.pitch_fit)
         self.finder: PitchFinder | None = None
-        self._view_pitch: float | None = None
         self._collect = False
         self._seen = 0  # frames updated, over restarts
         self.reset()
@@ -205,9 +206,6 @@ class ScaleCheck:
         self._shift = 0.0
         self._pitch = "" if scale is None else f"{scale.pitch_deg:.0f} deg"
         derived = scale is not None and scale.source == "vehicles"
-        if derived and self._view_pitch is not None and abs(scale.pitch_deg - self._view_pitch) > 0.05:
-            self.reset(why=f"restarted: the pitch fitted from the vehicles, {scale.pitch_deg:.1f} deg")
-        self._view_pitch = scale.pitch_deg if derived else None
         self._collect = derived and not pitch_known
         if self._collect and self.finder is None:
             self.finder = PitchFinder(self.prior, self.cfg.box_margin_px, self.cfg.z, self.cfg.min_vehicles)
@@ -451,7 +449,14 @@ def usable(
 
 
 def _change(old: tuple, new: tuple) -> str:
-    names = ("scale source", "height reference", "camera", "focal length", "zoom")
+    names = (
+        "scale source",
+        "height reference",
+        "camera",
+        "focal length",
+        "zoom",
+        "pitch fitted from the vehicles",
+    )
     what = [n for n, a, b in zip(names, old, new, strict=True) if a != b]
     return f"restarted: the {', '.join(what)} changed"
 
