@@ -12,8 +12,8 @@ and the height then from the cars at that pitch.
 :func:`fit_pitch` measures the trend at candidate pitches from nadir to 20 deg above the horizon
 (every car seen at one of them: its box, the image direction it moves in, which turns into a ground
 heading through each candidate) and takes the pitch where it crosses zero, with its sigma from the
-trend's standard error over its slope against the pitch. Where the trend at nadir is already within
-its uncertainty the view is nadir.
+trend's standard error over its slope against the pitch. Where it crosses nowhere and the trend at
+nadir is within its uncertainty, the view is nadir.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def fit_pitch(
     lens: LensModel | None = None,
 ) -> PitchFit | None:
     """The pitch at which the cars' sizes do not trend across the image (see the module), from
-    their boxes (N, 4; the frame's own pixels, the lens undone), the ideal-image directions they
+    their boxes (N, 4; the frame's own pixels: the lens is undone on their anchors), the ideal-image directions they
     move in (N, 2: :func:`image_directions`) and their vehicle ``ids``; None where fewer than
     ``min_vehicles`` vehicles measure or the trend never crosses zero (nor is within ``z`` standard
     errors of it at nadir)."""
