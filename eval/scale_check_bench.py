@@ -93,9 +93,9 @@ class Recording(ScaleCheck):
         self.lanes: list[dict[str, Any]] = []  # every lane frame: the lane width through the telemetry
         self.frames = 0
 
-    def observe_lanes(self, lanes: LaneMeasure) -> None:
+    def observe_lanes(self, lanes: LaneMeasure, shift: float | None = None) -> None:
         self.lanes.append({"frame": self.frames, "width_m": lanes.width_m if lanes.found else None})
-        super().observe_lanes(lanes)
+        super().observe_lanes(lanes, shift)
 
     def observe_frame(self, width, height, proj, xyxy, ids, labels, carried, velocities) -> None:  # noqa: ANN001
         k = proj.intrinsics

@@ -423,6 +423,10 @@ class ScaleCheckConfig(_Section):
     lane_width_sigma_m: float = Field(0.2, gt=0, le=1.0)
     lane_every: int = Field(60, ge=1)  # frames between two lane measurements (30-125 ms each at 1080p)
     min_lane_frames: int = Field(5, ge=1)  # measured frames before the lanes count
+    # the lane frames and the pitch's refits (no pitch known) run on a thread of their own, their
+    # results taken this many frames processed later (waited for then if late, so the results do not
+    # depend on the box's speed); 0: in line, the frame waits for them
+    lag_frames: int = Field(10, ge=0, le=60)
     # Without an altitude (no telemetry and no camera.altitude_m: a dataset, a phone without metadata)
     # the scale is the rulers' own (pipelines.ground's "vehicles" source): the camera's height above
     # the road that makes the cars their fleet's size and the lanes their width, at the telemetry's,

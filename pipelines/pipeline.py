@@ -505,10 +505,13 @@ class Pipeline:
         )
 
     def finish(self) -> list[Violation]:
-        """Close the stream: every open violation is returned (and nothing is lost). The detector
-        and road threads stop here; a later frame would start them again."""
+        """Close the stream: every open violation is returned (and nothing is lost). The detector,
+        road and scale check threads stop here (the check's pending lane frame or pitch fit counted);
+        a later frame would start them again."""
         self._stop_detect_thread()
         self.road.stop()
+        if self.scale_check is not None:
+            self.scale_check.drain()
         return self._held_by_clock(self.rules.finish())
 
     def summary(self) -> dict[str, Any]:
@@ -568,6 +571,7 @@ class Pipeline:
         if self.propagator is not None:
             self.propagator.reset()
         if self.scale_check is not None:
+            self.scale_check.stop()
             self.scale_check.reset()
         self._prev_gray = self._last_mask = None
         self._held.clear()

@@ -175,6 +175,7 @@ class PitchFinder:
         self._fitted_at: int | None = None
         self._vehicles_at = 0  # vehicles kept at the last try
         self.fit: PitchFit | None = None
+        self.pending = False  # a fit started and not taken yet
 
     def add(self, proj: GroundProjector, xyxy: np.ndarray, ids: np.ndarray, velocities: np.ndarray) -> None:
         """One frame's compared boxes (N, 4), their vehicles and ground velocities through ``proj``."""
@@ -192,37 +193,46 @@ class PitchFinder:
 
     def due(self, frame: int) -> bool:
         """Whether a fit is worth trying at the stream's ``frame``: with ``min_vehicles`` vehicles kept,
-        ``FIT_EVERY`` frames after the last try, or sooner where ``NEW_VEHICLES`` more have come."""
+        ``FIT_EVERY`` frames after the last try, or sooner where ``NEW_VEHICLES`` more have come; never
+        while one is pending."""
         vehicles = self.vehicles
-        if vehicles < self.min_vehicles:
+        if vehicles < self.min_vehicles or self.pending:
             return False
         if self._fitted_at is None or vehicles >= self._vehicles_at + NEW_VEHICLES:
             return True
         return frame - self._fitted_at >= FIT_EVERY
 
-    def refit(self, frame: int) -> PitchFit | None:
-        """Fit the pitch from the kept observations (:attr:`fit` keeps the last one found)."""
+    def start(self, frame: int) -> tuple[tuple, dict] | None:
+        """A fit's inputs at the stream's ``frame`` (``fit_pitch(*args, **kwargs)``: copies, to run on
+        another thread while observations come in), the try counted; None where nothing is kept.
+        :meth:`take` its result; until then :attr:`pending` (no other try is due)."""
         self._fitted_at = frame
         self._vehicles_at = self.vehicles
         if self._camera is None or not self._obs:
-            return self.fit
+            return None
+        self.pending = True
         ids = np.array([o[0] for o in self._obs])
         xyxy = np.array([o[1] for o in self._obs])
         directions = np.array([o[2] for o in self._obs])
-        fit = fit_pitch(
-            self._camera[0],
-            xyxy,
-            directions,
-            ids,
-            self.prior,
-            margin_px=self.margin_px,
-            z=self.z,
-            min_vehicles=self.min_vehicles,
-            lens=self._camera[1],
-        )
+        kwargs = {
+            "margin_px": self.margin_px,
+            "z": self.z,
+            "min_vehicles": self.min_vehicles,
+            "lens": self._camera[1],
+        }
+        return (self._camera[0], xyxy, directions, ids, self.prior), kwargs
+
+    def take(self, fit: PitchFit | None) -> PitchFit | None:
+        """A fit's result (None: the cars gave none; the last one found stays), its sigma floored."""
+        self.pending = False
         if fit is not None:
             self.fit = PitchFit(fit.pitch_deg, max(fit.sigma_deg, PITCH_FLOOR_DEG), fit.n)
         return self.fit
+
+    def refit(self, frame: int) -> PitchFit | None:
+        """Fit the pitch from the kept observations now (:attr:`fit` keeps the last one found)."""
+        job = self.start(frame)
+        return self.fit if job is None else self.take(fit_pitch(*job[0], **job[1]))
 
 
 def _sigma(p0: float, p1: float, at: tuple[float, float, int], s1: float, s0: float | None = None) -> float:

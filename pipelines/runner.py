@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import platform
 import time
 from collections import defaultdict
@@ -102,6 +103,7 @@ class StageTimer:
                 "mean_ms": round(float(arr.mean()), 3),
                 "median_ms": round(float(np.median(arr)), 3),
                 "p95_ms": round(float(np.percentile(arr, 95)), 3),
+                "max_ms": round(float(arr.max()), 3),  # a step some frames take (a stall) shows here
             }
         return out
 
@@ -271,12 +273,15 @@ def format_bench(summary: dict, config: PipelineConfig, size: tuple[int, int], s
         f"  device {config.detector.device}",
         f"road mask: {summary['pipeline'].get('road_mask')}",
         f"detection: {describe_keyframes(summary['pipeline'])}",
-        f"{'stage':<10}{'mean ms':>10}{'median':>10}{'p95':>10}",
+        f"{'stage':<10}{'mean ms':>10}{'median':>10}{'p95':>10}{'max':>10}",
     ]
     for stage in rows:
         if stage in t:
             s = t[stage]
-            lines.append(f"{stage:<10}{s['mean_ms']:>10.2f}{s['median_ms']:>10.2f}{s['p95_ms']:>10.2f}")
+            lines.append(
+                f"{stage:<10}{s['mean_ms']:>10.2f}{s['median_ms']:>10.2f}{s['p95_ms']:>10.2f}"
+                f"{s.get('max_ms', math.nan):>10.2f}"
+            )
     per_frame = sum(t[s]["mean_ms"] for s in ("decode", "pipeline", "sinks") if s in t)
     lines.append(
         f"end-to-end: {summary['fps']:.2f} fps wall ({per_frame:.1f} ms/frame mean, {1000 / per_frame:.1f} fps "

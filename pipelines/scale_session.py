@@ -32,8 +32,9 @@ from pipelines.config import ScaleCheckConfig
 from pipelines.displacement import touches_border
 from pipelines.geometry import GroundProjector
 from pipelines.height import DerivedHeight, reference_key
+from pipelines.lagged import LaggedWork
 from pipelines.lane_ruler import LaneMeasure, lane_search, measure_frame
-from pipelines.pitch_fit import PitchFinder, PitchFit
+from pipelines.pitch_fit import PitchFinder, PitchFit, fit_pitch
 from pipelines.scale_check import CAR_PRIORS, UNVERIFIED, ScaleCheckResult, VehiclePrior, observe
 from pipelines.scale_judge import Estimate, combine, derived_result, judge, view_check
 from pipelines.types import (
@@ -135,9 +136,13 @@ class ScaleCheck:
         self.finder: PitchFinder | None = None
         self._collect = False
         self._seen = 0  # frames updated, over restarts
+        # the lane frames and the pitch's refits run off the frame's path, taken lag_frames later
+        self._work = LaggedWork(cfg.lag_frames, "scale-check")
+        self._session = 0  # counts restarts: a lane frame measured before one is let go
         self.reset()
 
     def reset(self, why: str = "") -> None:
+        self._session += 1
         self._tracks: dict[int, _Track] = {}
         self._done: list[tuple[float, float, bool, float]] = []  # the values of finished vehicles it counts
         self._done_rows: list[float] = []  # ... and their median rows in the image
@@ -203,6 +208,7 @@ class ScaleCheck:
         if self._key is not None and key != self._key:
             self.reset(why=_change(self._key, key))
         self._key = key
+        self._work.tick()  # what was measured off the frame's path lag_frames ago
         self._shift = 0.0
         self._pitch = "" if scale is None else f"{scale.pitch_deg:.0f} deg"
         derived = scale is not None and scale.source == "vehicles"
@@ -221,15 +227,39 @@ class ScaleCheck:
             if road_mask.shape[:2] != gray.shape[:2]:
                 size = (gray.shape[1], gray.shape[0])
                 road_mask = cv2.resize(road_mask.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST)
-            self.observe_lanes(measure_frame(gray, road_mask, tracked.xyxy, proj, *lane_search(self.cfg)))
+            else:
+                road_mask = road_mask.copy()  # the frame's own may be drawn on while this runs
+            session, shift = self._session, self._shift
+            self._work.submit(
+                measure_frame,
+                gray,
+                road_mask,
+                np.array(tracked.xyxy, dtype=float),
+                proj,
+                *lane_search(self.cfg),
+                take=lambda lanes: self.observe_lanes(lanes, shift) if session == self._session else None,
+            )
 
-    def observe_lanes(self, lanes: LaneMeasure) -> None:
-        """One lane frame's measurement (:func:`pipelines.lane_ruler.measure_frame`)."""
+    def observe_lanes(self, lanes: LaneMeasure, shift: float | None = None) -> None:
+        """One lane frame's measurement (:func:`pipelines.lane_ruler.measure_frame`), ``shift`` the
+        log of the first height over the one it was measured at (None: this frame's)."""
         if lanes.found:
-            self._lanes.append(math.log(lanes.width_m / self.cfg.lane_width_m) + self._shift)
+            shift = self._shift if shift is None else shift
+            self._lanes.append(math.log(lanes.width_m / self.cfg.lane_width_m) + shift)
             self._dirty = True
         else:
             self._lane_misses += 1
+
+    def drain(self) -> None:
+        """A stream's end: the lane frame or pitch fit still running is waited for and counted, and
+        the check judged with them (a fit that judgement asks for is run and counted too)."""
+        for _ in range(2):  # a second fit is not due on the same frame (PitchFinder.due)
+            _ = self.result
+            self._work.drain()
+
+    def stop(self) -> None:
+        """A stream closed: what still runs is let go, and the check's thread stopped."""
+        self._work.stop()
 
     def observe_frame(
         self,
@@ -321,7 +351,9 @@ class ScaleCheck:
         )
         finder = self.finder if self._collect else None
         if finder is not None and (self._derived is None or finder.fit is None) and finder.due(self._seen):
-            finder.refit(self._seen)  # no height at this pitch, or none fitted yet: the cars' own pitch
+            job = finder.start(self._seen)  # no height at this pitch, or none fitted yet: the cars' own pitch
+            if job is not None:
+                self._work.submit(fit_pitch, *job[0], **job[1], take=self._take_fit, lost=self._fit_lost)
         if finder is not None and finder.fit is None:  # a height waits for the pitch it rests on
             self._derived = None
             est = ScaleCheckResult(
@@ -330,6 +362,15 @@ class ScaleCheck:
                 reason=f"no pitch known: the cars give none yet ({finder.vehicles} vehicles kept)",
             )
         return derived_result(est, self._in_use)
+
+    def _take_fit(self, fit: PitchFit | None) -> None:
+        if self.finder is not None:
+            self.finder.take(fit)
+            self._dirty = True  # a height may now be judged at it
+
+    def _fit_lost(self) -> None:
+        if self.finder is not None:
+            self.finder.pending = False  # the next one is due as if it had found nothing
 
     def fitted_pitch(self) -> PitchFit | None:
         """The pitch the cars give where the scale is theirs and no pitch is known (None: none yet), as

@@ -295,7 +295,9 @@ def test_detector_and_segmenter_receive_each_frame_and_close_releases_them(keyfr
     assert model.detected == ([0, 2, 4] if keyframes else [0, 1, 2, 3, 4])
     assert model.segmented == [0, 2, 4]
     pipeline.close()  # the models, the stream's state and its detector thread are let go
-    assert not [t for t in set(threading.enumerate()) - before if t.name.startswith("detect")]
+    assert not [
+        t for t in set(threading.enumerate()) - before if t.name.startswith(("detect", "road", "scale-check"))
+    ]
     assert pipeline.detector is not model and pipeline.road.segmenter is None
     assert len(pipeline.displacement) == 0
     with pytest.raises(RuntimeError, match="closed"):
@@ -475,9 +477,22 @@ def test_the_scale_check_finds_a_wrong_height_and_holds_its_tickets(solid_flight
 
 
 @pytest.mark.parametrize("takeoff", [0.0, 10.0], ids=["right", "20%-high"])
-def test_the_lanes_measure_the_same_height_through_the_road_mask(solid_flight, takeoff):
+def test_the_lanes_measure_the_same_height_through_the_road_mask(solid_flight, takeoff, monkeypatch):
     """The same flight with the shipped road U-Net: the lane lines inside its mask (every 10th
-    frame) read the simulator's 3.5 m lanes through the telemetry, 20 % wide when told 60 m for 50."""
+    frame) read the simulator's 3.5 m lanes through the telemetry, 20 % wide when told 60 m for 50;
+    each lane frame measured on the check's own thread, off the frame's path."""
+    import threading
+
+    from pipelines import scale_session
+
+    threads = []
+
+    def measure_frame(*args):
+        threads.append(threading.current_thread().name)
+        return real(*args)
+
+    real = scale_session.measure_frame
+    monkeypatch.setattr(scale_session, "measure_frame", measure_frame)
     config = PipelineConfig().with_overrides(
         camera={"takeoff_above_road_m": takeoff, "takeoff_above_road_sigma_m": 0.1},
         scale_check={"min_vehicles": 6, "lane_every": 10, "lane_width_sigma_m": 0.05},
@@ -488,8 +503,11 @@ def test_the_lanes_measure_the_same_height_through_the_road_mask(solid_flight, t
     with source:
         for frame in frames:
             pipeline.process(frame)
+    pipeline.finish()
     lanes = pipeline.scale_check.summary()["lanes"]
     assert lanes["frames_measured"] >= 12 and lanes["frames_without_lines"] <= 2, lanes
+    assert len(threads) == lanes["frames_measured"] + lanes["frames_without_lines"]
+    assert all(name.startswith("scale-check") for name in threads), threads
     assert lanes["measured_width_m"] == pytest.approx(3.5 * (1.0 + takeoff / 50.0), rel=0.015), lanes
     check = pipeline.scale_check.result
     assert [r.ruler for r in check.rulers][-1] == "lanes", check

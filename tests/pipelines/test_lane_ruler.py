@@ -86,10 +86,17 @@ def test_crossing_and_distant_segments_are_not_pairs() -> None:
     assert not lane_width(np.array([3.5]), np.array([1.0]), 2.45, 4.9).found  # one pair is no density
 
 
-def test_a_session_measures_its_lanes_every_lane_every_frames_processed() -> None:
+@pytest.mark.parametrize(("lag", "before_the_end"), [(0, 3), (2, 2)])
+def test_a_session_measures_its_lanes_every_lane_every_frames_processed(
+    lag: int, before_the_end: int
+) -> None:
+    # off the frame's path (lag 2) the 7th frame's lanes are still measuring when the frames end;
+    # the stream's end (drain) counts them
     gray, mask, boxes, intr = _frame(30.0, -90.0, 3.5)
     proj = GroundProjector.create(intr, 30.0 * 1.1, -90.0)
-    check = ScaleCheck(ScaleCheckConfig(lane_every=3, lane_width_sigma_m=0.05, min_lane_frames=3))
+    check = ScaleCheck(
+        ScaleCheckConfig(lane_every=3, lane_width_sigma_m=0.05, min_lane_frames=3, lag_frames=lag)
+    )
     half = cv2.resize(mask.astype(np.uint8), (320, 180), interpolation=cv2.INTER_NEAREST)  # a coarser mask
     dets = sv.Detections(xyxy=boxes.astype(float), tracker_id=np.arange(len(boxes)))
     for index in (0, 1, 2, 5, 9, 10, 11):  # frame indices with gaps: counted as processed
@@ -103,10 +110,41 @@ def test_a_session_measures_its_lanes_every_lane_every_frames_processed() -> Non
             gray,
             half if index % 2 else mask,
         )
+    assert check.summary()["lanes"]["frames_measured"] == before_the_end
+    check.drain()
     lanes = check.summary()["lanes"]
     assert (lanes["frames_measured"], lanes["frames_without_lines"]) == (3, 0)  # the 1st, 4th and 7th
     assert lanes["measured_width_m"] == pytest.approx(3.5 * 1.1, rel=0.015)
     assert check.result.rulers[-1].ruler == "lanes"
+
+
+def test_a_lane_frame_measured_before_the_check_starts_again_is_let_go() -> None:
+    """Off the frame's path a lane frame is still measuring when the scale's source changes (the
+    check starts again): measured through the old scale, it is not counted in the new session."""
+    from pipelines.types import ScaleInfo
+
+    gray, mask, boxes, intr = _frame(30.0, -90.0, 3.5)
+    proj = GroundProjector.create(intr, 30.0 * 1.1, -90.0)
+    check = ScaleCheck(ScaleCheckConfig(lane_every=100, lag_frames=5))
+    dets = sv.Detections(xyxy=boxes.astype(float), tracker_id=np.arange(len(boxes)))
+    image = np.zeros((360, 640, 3), np.uint8)
+    for index, source in enumerate(("flight", "flight", "base", "base")):
+        scale = ScaleInfo(source, 33.0, 33.0, -90.0, 1.4)
+        check.update(
+            Frame(index, index / 30.0, image), proj, scale, dets, dets.tracker_id, lambda t: None, gray, mask
+        )
+    check.drain()
+    # the new session's own lane frame (measured at once after the restart) counts, the old one not
+    assert check.resets == 1 and check.summary()["lanes"]["frames_measured"] == 1
+    # the same frames without the change: one lane frame (lane_every 100), counted
+    check = ScaleCheck(ScaleCheckConfig(lane_every=100, lag_frames=5))
+    for index in range(4):
+        scale = ScaleInfo("flight", 33.0, 33.0, -90.0, 1.4)
+        check.update(
+            Frame(index, index / 30.0, image), proj, scale, dets, dets.tracker_id, lambda t: None, gray, mask
+        )
+    check.drain()
+    assert check.summary()["lanes"]["frames_measured"] == 1
 
 
 def test_two_lanes_in_the_range_are_found_out_by_the_lines_between() -> None:
