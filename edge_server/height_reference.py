@@ -3,7 +3,8 @@ take-off point, into its height above the road, on which every speed's scale res
 
 An operator sets it for a session while it streams (``PUT /api/v1/sessions/{id}/height-reference``):
 either the take-off point's height above the road (:func:`site_reference`), or a measured base,
-lines drawn on the stream's latest frame between road marks of known distance
+lines drawn on a frame the operator froze (:meth:`SessionHeight.freeze`; else the stream's latest
+frame) between road marks of known distance
 (:func:`measure_base`: ``pipelines.calibrate.solve_base_on_frame``, the same solve as ``airpatrol
 calibrate``, against the frame's raw altitude reading and reported gimbal pitch; then each line on
 the road mask). Bad input raises
@@ -12,9 +13,11 @@ nothing is changed then.
 
 :class:`SessionHeight` holds one stream's: the reference the operator set, handed to the worker,
 which applies it at its next frame (``Pipeline.set_height_reference``), like the rules; the measured
-base behind it; a log of every change (kept in the session's info); and the latest processed frame
+base behind it; a log of every change (kept in the session's info); the latest processed frame
 (:class:`LatestFrame`), which the worker replaces at every frame with one reference swap, so the
-API's thread reads one frame's telemetry, size, road mask and scale together.
+API's thread reads one frame's telemetry, size, road mask and scale together; and the frames frozen
+to draw on (:class:`Still`), so that a base is solved on the very frame drawn on, with its altitude
+reading and pitch, however the drone moved while the officer drew.
 
 Imported by the worker and the height-reference route; it imports the engine's height, calibration
 and ground model (numpy only), never the web framework or the store.
@@ -46,8 +49,10 @@ from pipelines.types import Frame
 
 log = logging.getLogger(__name__)
 
-ROAD_SHARE_MIN = 0.8  # of each line's length on the latest road mask
+ROAD_SHARE_MIN = 0.8  # of each line's length on the road mask of the frame drawn on
 LOG_LENGTH = 50  # changes kept in the session's info
+# frozen frames a stream keeps for measured bases (each its image and road mask: ~8 MB at 1080p)
+STILLS_KEPT = 3
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,23 @@ class LatestFrame:
             "altitude_m": None if tel is None else tel.altitude_m,
             "gimbal_pitch_deg": None if tel is None else tel.gimbal_pitch_deg,
         }
+
+
+@dataclass(frozen=True)
+class Still:
+    """A frame an officer froze to draw a measured base on (``POST .../height-reference/frames``):
+    the frame as processed (its image, telemetry, road mask), kept until the base is solved on it,
+    however the drone has moved since."""
+
+    latest: LatestFrame
+    taken_at: str  # ISO UTC
+
+    @property
+    def frame_index(self) -> int:
+        return self.latest.frame.index
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"frame_index": self.frame_index, **self.latest.to_dict(), "taken_at": self.taken_at}
 
 
 class HeightReferenceError(Exception):
@@ -131,8 +153,8 @@ def road_shares(latest: LatestFrame, lines: Sequence[BaseLine]) -> list[float] |
 def measure_base(
     latest: LatestFrame | None, camera: CameraConfig, lines: Sequence[BaseLine], set_by: str, set_at: str
 ) -> tuple[BaseSolution, HeightReference, dict[str, Any]]:
-    """Solve a measured base on the latest frame: (the solution, the reference it makes from that
-    frame's time on, the solution as the API shows it)."""
+    """Solve a measured base on a frame (a frozen one, or the latest): (the solution, the reference
+    it makes from that frame's time on, the solution as the API shows it)."""
     if latest is None:
         raise HeightReferenceError(
             409, "no_frame", "no frame of this stream processed yet; try again in a moment"
@@ -144,7 +166,12 @@ def measure_base(
     except (BaseError, ValueError) as exc:
         raise HeightReferenceError(400, "invalid_base", str(exc)) from exc
     shares = road_shares(latest, lines)
-    shown = {**solution.to_dict(), "frame_time_s": round(latest.frame.timestamp_s, 4), "road_share": shares}
+    shown = {
+        **solution.to_dict(),
+        "frame_time_s": round(latest.frame.timestamp_s, 4),
+        "frame_index": latest.frame.index,
+        "road_share": shares,
+    }
     return solution, reference, shown
 
 
@@ -166,6 +193,7 @@ class SessionHeight:
         self._solution: dict[str, Any] | None = None
         self._log: list[dict[str, Any]] = []
         self.latest: LatestFrame | None = None  # the worker's latest frame (one reference swap)
+        self._stills: list[Still] = []  # frozen for measured bases, the last STILLS_KEPT
 
     # -- the API's thread -----------------------------------------------------------------------
 
@@ -186,6 +214,50 @@ class SessionHeight:
             self._solution = solution if reference is not None else None
             self._log = [*self._log, entry][-LOG_LENGTH:]
         return entry
+
+    def freeze(self) -> Still:
+        """Keep the latest processed frame to draw a measured base on (the last :data:`STILLS_KEPT`
+        frozen are kept); the same frame frozen again is the same still."""
+        latest = self.latest
+        if latest is None:
+            raise HeightReferenceError(
+                409, "no_frame", "no frame of this stream processed yet; try again in a moment"
+            )
+        with self._lock:
+            for still in self._stills:
+                if still.frame_index == latest.frame.index:
+                    return still
+            still = Still(latest, utc_now_iso())
+            self._stills = [*self._stills, still][-STILLS_KEPT:]
+        return still
+
+    def frame_for(self, frame_index: int | None) -> LatestFrame | None:
+        """The frame a measured base is solved on: the frozen frame ``frame_index`` (refused when it
+        is not kept), or the latest processed one (None: no frame yet)."""
+        if frame_index is None:
+            return self.latest
+        return self.still(frame_index).latest
+
+    def still(self, frame_index: int) -> Still:
+        """A frozen frame; 409 ``frame_gone`` when it is not (or no longer) kept."""
+        with self._lock:
+            stills = list(self._stills)
+        for still in stills:
+            if still.frame_index == frame_index:
+                return still
+        kept = ", ".join(str(s.frame_index) for s in stills) or "none"
+        raise HeightReferenceError(
+            409,
+            "frame_gone",
+            f"frame {frame_index} is not kept (the stream keeps the last {STILLS_KEPT} frames frozen: "
+            f"{kept}); freeze the video again and draw on that frame",
+        )
+
+    def release(self) -> None:
+        """The stream ended: its latest and frozen frames (their images and masks) are let go."""
+        with self._lock:
+            self._stills = []
+        self.latest = None
 
     @property
     def reference(self) -> HeightReference | None:
@@ -235,6 +307,7 @@ __all__ = [
     "HeightReferenceError",
     "LatestFrame",
     "SessionHeight",
+    "Still",
     "measure_base",
     "road_shares",
     "site_reference",

@@ -170,7 +170,14 @@ class HeightReferenceIn(BaseModel):
     lines: list[BaseLineIn] | None = Field(
         None,
         max_length=MAX_LINES,
-        description="measured base: lines between road marks on the latest frame, with their lengths",
+        description="measured base: lines between road marks, with their lengths, on the frame "
+        "frame_index (else the latest frame)",
+    )
+    frame_index: int | None = Field(
+        None,
+        ge=0,
+        description="measured base: the frozen frame the lines were drawn on (POST .../frames); null: "
+        "the stream's latest frame (the drone should then hover while the lines are drawn)",
     )
     set_by: str = Field(min_length=1, max_length=80, pattern=SET_BY_PATTERN, description="who sets it")
 
@@ -180,6 +187,8 @@ class HeightReferenceIn(BaseModel):
             raise ValueError("give either takeoff_above_road_m (a site value) or lines (a measured base)")
         if self.lines is not None and self.sigma_m is not None:
             raise ValueError("sigma_m goes with takeoff_above_road_m; a measured base's sigma is solved")
+        if self.lines is None and self.frame_index is not None:
+            raise ValueError("frame_index goes with lines: the frame a measured base was drawn on")
         return self
 
 
@@ -209,6 +218,7 @@ class BaseSolutionOut(BaseModel):
     lines: list[BaseLineOut]
     summary: str
     frame_time_s: float = Field(description="stream time of the frame the lines were solved on")
+    frame_index: int | None = Field(None, description="that frame's index in the stream")
     road_share: list[float] | None = Field(
         None, description="each line's share on the road mask; null: the stream has no road mask"
     )
@@ -222,6 +232,15 @@ class FrameOut(BaseModel):
     height: int
     altitude_m: float | None = Field(None, description="the drone's altitude reading (above take-off)")
     gimbal_pitch_deg: float | None = None
+
+
+class FrozenFrameOut(FrameOut):
+    """A frame frozen to draw a measured base on: kept by the server until the base is solved on it
+    (the stream keeps its last few), its image at ``image``."""
+
+    frame_index: int = Field(description="the frame's index in the stream: PUT's frame_index")
+    taken_at: str = Field(description="when it was frozen (ISO UTC)")
+    image: str = Field(description="the frame as processed, without drawings: GET it (JPEG)")
 
 
 class HeightStateOut(BaseModel):
@@ -246,6 +265,7 @@ __all__ = [
     "BaseLineIn",
     "BaseSolutionOut",
     "FrameOut",
+    "FrozenFrameOut",
     "HeightReferenceIn",
     "HeightReferenceOut",
     "HeightStateOut",

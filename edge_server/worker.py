@@ -400,7 +400,7 @@ class StreamWorker:
         except Exception:  # noqa: BLE001
             log.exception("session %s: could not close the session record", self.session_id)
         finally:
-            self.height.latest = None  # the last frame's image and mask
+            self.height.release()  # the last and the frozen frames' images and masks
             self.status, self.end_reason = status, reason
             self._announce_end(status, reason)
 

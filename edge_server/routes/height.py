@@ -1,11 +1,12 @@
 """A live session's height reference (issue 39, "height above the road"): GET, PUT and DELETE
-``/api/v1/sessions/{id}/height-reference``.
+``/api/v1/sessions/{id}/height-reference``, and the frames frozen to draw a measured base on (POST
+``.../frames``, GET ``.../frames/{frame_index}``).
 
 A drone reports its altitude above its take-off point; every speed scales with the camera's height
 above the road. An operator gives it for a stream while it runs: the take-off point's height above
-the road (a site value), or a measured base, lines drawn on the stream's latest frame between road
-marks with their lengths, which the server solves (:mod:`edge_server.height_reference`). The stream
-uses it from its next frame on; every violation measured with it records it (its ``scale``). The
+the road (a site value), or a measured base, lines drawn between road marks with their lengths on a
+frame the operator froze (or the stream's latest frame), which the server solves
+(:mod:`edge_server.height_reference`). The stream uses it from its next frame on; every violation measured with it records it (its ``scale``). The
 change is logged, announced (``session.height_reference``) and kept in the session's info.
 """
 
@@ -13,13 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+import cv2
+from fastapi import APIRouter, Path, Request, Response
 
-from edge_server.height_reference import HeightReferenceError, measure_base, site_reference, utc_now_iso
+from edge_server.height_reference import (
+    HeightReferenceError,
+    Still,
+    measure_base,
+    site_reference,
+    utc_now_iso,
+)
 from edge_server.routes.common import ERRORS, OPERATE, READ, ApiError, SessionId, audit, manager_of, store_of
-from edge_server.scale_schemas import HeightReferenceIn, HeightStateOut
+from edge_server.scale_schemas import FrozenFrameOut, HeightReferenceIn, HeightStateOut
 from edge_server.schemas import API_PREFIX, ErrorOut
 from pipelines.calibrate import BaseLine
 
@@ -28,9 +36,15 @@ log = logging.getLogger(__name__)
 protected = APIRouter(responses=ERRORS)
 
 PATH = f"{API_PREFIX}/sessions/{{session_id}}/height-reference"
+FrameIndex = Annotated[int, Path(ge=0, le=2**53, description="a frozen frame's index in the stream")]
+JPEG_QUALITY = 92  # the frame an officer draws on: road marks must stay sharp
 RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "no such live stream (or it has ended)"},
-    409: {"model": ErrorOut, "description": "the stream has not started, or has no frame to measure on yet"},
+    409: {
+        "model": ErrorOut,
+        "description": "the stream has not started, has no frame to measure on yet, or no longer keeps the "
+        "frozen frame asked for",
+    },
 }
 
 
@@ -84,8 +98,8 @@ async def get_height_reference(request: Request, session_id: SessionId) -> Heigh
     PATH,
     response_model=HeightStateOut,
     tags=["sessions"],
-    summary="Set a live stream's height above the road: a site value, or a measured base solved on its "
-    "latest frame (from its next frame on)",
+    summary="Set a live stream's height above the road: a site value, or a measured base solved on the "
+    "frame it was drawn on (frame_index; else its latest frame), from its next frame on",
     responses={
         **RESPONSES,
         400: {
@@ -107,8 +121,9 @@ async def set_height_reference(
             lines = [
                 BaseLine(tuple(ln.p1), tuple(ln.p2), ln.length_m, ln.length_sigma_m) for ln in body.lines
             ]
+            frame = height.frame_for(body.frame_index)
             _, reference, solution = await asyncio.to_thread(
-                measure_base, height.latest, height.camera, lines, body.set_by, set_at
+                measure_base, frame, height.camera, lines, body.set_by, set_at
             )
         else:
             assert body.takeoff_above_road_m is not None  # HeightReferenceIn: one kind or the other
@@ -122,6 +137,53 @@ async def set_height_reference(
     entry = height.set(reference, solution)
     log.info("session %s: height reference set by %s: %s", session_id, reference.set_by, reference.detail)
     return await _announce(request, session_id, engine, entry)
+
+
+def _frozen_out(session_id: str, still: Still) -> FrozenFrameOut:
+    image = f"{API_PREFIX}/sessions/{session_id}/height-reference/frames/{still.frame_index}"
+    return FrozenFrameOut.model_validate({**still.to_dict(), "image": image})
+
+
+@protected.post(
+    f"{PATH}/frames",
+    response_model=FrozenFrameOut,
+    status_code=201,
+    tags=["sessions"],
+    summary="Freeze a live stream's latest frame to draw a measured base on (the base is then solved on "
+    "that very frame: PUT with its frame_index)",
+    responses=RESPONSES,
+    dependencies=OPERATE,
+)
+async def freeze_frame(request: Request, session_id: SessionId) -> FrozenFrameOut:
+    engine = await _live_engine(request, session_id)
+    try:
+        still = engine.height.freeze()
+    except HeightReferenceError as exc:
+        raise ApiError(exc.status, exc.code, exc.message) from exc
+    log.info("session %s: frame %d frozen for a measured base", session_id, still.frame_index)
+    return _frozen_out(session_id, still)
+
+
+@protected.get(
+    f"{PATH}/frames/{{frame_index}}",
+    tags=["sessions"],
+    summary="A frozen frame's image (JPEG, as processed, without drawings)",
+    response_class=Response,
+    responses={**RESPONSES, 200: {"content": {"image/jpeg": {}}}},
+    dependencies=READ,
+)
+async def frozen_frame_image(request: Request, session_id: SessionId, frame_index: FrameIndex) -> Response:
+    engine = await _live_engine(request, session_id)
+    try:
+        still = engine.height.still(frame_index)
+    except HeightReferenceError as exc:
+        raise ApiError(exc.status, exc.code, exc.message) from exc
+    ok, jpeg = await asyncio.to_thread(
+        cv2.imencode, ".jpg", still.latest.frame.image, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY]
+    )
+    if not ok:
+        raise ApiError(500, "internal", f"frame {frame_index} could not be encoded")
+    return Response(jpeg.tobytes(), media_type="image/jpeg", headers={"Cache-Control": "no-store"})
 
 
 @protected.delete(

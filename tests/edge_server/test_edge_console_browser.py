@@ -3,7 +3,7 @@ token is refused; users sign in with a password and see what their role may do; 
 evidence pack made and downloads it (it verifies), exports CSV, and a
 false positive marked there persists across a reload; a real stream (`airpatrol publish synthetic`
 over WebRTC, speeding vehicles) appears on the live page, its violations arrive in the table without
-a reload, and the sessions page ends it; its card's height tool measures a base on the frozen video
+a reload, and the sessions page ends it; its card's height tool measures a base on a frame the server froze
 and sets the take-off height above the road. How fast pages load with 10,000 violations stored and how
 soon a violation shows: eval/examples/console_bench.py (a benchmark, not a timed test).
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -469,20 +470,23 @@ def test_the_live_card_measures_the_height_above_the_road(
             lambda d: "Now: the drone's altitude" in d.find_element(By.CSS_SELECTOR, tool).text
         )
         chromium.find_element(By.CSS_SELECTOR, f"{tool} input[name=set_by]").send_keys("officer 12")
-        click(chromium, (By.CSS_SELECTOR, f"{tool} button.freeze"))  # it starts watching the video
+        click(chromium, (By.CSS_SELECTOR, f"{tool} button.freeze"))  # the server keeps the frame shown
         canvas = wait(chromium).until(
             ec.visibility_of_element_located((By.CSS_SELECTOR, f"{tool} canvas.base-canvas"))
         )
+        note = (By.CSS_SELECTOR, f"{tool} p[role=status]")
+        said = wait(chromium).until(lambda d: re.search(r"Frame (\d+) frozen \(", d.find_element(*note).text))
+        frozen = int(said.group(1))
         # 12 m along the fast lane as a camera 45 m above the road sees it (test_edge_height_reference)
         click_frame(chromium, canvas, 60, 119)
         click_frame(chromium, canvas, 178.2, 119)
         chromium.find_element(By.CSS_SELECTOR, f"{tool} input.length").send_keys("12")
         click(chromium, (By.CSS_SELECTOR, f"{tool} button.solve"))
-        note = (By.CSS_SELECTOR, f"{tool} p[role=status]")
         wait(chromium).until(lambda d: "Applied from the next frame" in d.find_element(*note).text)
         state = c.get(f"/api/v1/sessions/{sid}/height-reference").json()
         assert state["reference"]["set_by"] == "officer 12" and state["origin"] == "session"
-        assert abs(state["solution"]["height_above_road_m"] - 45.0) < 2.0  # clicks on a 320 px video
+        assert abs(state["solution"]["height_above_road_m"] - 45.0) < 2.0  # clicks on a scaled canvas
+        assert state["solution"]["frame_index"] == frozen  # solved on the frame frozen, not a later one
         wait(chromium).until(lambda d: "measured base" in d.find_element(*height).text)
         shot(chromium, "live-height")
         # the take-off point's height above the road instead

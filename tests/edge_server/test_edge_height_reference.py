@@ -222,3 +222,37 @@ def test_only_a_live_stream_has_one(live: Live) -> None:
         assert ended.status_code == 404 and "session gone has ended" in ended.json()["detail"], ended.text
         anonymous = httpx.request(method, f"{live.server.url}{live.path}", json=body)
         assert anonymous.status_code == 401
+
+
+def test_a_base_drawn_on_a_frozen_frame_is_solved_on_that_frame(live: Live) -> None:
+    """The console freezes the stream's latest frame (POST .../frames), shows its image, and the
+    officer's lines are solved on that very frame (PUT with its frame_index), however many frames
+    the stream has processed since: its time and altitude reading, not the latest's."""
+    import cv2
+
+    c = live.client
+    r = c.post(f"{live.path}/frames")
+    assert r.status_code == 201, r.text
+    still = r.json()
+    assert (still["width"], still["height"], still["altitude_m"]) == (640, 360, 50.0)
+    assert still["image"] == f"{live.path}/frames/{still['frame_index']}"
+    image = c.get(still["image"])
+    assert image.status_code == 200 and image.headers["content-type"] == "image/jpeg"
+    pixels = cv2.imdecode(np.frombuffer(image.content, np.uint8), cv2.IMREAD_COLOR)
+    assert pixels.shape == (360, 640, 3)
+    wait_until(lambda: live.state()["frame"]["time_s"] > still["time_s"] + 1.0, 20, "a later frame")
+    r = c.put(live.path, json={"lines": base_lines(), "frame_index": still["frame_index"], "set_by": OFFICER})
+    assert r.status_code == 200, r.text
+    solution, reference = r.json()["solution"], r.json()["reference"]
+    assert (solution["frame_index"], solution["frame_time_s"]) == (still["frame_index"], still["time_s"])
+    assert reference["at_time_s"] == pytest.approx(still["time_s"], abs=1e-3)
+    assert solution["height_above_road_m"] == pytest.approx(TRUE_HEIGHT_M, abs=0.02)
+    # a frame not kept, or a frame without lines: refused, nothing changed
+    before = live.state()
+    gone = c.put(live.path, json={"lines": base_lines(), "frame_index": 10**12, "set_by": OFFICER})
+    assert gone.status_code == 409 and gone.json()["error"] == "frame_gone", gone.text
+    assert "freeze the video again" in gone.json()["detail"]
+    alone = c.put(live.path, json={"takeoff_above_road_m": 1.0, "frame_index": 3, "set_by": OFFICER})
+    assert alone.status_code == 422 and "frame_index goes with lines" in alone.text
+    assert c.get(f"{live.path}/frames/{10**12}").status_code == 409
+    assert live.state()["reference"] == before["reference"]

@@ -153,3 +153,50 @@ def test_the_worker_takes_a_change_once_and_the_state_says_where_it_comes_from()
         "gimbal_pitch_deg": -60.0,
     }
     assert state["scale"]["source"] == "flight"
+
+
+def _at(index: int, t: float, altitude: float) -> LatestFrame:
+    frame = Frame(
+        index=index, timestamp_s=t, image=np.zeros((H, W, 3), np.uint8), telemetry=reading(altitude)
+    )
+    return LatestFrame(frame, None, ScaleInfo("flight", altitude, 5.0, -60.0, 1.0))
+
+
+def test_a_base_is_solved_on_the_frame_drawn_on_however_the_drone_moved_since() -> None:
+    """The officer freezes frame 300 (the drone reads 60 m), draws for half a minute while the drone
+    climbs to 70 m: the base is solved on frame 300's reading and time, not on the latest frame's
+    (which would take the take-off point for 15 m below the road instead of 5: at 70 m every speed
+    15 % low)."""
+    height = SessionHeight("s1", CameraConfig())
+    with pytest.raises(HeightReferenceError) as nothing:
+        height.freeze()
+    assert (nothing.value.status, nothing.value.code) == (409, "no_frame")
+    height.latest = _at(300, 10.0, 60.0)
+    still = height.freeze()
+    assert still.to_dict()["frame_index"] == 300 and still.to_dict()["altitude_m"] == 60.0
+    assert height.freeze() is still  # the same frame frozen again
+    height.latest = _at(1200, 40.0, 70.0)  # the drone climbed while the lines were drawn
+    lines = [line_of(None)]  # drawn on frame 300: its length as seen from 55 m above the road
+    solution, reference, shown = measure_base(height.frame_for(300), height.camera, lines, "a", "T")
+    assert (solution.altitude_reading_m, reference.at_time_s, shown["frame_index"]) == (60.0, 10.0, 300)
+    assert solution.height_m == pytest.approx(55.0, abs=0.01)
+    assert reference.takeoff_above_road_m == pytest.approx(-5.0, abs=0.01)
+    wrong, wrong_reference, shown = measure_base(height.frame_for(None), height.camera, lines, "a", "T")
+    assert (wrong.altitude_reading_m, shown["frame_index"]) == (70.0, 1200)  # as before: the latest
+    assert wrong_reference.takeoff_above_road_m == pytest.approx(-15.0, abs=0.01)
+
+
+def test_a_stream_keeps_its_last_frozen_frames_and_lets_them_go_at_its_end() -> None:
+    height = SessionHeight("s1", CameraConfig())
+    for index in range(4):
+        height.latest = _at(index * 30, index, 60.0)
+        height.freeze()
+    with pytest.raises(HeightReferenceError) as gone:
+        height.frame_for(0)  # the oldest of four: not kept
+    assert (gone.value.status, gone.value.code) == (409, "frame_gone")
+    assert "keeps the last 3 frames frozen: 30, 60, 90" in gone.value.message
+    assert height.frame_for(30).frame.index == 30
+    height.release()  # the stream ended: its images and masks let go
+    assert height.latest is None
+    with pytest.raises(HeightReferenceError, match="frozen: none"):
+        height.still(90)

@@ -61,6 +61,8 @@ OPERATIONS = [
     "GET /api/v1/sessions/{session_id}/height-reference",
     "PUT /api/v1/sessions/{session_id}/height-reference",
     "DELETE /api/v1/sessions/{session_id}/height-reference",
+    "POST /api/v1/sessions/{session_id}/height-reference/frames",
+    "GET /api/v1/sessions/{session_id}/height-reference/frames/{frame_index}",
     "GET /api/v1/violations",
     "GET /api/v1/violations.csv",
     "GET /api/v1/violations.geojson",
@@ -191,7 +193,8 @@ def refused_by_design(case) -> bool:
     document's schemas cannot express: a cursor the server did not issue (400 invalid_cursor), since
     not before until, a time with no UTC equivalent, a legal hold without a reason, a minimum speed
     above the maximum, a stream's zones of the same name or named "global", or a height reference that is not one kind (a site
-    value or a measured base: exactly one of them, a sigma only with the site value) (422).
+    value or a measured base: exactly one of them, a sigma only with the site value, a frame index only
+    with the base's lines) (422).
     positive_data_acceptance skips these."""
     if case.method.upper() == "PUT" and case.path.endswith("/rules") and isinstance(case.body, dict):
         names = [str(z.get("name")) for z in case.body.get("zones") or [] if isinstance(z, dict)]
@@ -205,6 +208,8 @@ def refused_by_design(case) -> bool:
         site, base = (case.body.get(k) is not None for k in ("takeoff_above_road_m", "lines"))
         if site == base or (base and case.body.get("sigma_m") is not None):
             return True
+        if not base and case.body.get("frame_index") is not None:
+            return True  # the frame a base was drawn on goes with its lines
     held = case.path.endswith("/legal-hold") and isinstance(case.body, dict) and case.body.get("hold") is True
     if held and not case.body.get("reason"):
         return True  # a hold needs a reason (422): one field's presence depending on another's value

@@ -60,6 +60,18 @@ ROUTES = [
         f"{V}/sessions/nope/height-reference",
         "operate",
     ),
+    (
+        "POST",
+        f"{V}/sessions/{{session_id}}/height-reference/frames",
+        f"{V}/sessions/nope/height-reference/frames",
+        "operate",
+    ),
+    (
+        "GET",
+        f"{V}/sessions/{{session_id}}/height-reference/frames/{{frame_index}}",
+        f"{V}/sessions/nope/height-reference/frames/3",
+        "read",
+    ),
     ("GET", f"{V}/violations", f"{V}/violations", "read"),
     ("GET", f"{V}/violations.csv", f"{V}/violations.csv", "operate"),
     ("GET", f"{V}/violations.geojson", f"{V}/violations.geojson", "operate"),

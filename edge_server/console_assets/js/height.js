@@ -1,9 +1,10 @@
 // A live stream's height above the road (PUT / DELETE /api/v1/sessions/{id}/height-reference).
 // A drone reports its height above its take-off point, and every speed scales with its height above
-// the road: the officer measures a base (freezes the stream's video, clicks the two ends of each
-// stretch of known length on the road, types the lengths; the server solves it on its latest frame)
-// or types the take-off point's height above the road.
-import { del, get, put } from "./api.js";
+// the road: the officer measures a base (freezes a frame of the stream: the server keeps it and the
+// console shows its image; clicks the two ends of each stretch of known length on the road, types
+// the lengths; the server solves it on that very frame, with its altitude reading and pitch) or types
+// the take-off point's height above the road.
+import { del, get, post, put, request } from "./api.js";
 import { errorText, h, num, scaleText, when } from "./dom.js";
 
 const signed = (value, digits = 2) => (value === null || value === undefined ? "–" : `${value >= 0 ? "+" : ""}${num(value, digits)}`);
@@ -26,20 +27,13 @@ function stateText(state) {
   return `${now} Latest frame: ${state.scale ? scaleText(state.scale, false) : "no speeds"}.`;
 }
 
-function until(predicate, timeoutMs, what) {
-  return new Promise((resolve, reject) => {
-    const start = Date.now();
-    const look = () => {
-      if (predicate()) resolve();
-      else if (Date.now() - start > timeoutMs) reject(new Error(what));
-      else setTimeout(look, 100);
-    };
-    look();
-  });
+// An image from the API (it needs the bearer header), decoded once to draw from.
+async function loadImage(path) {
+  return createImageBitmap(await request("GET", path, { as: "blob" }));
 }
 
-// The tool for one stream's card: `video` shows its annotated video, `startVideo()` starts it.
-export function heightTool(sessionId, { video, startVideo }) {
+// The tool for one stream's card.
+export function heightTool(sessionId) {
   const path = `/api/v1/sessions/${encodeURIComponent(sessionId)}/height-reference`;
   const note = h("p", { class: "status", role: "status" });
   const say = (text, bad = false) => {
@@ -68,7 +62,7 @@ export function heightTool(sessionId, { video, startVideo }) {
     current,
     h("label", { class: "who" }, "Your name", name),
     h("h4", {}, "Measure a base"),
-    h("p", { class: "hint" }, "Freeze the video, click the two ends of a stretch of known length on the road (dashes, a stop line to a sign), type its length; lines in two directions also measure the gimbal's pitch."),
+    h("p", { class: "hint" }, "Freeze a frame, click the two ends of a stretch of known length on the road (dashes, a stop line to a sign), type its length; lines in two directions also measure the gimbal's pitch. The lines are solved on the frame frozen, however the drone moves meanwhile."),
     h("div", { class: "actions" }, freeze, solve),
     canvas,
     list,
@@ -78,8 +72,8 @@ export function heightTool(sessionId, { video, startVideo }) {
     note,
   );
 
-  let frame = null; // the stream's frame size ({width, height}) the clicks are scaled to
-  let still = null; // the frozen video frame
+  let frame = null; // the frozen frame as the server keeps it ({frame_index, width, height, ...})
+  let still = null; // its image
   let lines = []; // [{a: [x, y], b: [x, y], input}] in canvas pixels
   let pending = null;
 
@@ -141,31 +135,27 @@ export function heightTool(sessionId, { video, startVideo }) {
   freeze.addEventListener("click", async () => {
     freeze.disabled = true;
     try {
-      await startVideo();
-      await until(() => video.videoWidth > 0, 15000, "the stream's video did not start");
-      const state = await get(path);
-      if (!state.frame) throw new Error("the server has not processed a frame of this stream yet");
-      frame = state.frame;
-      show(state);
-      still = h("canvas", { width: video.videoWidth, height: video.videoHeight });
-      still.getContext("2d").drawImage(video, 0, 0);
-      canvas.width = still.width;
-      canvas.height = still.height;
+      const frozen = await post(`${path}/frames`);
+      still = await loadImage(frozen.image);
+      frame = frozen;
+      canvas.width = frozen.width;
+      canvas.height = frozen.height;
       canvas.hidden = false;
       lines = [];
       pending = null;
       list.replaceChildren();
       redraw();
       canvas.scrollIntoView({ block: "nearest" });
-      say("Frozen: click the two ends of each stretch, then type its length.");
+      const reading = frame.altitude_m === null ? "no altitude reading" : `the drone read ${num(frame.altitude_m, 1)} m`;
+      say(`Frame ${frame.frame_index} frozen (${num(frame.time_s, 1)} s, ${reading}): click the two ends of each stretch, then type its length.`);
     } catch (error) {
-      say(`Cannot freeze the video: ${errorText(error)}`, true);
+      say(`Cannot freeze a frame: ${errorText(error)}`, true);
     } finally {
       freeze.disabled = false;
     }
   });
 
-  // A frozen pixel -> the stream's frame pixel (the video may be scaled down).
+  // A frozen pixel -> the stream's frame pixel (the canvas is the frame's own size: the identity).
   const toFrame = ([x, y]) => [(x * frame.width) / canvas.width, (y * frame.height) / canvas.height];
 
   async function send(body, what) {
@@ -191,7 +181,7 @@ export function heightTool(sessionId, { video, startVideo }) {
       return;
     }
     const body = lines.map((l) => ({ p1: toFrame(l.a), p2: toFrame(l.b), length_m: Number(l.input.value) }));
-    send({ lines: body }, "The base is");
+    send({ lines: body, frame_index: frame.frame_index }, "The base is");
   });
 
   site.addEventListener("submit", (e) => {

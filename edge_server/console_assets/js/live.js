@@ -153,10 +153,7 @@ export function mount(container, { events }) {
     const stream = streams.get(id);
     const box = stream.parts.heightBox;
     if (!stream.tool) {
-      const startVideo = async () => {
-        if (!stream.viewer) await toggleWatch(id);
-      };
-      stream.tool = heightTool(id, { video: stream.parts.video, startVideo });
+      stream.tool = heightTool(id);
       box.append(stream.tool.element);
     }
     box.hidden = !box.hidden;
