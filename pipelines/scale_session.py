@@ -228,11 +228,11 @@ class ScaleCheck:
                 size = (gray.shape[1], gray.shape[0])
                 road_mask = cv2.resize(road_mask.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST)
             else:
-                road_mask = road_mask.copy()  # the frame's own may be drawn on while this runs
+                road_mask = road_mask.copy()
             session, shift = self._session, self._shift
-            self._work.submit(
+            self._work.submit(  # on copies: nothing the engine holds is shared with the running step
                 measure_frame,
-                gray,
+                gray.copy(),
                 road_mask,
                 np.array(tracked.xyxy, dtype=float),
                 proj,

@@ -6,8 +6,9 @@ A drone reports its altitude above its take-off point; every speed scales with t
 above the road. An operator gives it for a stream while it runs: the take-off point's height above
 the road (a site value), or a measured base, lines drawn between road marks with their lengths on a
 frame the operator froze (or the stream's latest frame), which the server solves
-(:mod:`edge_server.height_reference`). The stream uses it from its next frame on; every violation measured with it records it (its ``scale``). The
-change is logged, announced (``session.height_reference``) and kept in the session's info.
+(:mod:`edge_server.height_reference`). The stream uses it from its next frame on; every violation
+measured with it records it (its ``scale``). The change is logged, announced
+(``session.height_reference``) and kept in the session's info.
 """
 
 from __future__ import annotations
