@@ -15,7 +15,7 @@ def print_table(runs: list[dict[str, Any]], out: Any) -> None:
     tracks the server measured a speed for (0: speeds disabled, e.g. no camera profile)."""
     out.write(
         f"{'streams':>7} {'stream':>6} {'skip':>5} {'recv':>6} {'proc':>6} {'drop%':>6} {'fps':>6} "
-        f"{'p50 ms':>7} {'p95 ms':>7} {'speeds':>6} {'viol':>5} {'RSS max MB':>10}\n"
+        f"{'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'max ms':>7} {'speeds':>6} {'viol':>5} {'RSS max MB':>10}\n"
     )
     for run in runs:
         for i, s in enumerate(run["sessions"]):
@@ -23,7 +23,8 @@ def print_table(runs: list[dict[str, Any]], out: Any) -> None:
                 f"{run['streams']:>7} {i + 1:>6} {s['frames_skipped_by_publisher']:>5} "
                 f"{s['frames_received']:>6} {s['frames_processed']:>6} "
                 f"{100 * s['dropped_ratio']:>6.1f} {s['processed_fps'] or 0:>6.1f} "
-                f"{s['latency_p50_ms'] or 0:>7.1f} {s['latency_p95_ms'] or 0:>7.1f} {s['tracks_with_speed']:>6} "
+                f"{s['latency_p50_ms'] or 0:>7.1f} {s['latency_p95_ms'] or 0:>7.1f} "
+                f"{s.get('latency_p99_ms') or 0:>7.1f} {s.get('latency_max_ms') or 0:>7.1f} {s['tracks_with_speed']:>6} "
                 f"{s['violations']:>5} "
                 f"{run['rss_mb_max'] if i == 0 else '':>10}\n"
             )

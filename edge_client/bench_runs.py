@@ -170,6 +170,11 @@ def session_row(s: dict[str, Any], r: Any) -> dict[str, Any]:
         "processed_fps": s["processed_fps"],
         "latency_p50_ms": s["latency_p50_ms"],
         "latency_p95_ms": s["latency_p95_ms"],
+        # the tail (the session's info): a stall on one frame in 60 shows only here
+        **{
+            f"latency_{q}_ms": ((s.get("info") or {}).get("latency_tail_ms") or {}).get(q)
+            for q in ("p99", "max")
+        },
         "violations": s["violations_count"],
         "tracks": len(s.get("tracks") or ()),
         "tracks_with_speed": tracks_with_speed(s),

@@ -425,6 +425,8 @@ class StreamWorker:
             except Exception:  # noqa: BLE001 - transport details are optional
                 log.debug("session info unavailable", exc_info=True)
         info["stage_ms_mean"] = self.stats.stage_ms_mean()
+        # the latency's tail, where a step some frames take shows (p50 and p95 are the record's own)
+        info["latency_tail_ms"] = {"p99": self.stats.percentile_ms(99), "max": self.stats.percentile_ms(100)}
         info["frames_resized"] = self.stats.resized
         info["frames_without_telemetry"] = self.stats.without_telemetry
         info["telemetry_reject_reasons"] = dict(self.stats.telemetry_reject_reasons.most_common(10))
