@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import platform
 import time
 from collections import defaultdict
@@ -280,7 +279,7 @@ def format_bench(summary: dict, config: PipelineConfig, size: tuple[int, int], s
             s = t[stage]
             lines.append(
                 f"{stage:<10}{s['mean_ms']:>10.2f}{s['median_ms']:>10.2f}{s['p95_ms']:>10.2f}"
-                f"{s.get('max_ms', math.nan):>10.2f}"
+                f"{s['max_ms']:>10.2f}"
             )
     per_frame = sum(t[s]["mean_ms"] for s in ("decode", "pipeline", "sinks") if s in t)
     lines.append(

@@ -370,7 +370,7 @@ class ScaleCheck:
 
     def _fit_lost(self) -> None:
         if self.finder is not None:
-            self.finder.pending = False  # the next one is due as if it had found nothing
+            self.finder.take(None)  # the next one is due as if it had found nothing
 
     def fitted_pitch(self) -> PitchFit | None:
         """The pitch the cars give where the scale is theirs and no pitch is known (None: none yet), as

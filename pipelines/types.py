@@ -174,7 +174,8 @@ class SpeedEstimate:
 # where a speed's scale came from (Violation.scale.source, SpeedEstimate.scale_source, the store's
 # scale_source column)
 # "vehicles": no altitude at all (a dataset, a phone without metadata): the height the cars on the road
-# (and the lanes) imply (pipelines.vehicle_scale), never a ticket's by default
+# (and the lanes) imply (pipelines.scale_session's derived height, pipelines.ground), never a ticket's
+# by default
 SCALE_SOURCES = ("flight", "operator", "site", "measured_base", "lrf", "terrain", "vehicles")
 # the ones a HeightReference can carry: an operator sets site or measured_base; the engine makes lrf
 # from the laser rangefinder's readings (pipelines.rangefinder) and terrain from a terrain model of

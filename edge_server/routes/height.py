@@ -141,7 +141,7 @@ async def set_height_reference(
 
 
 def _frozen_out(session_id: str, still: Still) -> FrozenFrameOut:
-    image = f"{API_PREFIX}/sessions/{session_id}/height-reference/frames/{still.frame_index}"
+    image = f"{PATH.format(session_id=session_id)}/frames/{still.frame_index}"
     return FrozenFrameOut.model_validate({**still.to_dict(), "image": image})
 
 
