@@ -147,9 +147,12 @@ def make_pipeline_factory(
     detector_factory: Callable[[], Detector] | None = None,
     segmenter_factory: Callable[[], RoadSegmenter] | None = None,
     engines: EngineProcesses | None = None,
+    metrics: Metrics | None = None,
+    shared_detectors: list[Any] | None = None,
 ) -> Callable[[], Pipeline]:
     """A callable building one fresh pipeline per stream (``build_pipeline``, models injected);
-    with ``engines``, each in an engine process of its own (settings.engine_processes)."""
+    with ``engines``, each in an engine process of its own (settings.engine_processes). The shared
+    detector, once loaded, is appended to ``shared_detectors`` (/healthz) and counted in ``metrics``."""
     config = live_config(
         PipelineConfig.from_yaml(settings.pipeline_config) if settings.pipeline_config else PipelineConfig(),
         settings,
@@ -170,11 +173,23 @@ def make_pipeline_factory(
 
     def shared_model() -> Any:
         from pipelines.builder import build_detector_model
-        from pipelines.motion.detector import SharedDetector
+        from pipelines.devices import is_cuda
+        from pipelines.motion.shared_detector import SharedDetector
 
         with shared_lock:
             if not shared:
-                shared.append(SharedDetector(build_detector_model(config.detector)))
+                model = build_detector_model(config.detector)
+                batch = settings.detector_batch or (8 if is_cuda(model.device) else 1)
+                shared.append(
+                    SharedDetector(
+                        model,
+                        max_batch=batch,
+                        wait_ms=settings.detector_batch_wait_ms,
+                        on_batch=metrics.detector_batch if metrics is not None else None,
+                    )
+                )
+                if shared_detectors is not None:
+                    shared_detectors.append(shared[0])
             return shared[0]
 
     def factory() -> Pipeline:
@@ -208,6 +223,7 @@ def create_app(
     settings = settings or ServerSettings.load()
     metrics = Metrics()
     engines = None
+    shared_detectors: list[Any] = []  # the streams' one detector, once loaded (/healthz)
     if pipeline_factory is None:
         if settings.engine_processes:
             engines = EngineProcesses(
@@ -217,7 +233,12 @@ def create_app(
                 metrics=metrics,
             )
         pipeline_factory = make_pipeline_factory(
-            settings, detector_factory=detector_factory, segmenter_factory=segmenter_factory, engines=engines
+            settings,
+            detector_factory=detector_factory,
+            segmenter_factory=segmenter_factory,
+            engines=engines,
+            metrics=metrics,
+            shared_detectors=shared_detectors,
         )
     if ice_host_addresses:
         restrict_ice_host_addresses(ice_host_addresses)
@@ -241,6 +262,7 @@ def create_app(
     app.state.server_id = server_id
     app.state.metrics = metrics
     app.state.engines = engines  # None: streams' engines are threads of this process
+    app.state.shared_detectors = shared_detectors
     app.state.bus = bus
     _add_middleware(app, settings, auth, metrics)
     _include_routers(app)
@@ -350,6 +372,8 @@ def _lifespan(
             await app.state.manager.close_all("server shutdown")
             if app.state.engines is not None:  # the processes the streams handed back
                 await asyncio.to_thread(app.state.engines.close)
+            for shared_detector in app.state.shared_detectors:
+                await asyncio.to_thread(shared_detector.close)
             await dispatcher.stop()  # after the streams: their last violations are queued
             if manager.rtmp.server is not None:
                 await asyncio.to_thread(manager.rtmp.server.stop)

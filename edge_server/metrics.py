@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -84,6 +85,7 @@ class Metrics:
         )
         self._alerts(r)
         self._engines(r)
+        self._detector(r)
         self.event_subscribers = Gauge(
             "airpatrol_event_subscribers", "Open /api/v1/events WebSockets", registry=r
         )
@@ -121,6 +123,26 @@ class Metrics:
             ["cause"],
             registry=r,
         )
+
+    def _detector(self, r: CollectorRegistry) -> None:
+        """The streams' shared detector (settings.shared_detector): its batches and their queueing."""
+        self.detector_batch_size = Histogram(
+            "airpatrol_detector_batch_size",
+            "Frames per run of the shared detector (streams' frames batched: settings.detector_batch)",
+            buckets=(1, 2, 3, 4, 6, 8, 12, 16, 32),
+            registry=r,
+        )
+        self.detector_queue = Histogram(
+            "airpatrol_detector_queue_seconds",
+            "A frame's wait for the shared detector (other streams' runs, a batch filling)",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+            registry=r,
+        )
+
+    def detector_batch(self, size: int, waits_s: Sequence[float]) -> None:
+        self.detector_batch_size.observe(size)
+        for w in waits_s:
+            self.detector_queue.observe(w)
 
     def forget_stream(self, session_id: str) -> None:
         for gauge in (self.stream_fps, self.stream_drop_ratio):

@@ -120,6 +120,13 @@ class ServerSettings(BaseSettings):
     # pipelines.motion.detector.SharedDetector) instead of a model per stream. Not with
     # detector_factory, whose callable makes each stream's detector.
     shared_detector: bool = True
+    # The shared detector runs the frames that wait for it with the same input size and shape as one
+    # batch, up to this many (pipelines.batching): on a GPU a batch of streams' frames costs little
+    # more than one. None: 8 where the detector runs on CUDA, 1 on the CPU (one image after another
+    # is as fast there: docs/scale-out.md, "Many streams, one detector").
+    detector_batch: int | None = Field(None, ge=1, le=64)
+    # ... waiting this long for a batch to fill (0: a batch is what waited while the last one ran)
+    detector_batch_wait_ms: float = Field(0.0, ge=0, le=100)
     # A second thread per stream prepares each frame (BGR conversion, grey image, ego-motion)
     # while the worker processes the one before, so a stream uses two cores; only for a stream
     # that starts while no other is live (with several, the cores are taken). False: one thread.

@@ -13,15 +13,17 @@ from typing import Any
 
 from pipelines.base_layer import RoadMaskLayer
 from pipelines.config import DEFAULT_WEIGHTS_DIR, DetectorConfig, PipelineConfig, RoadConfig
+from pipelines.devices import is_cuda, resolve_device
 from pipelines.displacement import GroundDisplacement
 from pipelines.ground import GroundModel
-from pipelines.motion.detector import Detector, SharedDetector, YoloDetector, resolve_weights
+from pipelines.motion.detector import Detector, YoloDetector, resolve_weights
 from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.flow import BoxFlowRefiner
 from pipelines.motion.input_size import AutoSizedDetector
 from pipelines.motion.keyframes import BoxPropagator, KeyframeScheduler
 from pipelines.motion.relink import TrackRelinker
 from pipelines.motion.sensor_motion import IdealMotion
+from pipelines.motion.shared_detector import SharedDetector
 from pipelines.motion.tracker import Tracker
 from pipelines.pipeline import Pipeline
 from pipelines.road_network import (
@@ -89,6 +91,7 @@ def build_road_segmenter(rcfg: RoadConfig) -> tuple[UNetSegmenter, RoadConfig, P
     weights = rcfg.weights if rcfg.weights is not None else default_weights(DEFAULT_ROAD_CANDIDATES)
     if weights is None:
         return None
+    rcfg = rcfg.model_copy(update={"device": resolve_device(rcfg.device, "the road U-Net")})
     backend, ckpt = _road_network(Path(weights), rcfg)
     rcfg = rcfg.resolved(ckpt.input_size, ckpt.threshold)
     return UNetSegmenter(backend, input_size=rcfg.input_size, device=rcfg.device), rcfg, Path(weights)
@@ -96,9 +99,10 @@ def build_road_segmenter(rcfg: RoadConfig) -> tuple[UNetSegmenter, RoadConfig, P
 
 def build_detector_model(dcfg: DetectorConfig) -> YoloDetector:
     """The detector network of ``dcfg`` loaded (the shipped one when ``weights`` is unset)."""
+    device = resolve_device(dcfg.device, "the detector")
     if dcfg.weights is None:
-        dcfg = dcfg.model_copy(update={"weights": resolve_weights(None)})
-    return YoloDetector.from_config(dcfg)
+        dcfg = dcfg.model_copy(update={"weights": resolve_weights(None, cuda=is_cuda(device))})
+    return YoloDetector.from_config(dcfg.model_copy(update={"device": device}))
 
 
 def _displacement(config: PipelineConfig, refiner: BoxFlowRefiner) -> GroundDisplacement:
@@ -130,6 +134,7 @@ def build_pipeline(
             model = build_detector_model(dcfg)
         detector = model
         meta["detector"] = str(model.weights)
+        meta["detector_device"] = str(getattr(model, "device", dcfg.device))
         if dcfg.imgsz == "auto":
             detector = AutoSizedDetector(
                 detector, GroundModel(config.camera, terrain, quiet=True), dcfg.auto_size

@@ -109,7 +109,10 @@ def add_pipeline_options(p: argparse.ArgumentParser) -> None:
         type=imgsz_arg,
         help="detector input size in pixels, or 'auto' (default: chosen per frame from the GSD)",
     )
-    p.add_argument("--device", help="cpu, cuda, cuda:0 ... (detector and U-Net)")
+    p.add_argument(
+        "--device",
+        help="auto (default: CUDA where there is a GPU, else the CPU), cpu, cuda, cuda:0 ... (detector and U-Net)",
+    )
     p.add_argument("--classes", help="detector class table: auto, coco, visdrone, uavdt, aerial, auair")
     p.add_argument("--road-weights", type=Path, help="U-Net road-mask weights")
     p.add_argument("--no-mask", action="store_true", help="disable the road mask (base layer)")

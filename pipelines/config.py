@@ -102,7 +102,9 @@ class DetectorConfig(_Section):
     # default: at 0.8 simulated flights' MOTA gained (demo +1.2, bands +1.3 points), VisDrone AP50
     # -0.2, and violations went the other way (docs/lab/2026-11-26-issue-9-detector-v4.md)
     drop_contained: float | None = Field(None, gt=0, le=1)
-    device: str = "cpu"  # "cpu", "cuda", "cuda:0", "intel:cpu" (OpenVINO)
+    # "auto": the first CUDA GPU torch sees (the .pt checkpoint, fp16), else the CPU (the int8
+    # OpenVINO export) - pipelines.devices; or "cpu", "cuda", "cuda:0", "intel:cpu" (OpenVINO)
+    device: str = "auto"
     half: bool | None = None  # fp16; None: on CUDA devices, not on the CPU
     # Class mapping: name of a built-in table ("coco", "visdrone", "uavdt", "aerial", "auair")
     # or an explicit {model_class_id: canonical_name} dict. Unmapped classes are dropped.
@@ -158,7 +160,9 @@ class RoadConfig(_Section):
     polygon_mode: Literal["override", "union", "intersect"] = "union"
     # A detection is kept when this share of its box bottom area lies inside the mask.
     min_overlap: float = Field(0.3, ge=0.0, le=1.0)
-    device: str = "cpu"
+    device: str = (
+        "auto"  # "auto": CUDA where torch sees a GPU, else the CPU (pipelines.devices); "cpu", "cuda:0"
+    )
     # CPU threads for torch inference. On a 2-core edge box torch's default (all cores) makes the
     # U-Net 3-20x slower whenever the detector or the decoder holds the other core; 1 is best there.
     torch_threads: int | None = Field(1, ge=1)

@@ -269,7 +269,7 @@ def format_bench(summary: dict, config: PipelineConfig, size: tuple[int, int], s
         f"machine: {machine_description()}",
         f"frames: {summary['frames']} at {size[0]}x{size[1]} (first {skip} excluded from stage stats)",
         f"detector: {summary['pipeline'].get('detector')}  imgsz {describe_imgsz(summary['pipeline'], config)}"
-        f"  device {config.detector.device}",
+        f"  device {summary['pipeline'].get('detector_device', config.detector.device)}",
         f"road mask: {summary['pipeline'].get('road_mask')}",
         f"detection: {describe_keyframes(summary['pipeline'])}",
         f"{'stage':<10}{'mean ms':>10}{'median':>10}{'p95':>10}{'max':>10}",

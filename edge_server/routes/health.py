@@ -31,6 +31,12 @@ class HealthOut(BaseModel):
         description="the streams' engine processes (settings.engine_processes; null: threads of this process): "
         "running, each one's pid and memory (RSS, PSS MB), started, lost by cause (died, hung), the last lost and why",
     )
+    detector: dict[str, Any] | None = Field(
+        None,
+        description="the streams' shared detector, once loaded (null: none yet, engine processes or injected "
+        "detectors): device, weights, max_batch, wait_ms, calls, batches, mean_batch, batch_sizes (size -> runs), "
+        "queue_ms_mean/p50/p95 (a frame's wait for it), run_ms_mean",
+    )
 
 
 public = APIRouter()
@@ -54,6 +60,9 @@ async def healthz(request: Request) -> HealthOut:
         server_id=getattr(request.app.state, "server_id", None),
         engines=await asyncio.to_thread(engines.health)
         if (engines := getattr(request.app.state, "engines", None))
+        else None,
+        detector=shared[0].stats()
+        if (shared := getattr(request.app.state, "shared_detectors", None))
         else None,
     )
 

@@ -15,7 +15,6 @@ Weights are loaded from an explicit path only; nothing is ever downloaded.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -24,6 +23,7 @@ import numpy as np
 import supervision as sv
 
 from pipelines.config import DEFAULT_WEIGHTS_DIR, ConfigError, DetectorConfig
+from pipelines.devices import is_cuda, resolve_device
 from pipelines.errors import WeightsError
 from pipelines.types import Frame
 
@@ -295,23 +295,31 @@ DEFAULT_WEIGHT_NAMES: tuple[str, ...] = (
 )
 
 
-def find_default_weights(weights_dir: Path = DEFAULT_WEIGHTS_DIR) -> Path | None:
-    """The detector under ``weights_dir``: a :data:`DEFAULT_WEIGHT_NAMES` entry first, else the
-    alphabetically first loadable model there. ``None`` when there is none."""
+# ... on a CUDA device: the PyTorch checkpoint (OpenVINO's exports run on the CPU)
+CUDA_WEIGHT_NAMES: tuple[str, ...] = ("airpatrol_vehicles_n.pt", "detector.pt", "detector.engine")
+
+
+def find_default_weights(weights_dir: Path = DEFAULT_WEIGHTS_DIR, *, cuda: bool = False) -> Path | None:
+    """The detector under ``weights_dir``: a :data:`DEFAULT_WEIGHT_NAMES` entry first (for ``cuda``,
+    a :data:`CUDA_WEIGHT_NAMES` one before those), else the alphabetically first loadable model
+    there. ``None`` when there is none."""
     if not weights_dir.is_dir():
         return None
-    for name in DEFAULT_WEIGHT_NAMES:
+    for name in (CUDA_WEIGHT_NAMES if cuda else ()) + DEFAULT_WEIGHT_NAMES:
         if _looks_like_weights(weights_dir / name):
             return weights_dir / name
     found = sorted(p for p in weights_dir.iterdir() if _looks_like_weights(p))
     return found[0] if found else None
 
 
-def resolve_weights(weights: str | Path | None, weights_dir: Path = DEFAULT_WEIGHTS_DIR) -> Path:
-    """An existing weights path, or :class:`WeightsError` saying what to provide."""
+def resolve_weights(
+    weights: str | Path | None, weights_dir: Path = DEFAULT_WEIGHTS_DIR, *, cuda: bool = False
+) -> Path:
+    """An existing weights path (unset: the default for the device, ``cuda`` or not), or
+    :class:`WeightsError` saying what to provide."""
     hint = _PROVIDE_HINT.format(weights_dir=weights_dir)
     if weights is None:
-        found = find_default_weights(weights_dir)
+        found = find_default_weights(weights_dir, cuda=cuda)
         if found is None:
             raise WeightsError(f"no detector weights configured and none found under {weights_dir}; {hint}")
         log.info("using detector weights %s", found)
@@ -327,11 +335,6 @@ def resolve_weights(weights: str | Path | None, weights_dir: Path = DEFAULT_WEIG
 # --------------------------------------------------------------------------------------------
 # adapter
 # --------------------------------------------------------------------------------------------
-
-
-def _is_cuda(device: str) -> bool:
-    d = device.strip().lower()
-    return d.startswith("cuda") or d.replace(",", "").isdigit()
 
 
 def _ultralytics_backend(model: Any) -> Any:
@@ -412,7 +415,8 @@ class YoloDetector(ImageDetector):
         object whatever its class (a vehicle scored both car and van must not become two tracks).
         ``drop_contained``: drop the boxes with this share of their area inside a box 1.5x larger
         or more that scores at least as high (:func:`contained_boxes`); None: keep them."""
-        self.weights = resolve_weights(weights)
+        device = resolve_device(device, "the detector")
+        self.weights = resolve_weights(weights, cuda=is_cuda(device))
         self.imgsz = int(imgsz)
         self.conf = float(conf)
         self.iou = float(iou)
@@ -420,13 +424,13 @@ class YoloDetector(ImageDetector):
         self.agnostic_nms = bool(agnostic_nms)
         self.drop_contained = None if drop_contained is None else float(drop_contained)
         self.device = device
-        self.half = _is_cuda(device) if half is None else bool(half)
-        if _is_cuda(device):
+        self.half = is_cuda(device) if half is None else bool(half)
+        if is_cuda(device):
             import torch
 
             if not torch.cuda.is_available():
                 raise ConfigError(
-                    f"detector.device is {device!r} but no CUDA device is available; set detector.device to 'cpu'"
+                    f"detector.device is {device!r} but no CUDA device is available; set detector.device to 'auto' or 'cpu'"
                 )
         elif self.half:
             log.warning("detector half=True ignored on device %r (fp16 only on CUDA)", device)
@@ -475,14 +479,15 @@ class YoloDetector(ImageDetector):
 
     @classmethod
     def from_config(cls, cfg: DetectorConfig, weights_dir: Path = DEFAULT_WEIGHTS_DIR) -> YoloDetector:
-        weights = resolve_weights(cfg.weights, weights_dir)
+        device = resolve_device(cfg.device, "the detector")
+        weights = resolve_weights(cfg.weights, weights_dir, cuda=is_cuda(device))
         return cls(
             weights,
             classes=cfg.classes,
             imgsz=cfg.auto_size.fallback if cfg.imgsz == "auto" else cfg.imgsz,
             conf=cfg.conf,
             iou=cfg.iou,
-            device=cfg.device,
+            device=device,
             half=cfg.half,
             max_det=cfg.max_det,
             agnostic_nms=cfg.agnostic_nms,
@@ -497,8 +502,17 @@ class YoloDetector(ImageDetector):
     def predict_raw(self, image_bgr: np.ndarray, imgsz: int | None = None) -> Any:
         """The ultralytics ``Results`` for one image (restricted to the mapped classes), at
         ``imgsz`` (default: :attr:`imgsz`)."""
-        results = self._model.predict(
-            image_bgr,
+        return self._predict(image_bgr, imgsz)[0]
+
+    def detect_many(self, images: Sequence[np.ndarray], imgsz: int | None = None) -> list[sv.Detections]:
+        """Detections of several images in one batch (a server's streams, :mod:`pipelines.batching`):
+        each the same as alone where the images share one shape (each letterboxed as it would be)."""
+        results = self._predict(list(images), imgsz)
+        return [self._without_parts(detections_from_result(r, self.class_map)) for r in results]
+
+    def _predict(self, source: np.ndarray | list[np.ndarray], imgsz: int | None) -> list[Any]:
+        return self._model.predict(
+            source,
             imgsz=imgsz or self.imgsz,
             conf=self.conf,
             iou=self.iou,
@@ -509,7 +523,6 @@ class YoloDetector(ImageDetector):
             half=self.half,
             verbose=False,
         )
-        return results[0]
 
     def _check_input_size(self) -> None:
         predictor = getattr(self._model, "predictor", None)
@@ -547,48 +560,3 @@ class YoloDetector(ImageDetector):
         """Run on blank frames so one-off allocations do not land on the first real frame."""
         for _ in range(runs):
             self(np.zeros((*shape, 3), dtype=np.uint8))
-
-
-class SharedDetector:
-    """One loaded model serving every stream of a server: one compiled network in memory, one
-    inference at a time on the CPU's cores (instead of a model and a thread pool per stream
-    contending for them), and no model load when a stream starts.
-
-    Calls are serialised (an ultralytics predictor keeps per-call state, and on two cores two
-    concurrent inferences only take turns anyway). ultralytics runs OpenVINO synchronously in
-    LATENCY mode on purpose (its AsyncInferQueue can hang on Intel and AMD CPUs, ultralytics
-    issue 25923), so a lock is the asynchronous queue's equivalent here. Per-stream state (the
-    GSD-chosen input size) stays in each stream's :class:`AutoSizedDetector`.
-    """
-
-    def __init__(self, inner: YoloDetector) -> None:
-        self.inner = inner
-        self._lock = threading.Lock()
-        self.calls = 0
-        self.wait_s = 0.0  # time calls spent waiting for another stream's inference
-
-    @property
-    def weights(self) -> Path:
-        return self.inner.weights
-
-    @property
-    def imgsz(self) -> int:
-        return self.inner.imgsz
-
-    def _run(self, fn: Any, *args: Any) -> sv.Detections:
-        import time
-
-        t0 = time.perf_counter()
-        with self._lock:
-            self.wait_s += time.perf_counter() - t0
-            self.calls += 1
-            return fn(*args)
-
-    def __call__(self, image_bgr: np.ndarray) -> sv.Detections:
-        return self._run(self.inner, image_bgr)
-
-    def detect(self, frame: Frame) -> sv.Detections:
-        return self._run(self.inner.detect, frame)
-
-    def detect_at(self, frame: Frame, imgsz: int) -> sv.Detections:
-        return self._run(self.inner.detect_at, frame, imgsz)

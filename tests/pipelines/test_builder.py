@@ -326,7 +326,7 @@ def test_shipped_detector_runs_at_the_gsd_chosen_size_by_default(imgsz, wrapped,
 def test_streams_built_on_one_shared_model_run_it_at_their_own_sizes():
     """A server's SharedDetector: one network, each stream still sizing its own input."""
     from pipelines.builder import build_detector_model
-    from pipelines.motion.detector import SharedDetector
+    from pipelines.motion.shared_detector import SharedDetector
     from pipelines.types import Frame
 
     cfg = PipelineConfig().with_overrides(road={"enabled": False})

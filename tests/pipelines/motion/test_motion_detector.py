@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import supervision as sv
 
 from pipelines.config import ConfigError, DetectorConfig
 from pipelines.errors import WeightsError
 from pipelines.motion import detector as det_mod
 from pipelines.motion.detector import (
     CANONICAL_CLASSES,
-    SharedDetector,
     YoloDetector,
     detections_from_result,
-    empty_detections,
     resolve_class_map,
     resolve_weights,
 )
@@ -228,61 +223,6 @@ def test_nms_is_class_agnostic_by_default(tmp_path: Path, monkeypatch, section, 
     det = YoloDetector.from_config(DetectorConfig(weights=weights, imgsz=640, **section))
     det(np.zeros((32, 32, 3), dtype=np.uint8))
     assert fake.calls[-1]["agnostic_nms"] is expected
-
-
-class _SlowModel:
-    """Stands in for a YoloDetector: records how many calls run at once."""
-
-    weights = Path("fake_openvino_model")
-    imgsz = 640
-
-    def __init__(self) -> None:
-        self.active = 0
-        self.most_at_once = 0
-        self._count_lock = threading.Lock()
-
-    def _work(self, tag: object) -> sv.Detections:
-        with self._count_lock:
-            self.active += 1
-            self.most_at_once = max(self.most_at_once, self.active)
-        time.sleep(0.005)
-        with self._count_lock:
-            self.active -= 1
-        det = empty_detections()
-        det.data["tag"] = np.array([], dtype=object)
-        det.metadata = {"tag": tag}
-        return det
-
-    def __call__(self, image):
-        return self._work(("call", image.shape))
-
-    def detect(self, frame):
-        return self._work(("detect", frame.index))
-
-    def detect_at(self, frame, imgsz):
-        return self._work(("detect_at", frame.index, imgsz))
-
-
-def test_shared_detector_serves_streams_one_call_at_a_time() -> None:
-    inner = _SlowModel()
-    shared = SharedDetector(inner)
-    frame = Frame(index=3, timestamp_s=0.1, image=np.zeros((8, 8, 3), np.uint8))
-    results: list = []
-
-    def stream() -> None:
-        for _ in range(5):
-            results.append(shared.detect_at(frame, 960).metadata["tag"])
-            results.append(shared.detect(frame).metadata["tag"])
-            results.append(shared(frame.image).metadata["tag"])
-
-    threads = [threading.Thread(target=stream) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
-    assert inner.most_at_once == 1 and shared.calls == 60 and len(results) == 60
-    assert set(results) == {("detect_at", 3, 960), ("detect", 3), ("call", (8, 8, 3))}
-    assert shared.weights == inner.weights and shared.imgsz == 640 and shared.wait_s > 0
 
 
 @pytest.mark.parametrize(
