@@ -76,6 +76,13 @@ def print_report(report: dict[str, Any], args: argparse.Namespace, out: Any) -> 
                 )
                 + "\n"
             )
+        if det := run.get("detector"):
+            out.write(
+                f"  shared detector ({det['device']}, batches up to {det['max_batch']}): {det['frames']} frames in "
+                f"{det['runs']} runs (mean batch {det['mean_batch']}, sizes {det['batch_sizes']}); a frame waited "
+                f"{det['queue_ms_mean']} ms mean for it (p95 of its last frames {det['queue_ms_p95_recent']}), "
+                f"a run took {det['run_ms_mean']} ms\n"
+            )
         if run.get("fault"):
             out.write(fault_line(run["fault"]))
         for k, sess in enumerate(run["sessions"], 1):

@@ -76,6 +76,7 @@ async def run_streams(
             seen.update(await asyncio.to_thread(server.processes))
             await asyncio.sleep(1.0)
 
+    detector0 = await shared_detector(url)
     sampler = asyncio.create_task(sample_rss())
     started = time.monotonic()
     server_cpu0, own_cpu0 = server.cpu_s(), time.process_time()
@@ -121,11 +122,49 @@ async def run_streams(
         "all_cpu_cores": round(sum(p["cores"] for p in processes), 2),
         "publishers_cpu_cores": round(publisher_cores, 2),
         "sessions": rows,
+        "detector": detector_use(detector0, await shared_detector(url)),
     }
     if fault is not None:
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}) as c:
             out["fault"] = fault.report((await c.get(f"/api/v1/sessions/{results[0].session_id}")).json())
     return out
+
+
+async def shared_detector(url: str) -> dict[str, Any] | None:
+    """The server's shared detector's figures so far (/healthz), None where it has none."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        return (await c.get("/healthz")).json().get("detector")
+
+
+def detector_use(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the shared detector did between two /healthz readings: frames, runs, the batch sizes, a
+    frame's mean wait for it and a run's mean time (ms), and the wait's p95 over its last frames."""
+    if after is None:
+        return None
+    before = before or {"calls": 0, "batches": 0, "batch_sizes": {}, "queue_s_total": 0.0, "run_s_total": 0.0}
+    calls, batches = after["calls"] - before["calls"], after["batches"] - before["batches"]
+    sizes = {
+        k: n - before["batch_sizes"].get(k, 0)
+        for k, n in after["batch_sizes"].items()
+        if n - before["batch_sizes"].get(k, 0)
+    }
+    return {
+        "device": after["device"],
+        "max_batch": after["max_batch"],
+        "frames": calls,
+        "runs": batches,
+        "mean_batch": round(calls / batches, 2) if batches else None,
+        "batch_sizes": sizes,
+        "queue_ms_mean": round(1000 * (after["queue_s_total"] - before["queue_s_total"]) / calls, 1)
+        if calls
+        else None,
+        "queue_ms_p95_recent": after["queue_ms_p95"],
+        "run_ms_mean": round(1000 * (after["run_s_total"] - before["run_s_total"]) / batches, 1)
+        if batches
+        else None,
+    }
 
 
 def steady_state(

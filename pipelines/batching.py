@@ -112,7 +112,8 @@ class Batcher(Generic[I, R]):
 
     def stats(self) -> dict[str, Any]:
         """Requests, batches, the batch sizes' histogram, the queueing delay (mean, p50, p95 of the
-        last requests) and the mean run time, in ms."""
+        last requests) and the mean run time, in ms; the totals in s (a later call's minus an
+        earlier's: what happened in between)."""
         with self._cond:
             waits = np.asarray(self._recent_waits, dtype=float) * 1000.0
             return {
@@ -126,6 +127,8 @@ class Batcher(Generic[I, R]):
                 "queue_ms_p50": round(float(np.percentile(waits, 50)), 3) if waits.size else None,
                 "queue_ms_p95": round(float(np.percentile(waits, 95)), 3) if waits.size else None,
                 "run_ms_mean": round(self.run_total_s * 1000.0 / self.batches, 3) if self.batches else None,
+                "queue_s_total": round(self.wait_total_s, 6),
+                "run_s_total": round(self.run_total_s, 6),
             }
 
     # ---------------------------------------------------------------- the serving thread

@@ -27,6 +27,7 @@ def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
     # the synthetic scene's telemetry carries altitude and camera: the server measured speeds
     assert session["tracks"] >= 1 and session["tracks_with_speed"] >= 1, session
     assert run["rss_mb_max"] > 0 and run["server_cpu_cores"] > 0
+    assert run["detector"] is None  # the synthetic scene's detector: no shared network
     table = capsys.readouterr().out
     header = next(line.split() for line in table.splitlines() if line.split()[:1] == ["streams"])
     assert "speeds" in header and "p95" in header and "max" in header
@@ -119,3 +120,56 @@ def test_the_steady_state_is_read_from_the_second_half_of_the_stats_events() -> 
     )
     assert steady_state(events[:1], times[:1]) is None
     assert "adapting off" in steady_line(1, {"steady": None, "effort": {}})
+
+
+def _healthz_detector(calls, batches, sizes, queue_s, run_s, p95=3.0) -> dict:
+    return {"device": "cuda:0", "max_batch": 8, "calls": calls, "batches": batches, "batch_sizes": sizes,
+            "queue_s_total": queue_s, "run_s_total": run_s, "queue_ms_p95": p95}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        (None, None, None),  # no shared detector (injected detectors, engine processes)
+        (
+            None,  # loaded by the run's first stream
+            _healthz_detector(10, 6, {"1": 4, "3": 2}, 0.05, 0.12),
+            {"frames": 10, "runs": 6, "mean_batch": 1.67, "batch_sizes": {"1": 4, "3": 2},
+             "queue_ms_mean": 5.0, "run_ms_mean": 20.0},
+        ),
+        (
+            _healthz_detector(10, 6, {"1": 4, "3": 2}, 0.05, 0.12),  # a run before on the same server
+            _healthz_detector(30, 10, {"1": 4, "3": 2, "4": 2, "6": 2}, 0.45, 0.32),
+            {"frames": 20, "runs": 4, "mean_batch": 5.0, "batch_sizes": {"4": 2, "6": 2},
+             "queue_ms_mean": 20.0, "run_ms_mean": 50.0},
+        ),
+    ],
+)  # fmt: skip
+def test_the_shared_detectors_share_of_a_run_is_what_changed_during_it(before, after, expected) -> None:
+    import io
+    from argparse import Namespace
+
+    from edge_client.bench_report import print_report
+    from edge_client.bench_runs import detector_use
+
+    use = detector_use(before, after)
+    if expected is None:
+        assert use is None
+        return
+    assert {k: use[k] for k in expected} == expected
+    assert use["device"] == "cuda:0" and use["max_batch"] == 8 and use["queue_ms_p95_recent"] == 3.0
+    out = io.StringIO()
+    args = Namespace(
+        video="v.mp4", duration=20.0, detector_factory="none", process_max_width=None, return_video=False
+    )
+    report = {
+        "machine": "m",
+        "loadavg_before": "0",
+        "publisher": "p",
+        "runs": [{"streams": 4, "sessions": [], "detector": use}],
+    }
+    print_report(report, args, out)
+    assert (
+        f"shared detector (cuda:0, batches up to 8): {expected['frames']} frames in {expected['runs']} runs"
+        in out.getvalue()
+    )
