@@ -179,7 +179,7 @@ def make_pipeline_factory(
         with shared_lock:
             if not shared:
                 model = build_detector_model(config.detector)
-                batch = settings.detector_batch or (8 if is_cuda(model.device) else 1)
+                batch = settings.detector_batch or (8 if is_cuda(model.device) else 4)
                 shared.append(
                     SharedDetector(
                         model,

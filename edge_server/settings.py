@@ -122,8 +122,9 @@ class ServerSettings(BaseSettings):
     shared_detector: bool = True
     # The shared detector runs the frames that wait for it with the same input size and shape as one
     # batch, up to this many (pipelines.batching): on a GPU a batch of streams' frames costs little
-    # more than one. None: 8 where the detector runs on CUDA, 1 on the CPU (one image after another
-    # is as fast there: docs/scale-out.md, "Many streams, one detector").
+    # more than one; on the CPU a frame waits for one run instead of every run queued before it
+    # (docs/scale-out.md, "Many streams, one detector"). None: 8 where the detector runs on CUDA, 4
+    # on the CPU; 1: one frame at a time.
     detector_batch: int | None = Field(None, ge=1, le=64)
     # ... waiting this long for a batch to fill (0: a batch is what waited while the last one ran)
     detector_batch_wait_ms: float = Field(0.0, ge=0, le=100)

@@ -1,9 +1,10 @@
 """One model serving many streams, their requests run together: a batch per step.
 
 A server's streams each ask the one loaded detector for a frame's boxes, from threads of their own.
-On a CPU one image after another is as fast as a batch (OpenVINO int8 at 640 px on the 2-core dev VM:
-24.4 ms an image alone, 23.1-25.2 in batches of 2-8; the cores are the limit); on a GPU one small
-image leaves most of the device idle, and a batch of streams' frames costs little more than one. A
+On a GPU one frame leaves most of the device idle, and a batch of streams' frames costs little more
+than one. On a CPU the cores are the limit (OpenVINO int8 at 640 px on the 2-core dev VM: 24.4 ms an
+image alone, 23.1-25.2 in batches of 2-8), but a frame then waits for one run instead of every run
+queued before it (docs/scale-out.md, "Many streams, one detector"). A
 :class:`Batcher` runs requests on a thread of its own: each run takes the oldest request waiting and
 every other one waiting with the same key (the same input size and image shape, so that each is
 letterboxed as it would be alone and its result is the same), up to ``max_batch``. With ``wait_s`` 0

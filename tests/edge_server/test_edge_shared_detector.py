@@ -12,9 +12,9 @@ from edge_server.metrics import Metrics
 from edge_server.settings import ServerSettings
 
 
-@pytest.mark.parametrize(("batch", "expected"), [(None, 1), (4, 4)])
+@pytest.mark.parametrize(("batch", "expected"), [(None, 4), (1, 1), (6, 6)])
 def test_every_stream_gets_the_one_detector_batched_as_set(tmp_path, batch, expected) -> None:
-    """``detector_batch`` None: 1 on the CPU (8 on CUDA); each stream's pipeline sizes its own input
+    """``detector_batch`` None: 4 on the CPU (8 on CUDA); each stream's pipeline sizes its own input
     around the one network, and each run is counted in the metrics."""
     shared: list = []
     metrics = Metrics()
