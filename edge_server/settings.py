@@ -148,6 +148,10 @@ class ServerSettings(BaseSettings):
     # CPU threads of OpenCV and of the OpenVINO detector in each engine process (None: theirs, every
     # core); on a box running more streams than cores, 1 keeps them from crowding each other
     engine_threads: int | None = Field(None, ge=1)
+    # With engine_processes: one detector for every engine, in a process of its own (the streams'
+    # frames batched as shared_detector's are; docs/scale-out.md, "Engine processes"), instead of a
+    # copy of the network in each engine. An engine whose service is lost loads its own and goes on.
+    engine_detector_service: bool = False
     # A stream that cannot keep up gives up work in steps (pipelines.effort; docs/scale-out.md, "A
     # slow box"): the detector and the road U-Net less often, then every 2nd, 3rd ... frame processed,
     # evenly, up to these bounds (the accuracy the site accepts), holding the latency under

@@ -49,6 +49,8 @@ class EngineSpec:
     detector_factory: Any = None
     segmenter_factory: Any = None
     threads: int | None = None  # OpenCV's threads in the process (None: its own choice)
+    # the server's detector service (settings.engine_detector_service): the detector is asked there
+    detector_service: Any = None  # edge_server.engines.detector_service.ServiceAddress
     log_level: int = logging.INFO
     name: str = "engine"  # in its log lines
 
@@ -62,6 +64,20 @@ class FrameMeta:
     telemetry: Any
     shape: tuple[int, ...]
     slot: tuple[str, int]
+
+
+def to_slot(slot: FrameSlot | None, frame: Frame) -> tuple[FrameSlot, FrameMeta]:
+    """``frame``'s pixels written to ``slot`` (a new one where it is missing or too small: the old one
+    removed) and the description that goes over the pipe instead of them."""
+    image = np.ascontiguousarray(frame.image)
+    if slot is None or slot.size < image.nbytes:
+        if slot is not None:
+            slot.unlink()
+        slot = FrameSlot.create(image.nbytes)
+    slot.write(image)
+    return slot, FrameMeta(
+        frame.index, frame.timestamp_s, frame.telemetry, image.shape, (str(slot.path), slot.size)
+    )
 
 
 @dataclass(frozen=True)
@@ -94,16 +110,37 @@ _models: dict[str, Any] = {}  # this process's detector network, loaded once for
 def _build(spec: EngineSpec) -> Pipeline:
     """A stream's pipeline; the detector network (when the config names it) and the road U-Net
     (the builder's cache) are loaded by the first and kept for the next streams of this process."""
-    from pipelines.builder import build_detector_model, build_pipeline
+    from pipelines.builder import build_pipeline
 
-    detector = spec.detector_factory() if spec.detector_factory is not None else None
     segmenter = spec.segmenter_factory() if spec.segmenter_factory is not None else None
-    model = None
-    if detector is None:
-        if "detector" not in _models:
-            _models["detector"] = build_detector_model(spec.config.detector)
-        model = _models["detector"]
+    if spec.detector_service is not None:
+        remote = _remote(spec)
+        if spec.detector_factory is not None:  # the served detector is the whole stage
+            return build_pipeline(spec.config, detector=remote, segmenter=segmenter)
+        return build_pipeline(spec.config, segmenter=segmenter, model=remote)
+    detector = spec.detector_factory() if spec.detector_factory is not None else None
+    model = _own_model(spec) if detector is None else None
     return build_pipeline(spec.config, detector=detector, segmenter=segmenter, model=model)
+
+
+def _own_model(spec: EngineSpec) -> Any:
+    from pipelines.builder import build_detector_model
+
+    if "detector" not in _models:
+        _models["detector"] = build_detector_model(spec.config.detector)
+    return _models["detector"]
+
+
+def _remote(spec: EngineSpec) -> Any:
+    """The detector service's model, connected once for the streams of this process; where the
+    service was lost, this process's own detector."""
+    from edge_server.engines.detector_service import RemoteModel
+
+    remote = _models.get("remote")
+    if remote is None:
+        own = spec.detector_factory if spec.detector_factory is not None else (lambda: _own_model(spec))
+        remote = _models["remote"] = RemoteModel(spec.detector_service, own)
+    return remote
 
 
 def _error(exc: BaseException) -> tuple[str, str, str]:

@@ -35,7 +35,7 @@ import numpy as np
 from edge_server.engine_link import EngineLost
 from edge_server.engines import child
 from edge_server.engines.child import EngineSpec, FrameMeta, PreparedRef
-from edge_server.engines.slots import FrameSlot
+from edge_server.engines.slots import FrameSlot, remove_slots_of
 from pipelines.errors import AirPatrolError
 
 if TYPE_CHECKING:
@@ -169,6 +169,7 @@ class EngineProcess:
             if ch.slot is not None:
                 ch.slot.unlink()
                 ch.slot = None
+        remove_slots_of(self.pid)  # the engine's own (its frames for the detector service)
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -197,15 +198,8 @@ class EngineProcess:
 
     @staticmethod
     def _to_slot(ch: _Channel, frame: Frame) -> FrameMeta:
-        image = np.ascontiguousarray(frame.image)
-        if ch.slot is None or ch.slot.size < image.nbytes:
-            if ch.slot is not None:
-                ch.slot.unlink()
-            ch.slot = FrameSlot.create(image.nbytes)
-        ch.slot.write(image)
-        return FrameMeta(
-            frame.index, frame.timestamp_s, frame.telemetry, image.shape, (str(ch.slot.path), ch.slot.size)
-        )
+        ch.slot, meta = child.to_slot(ch.slot, frame)
+        return meta
 
     def _receive(self, conn: Connection, timeout: float, op: str) -> tuple:
         deadline = time.monotonic() + timeout

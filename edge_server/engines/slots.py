@@ -58,6 +58,10 @@ class FrameSlot:
         view = np.ndarray(image.shape, np.uint8, buffer=self._map)
         np.copyto(view, image)
 
+    def view(self, shape: tuple[int, ...]) -> np.ndarray:
+        """The frame of ``shape`` in place (no copy): valid while its writer waits for the reader."""
+        return np.ndarray(shape, np.uint8, buffer=self._map)
+
     def read(self, shape: tuple[int, ...]) -> np.ndarray:
         """A private copy of the frame of ``shape`` in the slot."""
         return np.ndarray(shape, np.uint8, buffer=self._map).copy()
@@ -83,6 +87,17 @@ def _running(pid: int) -> bool:
     return True
 
 
+def remove_slots_of(pid: int, folder: Path | None = None) -> int:
+    """Remove the slots a process made itself (an engine's for the detector service) once it has
+    ended, however it ended; how many were removed."""
+    removed = 0
+    for path in (folder or slot_dir()).glob(f"{PREFIX}{pid}-*"):
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed += 1
+    return removed
+
+
 def sweep_stale(folder: Path | None = None) -> int:
     """Remove the slots left by servers that are no longer running; how many were removed."""
     removed = 0
@@ -100,4 +115,4 @@ def sweep_stale(folder: Path | None = None) -> int:
     return removed
 
 
-__all__ = ["PREFIX", "FrameSlot", "slot_dir", "sweep_stale"]
+__all__ = ["PREFIX", "FrameSlot", "remove_slots_of", "slot_dir", "sweep_stale"]

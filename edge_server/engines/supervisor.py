@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from edge_server.engine_link import EngineLost
 from edge_server.engines.child import EngineSpec
+from edge_server.engines.detector_service import DetectorService, DetectorServiceError, ServiceSpec
 from edge_server.engines.remote import EngineProcess, EngineStartError, RemotePipeline
 from edge_server.engines.slots import sweep_stale
 from edge_server.settings import SettingsError
@@ -109,7 +110,19 @@ class EngineProcesses:
         self.lost: collections.Counter[str] = collections.Counter()
         self.last_lost: dict[str, Any] | None = None
         self._closing = False
+        self.detector_service: DetectorService | None = None  # use_detector_service
         sweep_stale()  # a server killed before it could remove its engines' slots
+
+    def use_detector_service(self, spec: ServiceSpec) -> None:
+        """Engines started from now on ask one detector service (started with the first of them)
+        instead of loading a detector each (settings.engine_detector_service)."""
+        self.detector_service = DetectorService(
+            spec,
+            self._ctx,
+            start_timeout_s=self.start_timeout_s,
+            timeout_s=0.6 * self.timeout_s,  # the engine then still answers within its own watchdog's
+            first_timeout_s=0.9 * self.timeout_s,  # a new input size: the network compiles for it
+        )
 
     def start(self, spec: EngineSpec) -> RemotePipeline:
         """A pipeline for a new stream in an idle engine process, or a new one; returns once it is
@@ -130,6 +143,11 @@ class EngineProcesses:
                 self._forget(engine)
                 continue
             return RemotePipeline(engine, spec.config, metadata, self._give_back)
+        if self.detector_service is not None:
+            try:
+                spec = dataclasses.replace(spec, detector_service=self.detector_service.ensure())
+            except DetectorServiceError as exc:
+                raise EngineStartError(str(exc)) from exc
         engine = EngineProcess(
             spec,
             self._ctx,
@@ -177,6 +195,8 @@ class EngineProcesses:
         for engine in idle:
             engine.stop()
             self._forget(engine)
+        if self.detector_service is not None:
+            self.detector_service.stop()
 
     def health(self) -> dict[str, Any]:
         """What ``/healthz`` says of the engines: each process with its memory and whether it serves
@@ -195,6 +215,7 @@ class EngineProcesses:
             "started": self.started,
             "lost": dict(self.lost),
             "last_lost": self.last_lost,
+            "detector_service": self.detector_service.stats() if self.detector_service is not None else None,
         }
 
 
@@ -224,6 +245,17 @@ def engine_factory(
             "engine_processes: the detector and segmenter factories must be importable callables "
             f"(a module's function or class) to reach the engine processes: {exc}"
         ) from exc
+    if settings.engine_detector_service:
+        engines.use_detector_service(
+            ServiceSpec(
+                config.detector,
+                detector_factory,
+                max_batch=settings.detector_batch,
+                wait_ms=settings.detector_batch_wait_ms,
+                threads=settings.engine_threads,
+                log_level=spec.log_level,
+            )
+        )
     numbers = itertools.count(1)
     return lambda: engines.start(dataclasses.replace(spec, name=f"engine-{next(numbers)}"))
 

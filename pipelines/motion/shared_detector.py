@@ -77,7 +77,8 @@ class SharedDetector:
 
     def stats(self) -> dict[str, Any]:
         """The batcher's figures (:meth:`pipelines.batching.Batcher.stats`) with the device."""
-        return {"device": self.device, "weights": str(self.weights), **self.batcher.stats()}
+        weights = getattr(self.inner, "weights", None) or type(self.inner).__name__  # a plug-in detector
+        return {"device": self.device, "weights": str(weights), **self.batcher.stats()}
 
     def close(self) -> None:
         self.batcher.close()

@@ -6,11 +6,10 @@ import threading
 import time
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 import supervision as sv
-from shared_material import shared_path
+from shared_material import visdrone_images
 
 from pipelines.motion.detector import YoloDetector, empty_detections
 from pipelines.motion.shared_detector import SharedDetector
@@ -149,24 +148,13 @@ def test_a_model_without_batches_serves_one_frame_at_a_time_only() -> None:
         SharedDetector(_SlowModel(), max_batch=4)
 
 
-def _visdrone_images(n: int) -> list[np.ndarray]:
-    folder = shared_path("visdrone_det", "images")
-    by_shape: dict[tuple[int, ...], list[np.ndarray]] = {}
-    for path in sorted(folder.glob("*.jpg")):
-        image = cv2.imread(str(path))
-        by_shape.setdefault(image.shape, []).append(image)
-        if len(by_shape[image.shape]) == n:
-            return by_shape[image.shape]
-    pytest.skip(f"no {n} VisDrone images of one size under {folder}")
-
-
 def test_the_shipped_detector_finds_the_same_boxes_in_a_batch_as_alone() -> None:
     """Four streams' real frames (VisDrone) through the shipped int8 OpenVINO detector in one batch:
     the same boxes, scores and classes as each frame alone."""
     from pipelines.config import DEFAULT_WEIGHTS_DIR
 
     model = YoloDetector(DEFAULT_WEIGHTS_DIR / "airpatrol_vehicles_n_int8_openvino_model")
-    frames = [Frame(index=i, timestamp_s=0.0, image=im) for i, im in enumerate(_visdrone_images(4))]
+    frames = [Frame(index=i, timestamp_s=0.0, image=im) for i, im in enumerate(visdrone_images(4))]
     alone = [model.detect_at(f, 960) for f in frames]
     shared = SharedDetector(model, max_batch=4, wait_ms=5000)  # the four arrive well within 5 s
     together: dict[int, sv.Detections] = {}
