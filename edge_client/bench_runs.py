@@ -131,11 +131,14 @@ async def run_streams(
 
 
 async def shared_detector(url: str) -> dict[str, Any] | None:
-    """The server's shared detector's figures so far (/healthz), None where it has none."""
+    """The server's shared detector's figures so far (/healthz: the threads' shared detector, or the
+    engine processes' detector service once it has served), None where it has none."""
     import httpx
 
     async with httpx.AsyncClient(base_url=url, timeout=30) as c:
-        return (await c.get("/healthz")).json().get("detector")
+        health = (await c.get("/healthz")).json()
+    service = (health.get("engines") or {}).get("detector_service")
+    return health.get("detector") or (service if service and "calls" in service else None)
 
 
 def detector_use(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ files, CPU seconds)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import subprocess
@@ -33,6 +34,10 @@ def cpu_seconds(pid: int) -> float:
         return float("nan")
 
 
+# the detector service's process name (/proc/PID/comm), as edge_server.engines.detector_service sets it
+SERVICE_COMM = "ap-detector"
+
+
 def process_info(pid: int) -> dict[str, Any] | None:
     """One process's role (from its command line), CPU seconds, RSS and PSS (MB); None once gone."""
     cpu = cpu_seconds(pid)
@@ -50,6 +55,9 @@ def process_info(pid: int) -> dict[str, Any] | None:
             mem[key.lower() + "_mb"] = round(int(rest.split()[0]) / 1024.0, 1)
     text = b" ".join(cmd).decode(errors="replace")
     role = "fork server" if "forkserver" in text else Path(cmd[0].decode(errors="replace")).name or "?"
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/comm").read_text().strip() == SERVICE_COMM:
+            role = "detector service"
     return {"role": role, "cpu_s": cpu, **mem}
 
 
@@ -66,7 +74,7 @@ def process_tree(root: int) -> dict[int, dict[str, Any]]:
             continue
         if parent is None:
             info["role"] = "server"
-        elif parent == "fork server":
+        elif parent == "fork server" and info["role"] != "detector service":
             info["role"] = "engine"
         out[pid] = info
         todo += [(kid, info["role"]) for kid in children(pid)]

@@ -13,6 +13,7 @@ nothing else of the engine side.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -96,4 +97,16 @@ class StreamEngine(Protocol):
         latest processed frame, which a measured base is solved on."""
 
 
-__all__ = ["EngineLost", "IncomingFrame", "PeerLink", "StreamEngine"]
+def describe_exit(exitcode: int | None) -> str:
+    """How a process ended, for a lost engine's reason: ``was killed by SIGKILL``, ``exited with code 1``."""
+    if exitcode is None:
+        return "is not answering"
+    if exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
+__all__ = ["EngineLost", "IncomingFrame", "PeerLink", "StreamEngine", "describe_exit"]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edge_server.engines.slots import FrameSlot
+from edge_server.engines.slots import FrameMeta, FrameSlot
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -53,31 +53,6 @@ class EngineSpec:
     detector_service: Any = None  # edge_server.engines.detector_service.ServiceAddress
     log_level: int = logging.INFO
     name: str = "engine"  # in its log lines
-
-
-@dataclass(frozen=True)
-class FrameMeta:
-    """A frame as it crosses the pipe; its pixels are in ``slot`` (path, size)."""
-
-    index: int
-    timestamp_s: float
-    telemetry: Any
-    shape: tuple[int, ...]
-    slot: tuple[str, int]
-
-
-def to_slot(slot: FrameSlot | None, frame: Frame) -> tuple[FrameSlot, FrameMeta]:
-    """``frame``'s pixels written to ``slot`` (a new one where it is missing or too small: the old one
-    removed) and the description that goes over the pipe instead of them."""
-    image = np.ascontiguousarray(frame.image)
-    if slot is None or slot.size < image.nbytes:
-        if slot is not None:
-            slot.unlink()
-        slot = FrameSlot.create(image.nbytes)
-    slot.write(image)
-    return slot, FrameMeta(
-        frame.index, frame.timestamp_s, frame.telemetry, image.shape, (str(slot.path), slot.size)
-    )
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edge_server.engines.slots import FrameSlot
+from edge_server.engine_link import describe_exit
+from edge_server.engines.slots import FrameSlot, to_slot
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -129,8 +130,6 @@ class RemoteModel:
         return own.detect(frame) if op == "detect" else own.detect_at(frame, *args)
 
     def _request(self, op: str, frame: Frame, *args: Any) -> tuple:
-        from edge_server.engines.child import to_slot
-
         if self._conn is None:
             raise OSError("not connected")
         self._slot, meta = to_slot(self._slot, frame)
@@ -228,9 +227,23 @@ def _serve(conn: Connection, shared: Any) -> None:
         conn.close()
 
 
+PROCESS_NAME = b"ap-detector"  # its /proc/PID/comm (at most 15 bytes; serve-bench names its role by it)
+
+
+def _name_process() -> None:
+    """Name the process (Linux ``prctl(PR_SET_NAME)``; elsewhere it keeps its name)."""
+    import ctypes
+    import ctypes.util
+
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(15, ctypes.c_char_p(PROCESS_NAME), 0, 0, 0)  # 15: PR_SET_NAME
+
+
 def main(spec: ServiceSpec, address: str, authkey: bytes, control: Connection) -> None:
     """The service: load the detector, listen, say ready; answer the server's ``stats`` on the
     control pipe; leave on ``exit`` or when the server is gone."""
+    _name_process()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server ends it through its pipe
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(
@@ -319,7 +332,7 @@ class DetectorService:
                 return self._where
             if self._proc is not None:  # it was running: lost
                 self.lost += 1
-                how = _exit_text(self._proc.exitcode) if not self._proc.is_alive() else "hung"
+                how = describe_exit(self._proc.exitcode) if not self._proc.is_alive() else "hung"
                 self.last_lost = f"detector service {self._proc.pid} {how}"
                 log.warning("%s: starting another", self.last_lost)
                 self._kill()
@@ -354,7 +367,7 @@ class DetectorService:
             if not self._proc.is_alive() or time.monotonic() > deadline:
                 self._kill()
                 raise DetectorServiceError(
-                    f"the detector service did not start ({_exit_text(self._proc.exitcode)})"
+                    f"the detector service did not start ({describe_exit(self._proc.exitcode)})"
                 )
         try:
             answer = here.recv()
@@ -415,12 +428,6 @@ class DetectorService:
             with contextlib.suppress(OSError):
                 self._control.close()
             self._control = None
-
-
-def _exit_text(exitcode: int | None) -> str:
-    from edge_server.engines.remote import describe_exit
-
-    return describe_exit(exitcode)
 
 
 __all__ = ["DetectorService", "DetectorServiceError", "RemoteModel", "ServiceAddress", "ServiceSpec", "main"]

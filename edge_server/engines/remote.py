@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -32,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edge_server.engine_link import EngineLost
+from edge_server.engine_link import EngineLost, describe_exit
 from edge_server.engines import child
-from edge_server.engines.child import EngineSpec, FrameMeta, PreparedRef
-from edge_server.engines.slots import FrameSlot, remove_slots_of
+from edge_server.engines.child import EngineSpec, PreparedRef
+from edge_server.engines.slots import FrameMeta, FrameSlot, remove_slots_of, to_slot
 from pipelines.errors import AirPatrolError
 
 if TYPE_CHECKING:
@@ -85,17 +84,6 @@ class _Rules:
 @dataclass
 class _Clock:
     problem: str | None = None  # pipeline.timestamps.problem as of the last processed frame
-
-
-def describe_exit(exitcode: int | None) -> str:
-    if exitcode is None:
-        return "is not answering"
-    if exitcode < 0:
-        try:
-            return f"was killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"was killed by signal {-exitcode}"
-    return f"exited with code {exitcode}"
 
 
 class EngineProcess:
@@ -198,7 +186,7 @@ class EngineProcess:
 
     @staticmethod
     def _to_slot(ch: _Channel, frame: Frame) -> FrameMeta:
-        ch.slot, meta = child.to_slot(ch.slot, frame)
+        ch.slot, meta = to_slot(ch.slot, frame)
         return meta
 
     def _receive(self, conn: Connection, timeout: float, op: str) -> tuple:

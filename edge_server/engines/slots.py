@@ -20,9 +20,14 @@ import mmap
 import os
 import secrets
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pipelines.types import Frame
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +82,31 @@ class FrameSlot:
             self.path.unlink()
 
 
+@dataclass(frozen=True)
+class FrameMeta:
+    """A frame as it crosses the pipe; its pixels are in ``slot`` (path, size)."""
+
+    index: int
+    timestamp_s: float
+    telemetry: Any
+    shape: tuple[int, ...]
+    slot: tuple[str, int]
+
+
+def to_slot(slot: FrameSlot | None, frame: Frame) -> tuple[FrameSlot, FrameMeta]:
+    """``frame``'s pixels written to ``slot`` (a new one where it is missing or too small: the old one
+    removed) and the description that goes over the pipe instead of them."""
+    image = np.ascontiguousarray(frame.image)
+    if slot is None or slot.size < image.nbytes:
+        if slot is not None:
+            slot.unlink()
+        slot = FrameSlot.create(image.nbytes)
+    slot.write(image)
+    return slot, FrameMeta(
+        frame.index, frame.timestamp_s, frame.telemetry, image.shape, (str(slot.path), slot.size)
+    )
+
+
 def _running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -115,4 +145,4 @@ def sweep_stale(folder: Path | None = None) -> int:
     return removed
 
 
-__all__ = ["PREFIX", "FrameSlot", "remove_slots_of", "slot_dir", "sweep_stale"]
+__all__ = ["PREFIX", "FrameMeta", "FrameSlot", "to_slot", "remove_slots_of", "slot_dir", "sweep_stale"]

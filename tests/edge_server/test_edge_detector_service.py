@@ -12,6 +12,7 @@ import pytest
 from shared_material import visdrone_images
 from test_edge_engines import CONFIG, frames, our_slots
 
+from edge_client.bench_server import process_tree
 from edge_client.synthetic import BrightBlobDetector, SceneRoadSegmenter
 from edge_server.engines import slots
 from edge_server.engines.child import EngineSpec
@@ -46,6 +47,8 @@ def test_two_engines_ask_one_detector_service_and_get_what_their_pipeline_gives(
         a, b = engines.start(spec()), engines.start(spec())
         health = engines.health()["detector_service"]
         assert health["running"] and health["started"] == 1 and health["pid"] not in (a.pid, b.pid)
+        roles = {pid: p["role"] for pid, p in process_tree(os.getpid()).items()}  # as serve-bench reads them
+        assert roles[health["pid"]] == "detector service" and roles[a.pid] == roles[b.pid] == "engine"
         local = build_pipeline(CONFIG, detector=BrightBlobDetector(), segmenter=SceneRoadSegmenter())
         other = build_pipeline(CONFIG, detector=BrightBlobDetector(), segmenter=SceneRoadSegmenter())
         for frame in frames(90):
