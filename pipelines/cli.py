@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from pipelines.config import ConfigError, PipelineConfig
 
@@ -294,6 +295,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.video, args.srt, args.max_frames, camera=args.camera, fixed=config.camera, fps=args.fps
     )
     config = config_for_source(config, source.fps)
+    if args.streams:
+        return _bench_streams(args, config, source, frames)
     pipeline = build_pipeline(config)
     timer = StageTimer.create()
     on_result = (lambda r: annotate(r)) if args.annotate else None
@@ -315,6 +318,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
         summary.pop("violation_list", None)
         summary.pop("final_violations", None)
         Path(args.json).write_text(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
+def _bench_streams(args: argparse.Namespace, config: Any, source: Any, frames: Any) -> int:
+    """``bench --streams``: the engine's stream count at the frame rate (pipelines.streams_bench)."""
+    from pipelines.runner import machine_description
+    from pipelines.streams_bench import format_streams, frames_in_memory, run_streams
+
+    try:
+        decoded = frames_in_memory(frames)
+    finally:
+        source.close()
+    report = run_streams(config, decoded, args.streams, target_fps=args.target_fps or source.fps or 30.0)
+    report["machine"] = machine_description()
+    print(f"machine: {report['machine']}\n{format_streams(report)}")  # noqa: T201 - the benchmark's output
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, default=str))
     return 0
 
 
@@ -344,6 +364,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--annotate", action="store_true", help="include drawing the annotated frame")
     b.add_argument("--json", type=Path, help="also write the numbers as JSON")
     b.add_argument("-q", "--quiet", action="store_true")
+    b.add_argument(
+        "--streams",
+        type=positive_int,
+        nargs="+",
+        metavar="N",
+        help="run N pipelines at once around one batched detector (each count given), the frames decoded "
+        "once into memory: how many streams the engine keeps at the video's frame rate, and what limits it",
+    )
+    b.add_argument(
+        "--target-fps",
+        type=float_in(0.1, 1000.0),
+        help="with --streams: the rate to keep (default: the video's)",
+    )
     add_pipeline_options(b)
     b.set_defaults(func=cmd_bench)
 

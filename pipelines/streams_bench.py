@@ -1,0 +1,182 @@
+"""How many streams one box's engine keeps at the camera's frame rate: ``airpatrol bench --streams``.
+
+A live server's streams each run a pipeline on a thread of their own around the one detector
+(:class:`~pipelines.motion.shared_detector.SharedDetector`, their frames batched per step). This
+measures that engine alone, without receiving or decoding: the flight's frames are decoded once
+into memory, and N pipelines run them at once, as fast as they can, for each N asked; each stream's
+processed fps, the detector's batches, its busy share and the process's cores say how many streams
+keep ``target_fps`` and what holds the next count back. On a GPU box (``--device cuda``) it is the
+figure issue 42 asks for; on a CPU it is the engine's ceiling with decoding taken away.
+
+Every stream plays the same frames from the first (identical work per stream; on a live server the
+streams' frames differ, and batches form as they arrive).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pipelines.config import PipelineConfig
+from pipelines.types import Frame
+
+log = logging.getLogger(__name__)
+
+
+def run_streams(
+    config: PipelineConfig,
+    frames: Sequence[Frame],
+    counts: Sequence[int],
+    *,
+    target_fps: float = 30.0,
+    max_batch: int | None = None,
+    model: Any = None,
+) -> dict[str, Any]:
+    """For each stream count: every stream's fps over ``frames``, the detector's figures, the cores
+    used; and the largest count whose streams all kept ``target_fps``, with what limits the next.
+    ``model``: the loaded detector network (default: the config's, loaded once here)."""
+    from pipelines.builder import build_detector_model, build_pipeline
+    from pipelines.devices import is_cuda
+    from pipelines.motion.shared_detector import SharedDetector
+
+    model = model if model is not None else build_detector_model(config.detector)
+    device = str(getattr(model, "device", "cpu"))
+    batch = max_batch or (8 if is_cuda(device) else 4)
+    runs = []
+    for n in counts:
+        shared = SharedDetector(model, max_batch=batch)
+        pipelines = [build_pipeline(config, model=shared) for _ in range(n)]
+        try:
+            runs.append(_one_count(pipelines, frames, shared, target_fps))
+        finally:
+            shared.close()
+            for p in pipelines:
+                p.close()
+        log.info(
+            "%d stream(s): %s fps each, detector busy %.0f %%",
+            n,
+            runs[-1]["fps"],
+            100 * runs[-1]["detector_busy"],
+        )
+    kept = [r for r in runs if r["kept_target"]]
+    best = max((r["streams"] for r in kept), default=0)
+    above = next((r for r in runs if r["streams"] > best), None)
+    return {
+        "device": device,
+        "frames": len(frames),
+        "size": list(frames[0].image.shape[1::-1]) if frames else None,
+        "target_fps": target_fps,
+        "max_batch": batch,
+        "cpus": len(os.sched_getaffinity(0)),
+        "runs": runs,
+        "streams_kept": best,
+        "limit": _limit(above) if above is not None else None,
+    }
+
+
+def _one_count(
+    pipelines: list[Any], frames: Sequence[Frame], shared: Any, target_fps: float
+) -> dict[str, Any]:
+    """Every pipeline over ``frames`` at once, each on a thread of its own."""
+    n = len(pipelines)
+    walls = [0.0] * n
+    errors: list[BaseException] = []
+    start_gate = threading.Barrier(n + 1)
+
+    def stream(k: int) -> None:
+        try:
+            start_gate.wait()
+            t0 = time.perf_counter()
+            for frame in frames:
+                pipelines[k].process(frame)
+            pipelines[k].finish()
+            walls[k] = time.perf_counter() - t0
+        except BaseException as exc:  # noqa: BLE001 - raised on the caller's thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=stream, args=(k,), name=f"stream-{k}") for k in range(n)]
+    for t in threads:
+        t.start()
+    before = shared.stats()
+    cpu0 = time.process_time()
+    start_gate.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    if errors:
+        raise errors[0]
+    after = shared.stats()
+    fps = [round(len(frames) / w, 2) for w in walls]
+    runs = after["batches"] - before["batches"]
+    return {
+        "streams": n,
+        "fps": fps,
+        "fps_min": min(fps),
+        "fps_total": round(sum(fps), 2),
+        "kept_target": min(fps) >= target_fps,
+        "cores": round(cpu / wall, 2),
+        "detector_runs": runs,
+        "detector_frames": after["calls"] - before["calls"],
+        "mean_batch": round((after["calls"] - before["calls"]) / runs, 2) if runs else None,
+        "batch_sizes": after["batch_sizes"],
+        "detector_run_ms": round(1000 * (after["run_s_total"] - before["run_s_total"]) / runs, 2)
+        if runs
+        else None,
+        "detector_queue_ms": round(
+            1000
+            * (after["queue_s_total"] - before["queue_s_total"])
+            / max(1, after["calls"] - before["calls"]),
+            2,
+        ),
+        "detector_busy": round((after["run_s_total"] - before["run_s_total"]) / wall, 3),
+    }
+
+
+def _limit(run: dict[str, Any]) -> str:
+    """What held ``run``'s streams under the target: the detector, the cores, or neither (then the
+    streams' own serial work and the interpreter lock they share)."""
+    cpus = len(os.sched_getaffinity(0))
+    if run["detector_busy"] >= 0.9:
+        return f"the detector: busy {100 * run['detector_busy']:.0f} % of the time (mean batch {run['mean_batch']})"
+    if run["cores"] >= 0.9 * cpus:
+        return f"the CPU: {run['cores']} of {cpus} cores busy"
+    return (
+        f"neither the detector (busy {100 * run['detector_busy']:.0f} %) nor the CPU ({run['cores']} of {cpus} "
+        "cores): the streams' serial work on one interpreter lock"
+    )
+
+
+def format_streams(report: dict[str, Any]) -> str:
+    lines = [
+        f"{report['frames']} frames of {report['size'][0]}x{report['size'][1]} decoded once, every stream from the first; "
+        f"detector on {report['device']}, batches up to {report['max_batch']}; {report['cpus']} CPUs",
+        f"{'streams':>8}{'fps min':>9}{'fps all':>9}{'cores':>7}{'det busy':>10}{'batch':>7}{'run ms':>8}{'wait ms':>9}",
+    ]
+    for r in report["runs"]:
+        lines.append(
+            f"{r['streams']:>8}{r['fps_min']:>9.1f}{r['fps_total']:>9.1f}{r['cores']:>7.2f}"
+            f"{100 * r['detector_busy']:>9.0f}%{r['mean_batch'] or 0:>7.2f}{r['detector_run_ms'] or 0:>8.1f}"
+            f"{r['detector_queue_ms']:>9.1f}"
+        )
+    lines.append(
+        f"streams kept at {report['target_fps']:g} fps: {report['streams_kept']}"
+        + (f"; the next count is held back by {report['limit']}" if report["limit"] else "")
+    )
+    return "\n".join(lines)
+
+
+def frames_in_memory(frames: Any) -> list[Frame]:
+    """The flight's frames decoded (their pixels in memory), for the streams to share."""
+    out = [f for f in frames]
+    if not out:
+        raise ValueError("the video gave no frames")
+    log.info("%d frames decoded (%.0f MB)", len(out), sum(np.asarray(f.image).nbytes for f in out) / 1e6)
+    return out

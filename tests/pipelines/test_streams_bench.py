@@ -1,0 +1,101 @@
+"""pipelines.streams_bench (``airpatrol bench --streams``): N pipelines at once around one batched
+detector, on frames decoded once: how many keep the frame rate, and what holds the next count back."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge_client.synthetic import DEFAULT_CAMERA, BrightBlobDetector, SyntheticScene
+from pipelines.config import PipelineConfig
+from pipelines.streams_bench import _limit, format_streams, run_streams
+from pipelines.types import Frame, Telemetry
+
+CONFIG = PipelineConfig().with_overrides(road={"enabled": False}, keyframes={"enabled": True})
+
+
+class _BlobModel:
+    """A loaded network's interface over the scene's bright-blob detector, a little slow per run."""
+
+    weights = Path("blobs")
+    imgsz = 640
+    device = "cpu"
+
+    def __init__(self) -> None:
+        self.inner = BrightBlobDetector()
+
+    def detect_at(self, frame: Frame, imgsz: int):
+        time.sleep(0.004)
+        return self.inner(frame.image)
+
+    def detect_many(self, images, imgsz):
+        time.sleep(0.004)
+        return [self.inner(im) for im in images]
+
+
+def _frames(n: int) -> list[Frame]:
+    scene = SyntheticScene()
+    tel = dict(altitude_m=50.0, gimbal_pitch_deg=-90.0, focal_length_35mm=24.0, camera=DEFAULT_CAMERA)
+    return [Frame(i, i / 30, scene.render(i / 30), Telemetry(timestamp_s=i / 30, **tel)) for i in range(n)]
+
+
+@pytest.mark.parametrize(("target_fps", "kept"), [(1.0, 3), (1e6, 0)])
+def test_every_count_runs_its_streams_at_once_around_one_detector(target_fps: float, kept: int) -> None:
+    frames = _frames(30)
+    report = run_streams(CONFIG, frames, [1, 3], target_fps=target_fps, model=_BlobModel())
+    one, three = report["runs"]
+    assert [r["streams"] for r in report["runs"]] == [1, 3] and len(three["fps"]) == 3
+    assert one["detector_frames"] >= 10 and three["detector_frames"] >= 3 * 10  # keyframes of every stream
+    assert three["detector_frames"] == 3 * one["detector_frames"]  # the same frames, the same work each
+    assert one["mean_batch"] == 1.0 and three["detector_runs"] <= three["detector_frames"]
+    assert report["streams_kept"] == kept and report["device"] == "cpu" and report["max_batch"] == 4
+    assert report["size"] == [frames[0].image.shape[1], frames[0].image.shape[0]]
+    if kept:
+        assert report["limit"] is None
+    else:
+        assert report["limit"].startswith(("the detector", "the CPU", "neither"))
+    text = format_streams(report)
+    assert f"streams kept at {target_fps:g} fps: {kept}" in text
+    json.dumps(report)
+
+
+@pytest.mark.parametrize(
+    ("run", "said"),
+    [
+        (
+            {"detector_busy": 0.95, "mean_batch": 3.5, "cores": 1.0},
+            "the detector: busy 95 % of the time (mean batch 3.5)",
+        ),
+        ({"detector_busy": 0.5, "mean_batch": 1.0, "cores": 99.0}, "the CPU: 99.0 of"),
+        ({"detector_busy": 0.5, "mean_batch": 1.0, "cores": 0.1}, "one interpreter lock"),
+    ],
+)
+def test_what_limits_a_count_is_named(run, said) -> None:
+    assert said in _limit(run)
+
+
+def test_the_command_reports_streams_of_a_video(tmp_path, capsys) -> None:
+    """``airpatrol bench VIDEO --streams 1 2`` with the shipped models."""
+    import cv2
+
+    from airpatrol.cli import main
+
+    video = tmp_path / "v.mp4"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"mp4v"), 30.0, (320, 180))
+    for frame in _frames(12):
+        writer.write(cv2.resize(frame.image, (320, 180)))
+    writer.release()
+    out = tmp_path / "streams.json"
+    code = main(["bench", str(video), "--streams", "1", "2", "--max-frames", "12", "--altitude", "50", "--pitch", "-90",
+                 "--camera", "mavic 3", "--target-fps", "0.5", "--json", str(out), "-q"])  # fmt: skip
+    text = capsys.readouterr().out
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert [r["streams"] for r in report["runs"]] == [1, 2] and report["frames"] == 12
+    assert report["device"] == "cpu" and "cores" in report["machine"]
+    assert "12 frames of 320x180 decoded once" in text and "streams kept at 0.5 fps: 2" in text
+    assert np.all(np.asarray(report["runs"][1]["fps"]) > 0)
