@@ -150,7 +150,7 @@ def _limit(run: dict[str, Any]) -> str:
         return f"the CPU: {run['cores']} of {cpus} cores busy"
     return (
         f"neither the detector (busy {100 * run['detector_busy']:.0f} %) nor the CPU ({run['cores']} of {cpus} "
-        "cores): the streams' serial work on one interpreter lock"
+        "cores): each stream's stages one after another, and the interpreter lock the streams share"
     )
 
 

@@ -71,7 +71,7 @@ def test_every_count_runs_its_streams_at_once_around_one_detector(target_fps: fl
             "the detector: busy 95 % of the time (mean batch 3.5)",
         ),
         ({"detector_busy": 0.5, "mean_batch": 1.0, "cores": 99.0}, "the CPU: 99.0 of"),
-        ({"detector_busy": 0.5, "mean_batch": 1.0, "cores": 0.1}, "one interpreter lock"),
+        ({"detector_busy": 0.5, "mean_batch": 1.0, "cores": 0.1}, "the interpreter lock the streams share"),
     ],
 )
 def test_what_limits_a_count_is_named(run, said) -> None:
