@@ -173,13 +173,12 @@ def make_pipeline_factory(
 
     def shared_model() -> Any:
         from pipelines.builder import build_detector_model
-        from pipelines.devices import is_cuda
-        from pipelines.motion.shared_detector import SharedDetector
+        from pipelines.motion.shared_detector import SharedDetector, default_batch
 
         with shared_lock:
             if not shared:
                 model = build_detector_model(config.detector)
-                batch = settings.detector_batch or (8 if is_cuda(model.device) else 4)
+                batch = default_batch(model.device, settings.detector_batch)
                 shared.append(
                     SharedDetector(
                         model,

@@ -42,12 +42,11 @@ def run_streams(
     used; and the largest count whose streams all kept ``target_fps``, with what limits the next.
     ``model``: the loaded detector network (default: the config's, loaded once here)."""
     from pipelines.builder import build_detector_model, build_pipeline
-    from pipelines.devices import is_cuda
-    from pipelines.motion.shared_detector import SharedDetector
+    from pipelines.motion.shared_detector import SharedDetector, default_batch
 
     model = model if model is not None else build_detector_model(config.detector)
     device = str(getattr(model, "device", "cpu"))
-    batch = max_batch or (8 if is_cuda(device) else 4)
+    batch = default_batch(device, max_batch)
     runs = []
     for n in counts:
         shared = SharedDetector(model, max_batch=batch)

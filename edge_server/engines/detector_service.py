@@ -175,15 +175,14 @@ def _error(exc: BaseException) -> tuple[str, str, str]:
 def _load(spec: ServiceSpec) -> tuple[Any, dict[str, Any]]:
     """The served detector (a SharedDetector) and what engines are told of it."""
     from pipelines.builder import build_detector_model
-    from pipelines.devices import is_cuda
-    from pipelines.motion.shared_detector import SharedDetector
+    from pipelines.motion.shared_detector import SharedDetector, default_batch
 
     if spec.detector_factory is not None:
         detector = spec.detector_factory()
         info = {"weights": type(detector).__name__, "imgsz": 640, "device": "cpu"}
         return SharedDetector(detector, max_batch=1), info
     model = build_detector_model(spec.detector)
-    batch = spec.max_batch or (8 if is_cuda(model.device) else 4)
+    batch = default_batch(model.device, spec.max_batch)
     info = {"weights": str(model.weights), "imgsz": model.imgsz, "device": model.device}
     return SharedDetector(model, max_batch=batch, wait_ms=spec.wait_ms), info
 

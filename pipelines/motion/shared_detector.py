@@ -14,6 +14,15 @@ from pipelines.batching import Batcher
 from pipelines.types import Frame
 
 
+def default_batch(device: str, setting: int | None = None) -> int:
+    """The largest batch: ``setting`` where given (``detector_batch``), else 8 on a CUDA device (one
+    frame leaves most of a GPU idle) and 4 on the CPU (a frame then waits for one run instead of every
+    run queued before it: docs/scale-out.md, "Many streams, one detector")."""
+    from pipelines.devices import is_cuda
+
+    return setting or (8 if is_cuda(device) else 4)
+
+
 class _Model(Protocol):
     weights: Path
     imgsz: int
