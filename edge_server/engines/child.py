@@ -136,12 +136,18 @@ class _Engine:
         self._sent_mask: np.ndarray | None = None
         self.done = threading.Event()
 
-    def build(self) -> dict:
-        """The next stream's pipeline (the last one was closed)."""
+    def build(self, detector_service: Any = None) -> dict:
+        """The next stream's pipeline (the last one was closed), asking ``detector_service`` where the
+        server has one (a new service after a loss: this process connects to it)."""
         if not self.pipeline.closed:
             self.pipeline.close()
         self._prepared.clear()
         self._sent_mask = None
+        if detector_service is not None and detector_service != self.spec.detector_service:
+            self.spec = dataclasses.replace(self.spec, detector_service=detector_service)
+            old = _models.pop("remote", None)
+            if old is not None:
+                old.close()
         self.pipeline = _build(self.spec)
         return self.pipeline.metadata
 
@@ -210,7 +216,7 @@ class _Engine:
             self._prepared.clear()
             return None
         if op == "build":
-            return self.build()
+            return self.build(*args)
         if op == "exit":
             if not p.closed:
                 p.close()

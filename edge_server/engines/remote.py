@@ -132,10 +132,11 @@ class EngineProcess:
     def alive(self) -> bool:
         return self.lost is None and not self.stopped and self._proc.is_alive()
 
-    def build(self) -> dict:
-        """A new pipeline in this process for the next stream (the last one closed); its metadata."""
+    def build(self, detector_service: Any = None) -> dict:
+        """A new pipeline in this process for the next stream (the last one closed), asking
+        ``detector_service`` (a ``ServiceAddress``) where the server has one; its metadata."""
         try:
-            return self.call("process", "build", timeout=self.start_timeout_s)
+            return self.call("process", "build", detector_service, timeout=self.start_timeout_s)
         except EngineError as exc:
             raise EngineStartError(str(exc)) from exc
 

@@ -127,6 +127,12 @@ class EngineProcesses:
     def start(self, spec: EngineSpec) -> RemotePipeline:
         """A pipeline for a new stream in an idle engine process, or a new one; returns once it is
         built (:class:`~edge_server.engines.remote.EngineStartError` when it cannot be)."""
+        where = None
+        if self.detector_service is not None:  # running, or started again after a loss
+            try:
+                where = self.detector_service.ensure()
+            except DetectorServiceError as exc:
+                raise EngineStartError(str(exc)) from exc
         while True:
             with self._lock:
                 engine = self._idle.pop() if self._idle else None
@@ -136,18 +142,15 @@ class EngineProcesses:
                 self._forget(engine)
                 continue
             try:
-                metadata = engine.build()
+                metadata = engine.build(where)
             except (EngineLost, EngineStartError) as exc:
                 log.warning("engine process %d could not build a new pipeline: %s", engine.pid, exc)
                 engine.stop()
                 self._forget(engine)
                 continue
             return RemotePipeline(engine, spec.config, metadata, self._give_back)
-        if self.detector_service is not None:
-            try:
-                spec = dataclasses.replace(spec, detector_service=self.detector_service.ensure())
-            except DetectorServiceError as exc:
-                raise EngineStartError(str(exc)) from exc
+        if where is not None:
+            spec = dataclasses.replace(spec, detector_service=where)
         engine = EngineProcess(
             spec,
             self._ctx,

@@ -72,7 +72,7 @@ def test_two_engines_ask_one_detector_service_and_get_what_their_pipeline_gives(
 def test_a_lost_detector_service_costs_each_engine_a_frame_not_its_stream(sig, how) -> None:
     """The service killed or stopped mid-stream: each engine loads its own detector on the frame that
     found it gone (within the engine's watchdog) and its results stay the pipeline's; the next stream
-    gets a new service, and /healthz counts the loss."""
+    gets a new service (also in a process reused from a stream before), and /healthz counts the loss."""
     engines = pool()
     try:
         a = engines.start(spec())
@@ -91,8 +91,16 @@ def test_a_lost_detector_service_costs_each_engine_a_frame_not_its_stream(sig, h
         assert health["last_lost"] == f"detector service {first} {how}"
         b.process(clip[0])
         assert engines.health()["detector_service"]["calls"] >= 1
-        a.close()
+        a.close()  # its process waits for the next stream, its own detector loaded
+        c = engines.start(spec())
+        assert c.pid == a.pid  # ... and asks the new service again
+        before = engines.health()["detector_service"]["calls"]
+        again = build_pipeline(CONFIG, detector=BrightBlobDetector(), segmenter=SceneRoadSegmenter())
+        for frame in clip[:10]:
+            _same(c.process(frame), again.process(frame))
+        assert engines.health()["detector_service"]["calls"] >= before + 4  # keyframes: at least every 3
         b.close()
+        c.close()
     finally:
         engines.close()
 
