@@ -13,10 +13,10 @@ from typing import Any
 
 from pipelines.base_layer import RoadMaskLayer
 from pipelines.config import DEFAULT_WEIGHTS_DIR, DetectorConfig, PipelineConfig, RoadConfig
-from pipelines.devices import is_cuda, resolve_device
+from pipelines.devices import resolve_device
 from pipelines.displacement import GroundDisplacement
 from pipelines.ground import GroundModel
-from pipelines.motion.detector import Detector, YoloDetector, resolve_weights
+from pipelines.motion.detector import Detector, YoloDetector
 from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.flow import BoxFlowRefiner
 from pipelines.motion.input_size import AutoSizedDetector
@@ -98,11 +98,9 @@ def build_road_segmenter(rcfg: RoadConfig) -> tuple[UNetSegmenter, RoadConfig, P
 
 
 def build_detector_model(dcfg: DetectorConfig) -> YoloDetector:
-    """The detector network of ``dcfg`` loaded (the shipped one when ``weights`` is unset)."""
-    device = resolve_device(dcfg.device, "the detector")
-    if dcfg.weights is None:
-        dcfg = dcfg.model_copy(update={"weights": resolve_weights(None, cuda=is_cuda(device))})
-    return YoloDetector.from_config(dcfg.model_copy(update={"device": device}))
+    """The detector network of ``dcfg`` loaded on its device (the shipped one for that device when
+    ``weights`` is unset: :meth:`YoloDetector.from_config`)."""
+    return YoloDetector.from_config(dcfg)
 
 
 def _displacement(config: PipelineConfig, refiner: BoxFlowRefiner) -> GroundDisplacement:

@@ -102,7 +102,6 @@ def _one_count(
     threads = [threading.Thread(target=stream, args=(k,), name=f"stream-{k}") for k in range(n)]
     for t in threads:
         t.start()
-    before = shared.stats()
     cpu0 = time.process_time()
     start_gate.wait()
     t0 = time.perf_counter()
@@ -112,9 +111,9 @@ def _one_count(
     cpu = time.process_time() - cpu0
     if errors:
         raise errors[0]
-    after = shared.stats()
+    det = shared.stats()  # a detector of this count's own: its figures are this count's
     fps = [round(len(frames) / w, 2) for w in walls]
-    runs = after["batches"] - before["batches"]
+    runs, calls = det["batches"], det["calls"]
     return {
         "streams": n,
         "fps": fps,
@@ -123,19 +122,12 @@ def _one_count(
         "kept_target": min(fps) >= target_fps,
         "cores": round(cpu / wall, 2),
         "detector_runs": runs,
-        "detector_frames": after["calls"] - before["calls"],
-        "mean_batch": round((after["calls"] - before["calls"]) / runs, 2) if runs else None,
-        "batch_sizes": after["batch_sizes"],
-        "detector_run_ms": round(1000 * (after["run_s_total"] - before["run_s_total"]) / runs, 2)
-        if runs
-        else None,
-        "detector_queue_ms": round(
-            1000
-            * (after["queue_s_total"] - before["queue_s_total"])
-            / max(1, after["calls"] - before["calls"]),
-            2,
-        ),
-        "detector_busy": round((after["run_s_total"] - before["run_s_total"]) / wall, 3),
+        "detector_frames": calls,
+        "mean_batch": round(calls / runs, 2) if runs else None,
+        "batch_sizes": det["batch_sizes"],
+        "detector_run_ms": round(1000 * det["run_s_total"] / runs, 2) if runs else None,
+        "detector_queue_ms": round(1000 * det["queue_s_total"] / max(1, calls), 2),
+        "detector_busy": round(det["run_s_total"] / wall, 3),
     }
 
 

@@ -20,12 +20,11 @@ import os
 import signal
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edge_server.engines.slots import FrameMeta, FrameSlot
+from edge_server.engines.slots import FrameMeta, FrameSlot, open_slot
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -154,11 +153,9 @@ class _Engine:
     def frame(self, meta: FrameMeta) -> Frame:
         from pipelines.types import Frame
 
-        path, size = meta.slot
-        slot = self._slots.get(path)
-        if slot is None or slot.size != size:
-            slot = self._slots[path] = FrameSlot(Path(path), size)
-        return Frame(meta.index, meta.timestamp_s, slot.read(meta.shape), meta.telemetry)
+        return Frame(
+            meta.index, meta.timestamp_s, open_slot(self._slots, meta).read(meta.shape), meta.telemetry
+        )
 
     def prepare(self, meta: FrameMeta) -> PreparedRef:
         frame = self.frame(meta)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edge_server.engine_link import describe_exit
-from edge_server.engines.slots import FrameSlot, to_slot
+from edge_server.engines.slots import FrameSlot, open_slot, to_slot
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -124,10 +124,9 @@ class RemoteModel:
                     if answer[0] == "ok":
                         return answer[1]
                     raise RuntimeError(f"the detector service failed: {answer[2]}")
-        own = self.own
-        if op == "call":
-            return own(frame.image)
-        return own.detect(frame) if op == "detect" else own.detect_at(frame, *args)
+        from pipelines.motion.shared_detector import ask
+
+        return ask(self.own, op, frame, *args)
 
     def _request(self, op: str, frame: Frame, *args: Any) -> tuple:
         if self._conn is None:
@@ -189,6 +188,7 @@ def _load(spec: ServiceSpec) -> tuple[Any, dict[str, Any]]:
 
 def _serve(conn: Connection, shared: Any) -> None:
     """One engine's requests, each answered once its batch has run."""
+    from pipelines.motion.shared_detector import ask
     from pipelines.types import Frame
 
     slots: dict[str, FrameSlot] = {}
@@ -199,20 +199,11 @@ def _serve(conn: Connection, shared: Any) -> None:
             except (EOFError, OSError):
                 return
             try:
-                path, size = meta.slot
-                slot = slots.get(path)
-                if slot is None or slot.size != size:
-                    slot = slots[path] = FrameSlot(Path(path), size)
-                image = slot.view(meta.shape)  # in place: the engine waits for the answer
-                frame = Frame(meta.index, meta.timestamp_s, image, meta.telemetry)
-                if op == "detect_at":
-                    answer: tuple = ("ok", shared.detect_at(frame, *args))
-                elif op == "detect":
-                    answer = ("ok", shared.detect(frame))
-                elif op == "call":
-                    answer = ("ok", shared(image))
-                else:
-                    raise ValueError(f"unknown detector request {op!r}")
+                image = open_slot(slots, meta).view(meta.shape)  # in place: the engine waits for the answer
+                answer: tuple = (
+                    "ok",
+                    ask(shared, op, Frame(meta.index, meta.timestamp_s, image, meta.telemetry), *args),
+                )
             except Exception as exc:  # noqa: BLE001 - told to the engine, which raises it
                 log.warning("detector request failed: %s: %s", type(exc).__name__, exc)
                 answer = _error(exc)
@@ -339,17 +330,20 @@ class DetectorService:
             self._where = self._start()
             return self._where
 
-    def _answers(self, timeout_s: float = 2.0) -> bool:
+    def _answers(self) -> bool:
         """Whether the service answers its control pipe (a hung one does not)."""
+        return self._figures() is not None
+
+    def _figures(self, timeout_s: float = 2.0) -> dict[str, Any] | None:
+        """The service's own figures over its control pipe (under ``_lock``); None without an answer."""
         try:
-            assert self._control is not None
-            self._control.send(("stats",))
-            if self._control.poll(timeout_s):
-                self._control.recv()
-                return True
+            if self._control is not None:
+                self._control.send(("stats",))
+                if self._control.poll(timeout_s):
+                    return self._control.recv()[1]
         except (EOFError, OSError):
             pass
-        return False
+        return None
 
     def _start(self) -> ServiceAddress:
         address = arbitrary_address("AF_UNIX")
@@ -392,14 +386,8 @@ class DetectorService:
             "last_lost": self.last_lost,
         }
         with self._lock:
-            if self.alive and self._control is not None:
-                try:
-                    self._control.send(("stats",))
-                    if self._control.poll(2.0):
-                        out |= self._control.recv()[1]
-                except (EOFError, OSError):
-                    pass
-        return out
+            figures = self._figures() if self.alive else None
+        return out | (figures or {})
 
     def stop(self) -> None:
         """Ask the service to leave (killed where it does not)."""

@@ -93,6 +93,16 @@ class FrameMeta:
     slot: tuple[str, int]
 
 
+def open_slot(opened: dict[str, FrameSlot], meta: FrameMeta) -> FrameSlot:
+    """The slot ``meta``'s pixels are in, as the reading side maps it: kept in ``opened`` by path
+    (mapped again when the writer made it anew at another size)."""
+    path, size = meta.slot
+    slot = opened.get(path)
+    if slot is None or slot.size != size:
+        slot = opened[path] = FrameSlot(Path(path), size)
+    return slot
+
+
 def to_slot(slot: FrameSlot | None, frame: Frame) -> tuple[FrameSlot, FrameMeta]:
     """``frame``'s pixels written to ``slot`` (a new one where it is missing or too small: the old one
     removed) and the description that goes over the pipe instead of them."""
@@ -145,4 +155,13 @@ def sweep_stale(folder: Path | None = None) -> int:
     return removed
 
 
-__all__ = ["PREFIX", "FrameMeta", "FrameSlot", "to_slot", "remove_slots_of", "slot_dir", "sweep_stale"]
+__all__ = [
+    "PREFIX",
+    "FrameMeta",
+    "FrameSlot",
+    "open_slot",
+    "to_slot",
+    "remove_slots_of",
+    "slot_dir",
+    "sweep_stale",
+]

@@ -14,6 +14,19 @@ from pipelines.batching import Batcher
 from pipelines.types import Frame
 
 
+def ask(model: Any, op: str, frame: Frame, imgsz: int | None = None) -> sv.Detections:
+    """One frame through ``model`` as ``op`` names the request: ``call`` (``model(image)``),
+    ``detect`` or ``detect_at`` (at ``imgsz``); the same ops a server's streams, the detector service
+    and its engines use."""
+    if op == "call":
+        return model(frame.image)
+    if op == "detect":
+        return model.detect(frame)
+    if op == "detect_at":
+        return model.detect_at(frame, imgsz)
+    raise ValueError(f"unknown detector request {op!r}")
+
+
 def default_batch(device: str, setting: int | None = None) -> int:
     """The largest batch: ``setting`` where given (``detector_batch``), else 8 on a CUDA device (one
     frame leaves most of a GPU idle) and 4 on the CPU (a frame then waits for one run instead of every
@@ -93,7 +106,7 @@ class SharedDetector:
         self.batcher.close()
 
     def __call__(self, image_bgr: np.ndarray) -> sv.Detections:
-        return self.batcher(("call", None, image_bgr.shape), image_bgr)
+        return self.batcher(("call", None, image_bgr.shape), Frame(0, 0.0, image_bgr))
 
     def detect(self, frame: Frame) -> sv.Detections:
         return self.batcher(("detect", None, frame.image.shape), frame)
@@ -101,13 +114,8 @@ class SharedDetector:
     def detect_at(self, frame: Frame, imgsz: int) -> sv.Detections:
         return self.batcher(("detect_at", int(imgsz), frame.image.shape), frame)
 
-    def _run(self, key: Hashable, items: list[Any]) -> list[sv.Detections]:
-        kind, imgsz, _shape = key  # type: ignore[misc]
-        if len(items) == 1:  # as without a batcher
-            if kind == "call":
-                return [self.inner(items[0])]
-            if kind == "detect":
-                return [self.inner.detect(items[0])]
-            return [self.inner.detect_at(items[0], imgsz)]
-        images = items if kind == "call" else [f.image for f in items]
-        return list(self.inner.detect_many(images, imgsz))  # type: ignore[attr-defined]
+    def _run(self, key: Hashable, frames: list[Frame]) -> list[sv.Detections]:
+        op, imgsz, _shape = key  # type: ignore[misc]
+        if len(frames) == 1:  # as without a batcher
+            return [ask(self.inner, op, frames[0], imgsz)]
+        return list(self.inner.detect_many([f.image for f in frames], imgsz))  # type: ignore[attr-defined]
