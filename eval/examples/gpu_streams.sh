@@ -4,28 +4,52 @@
 #   bash eval/examples/gpu_streams.sh [OUT] [VIDEO SRT]
 #
 # How many 1080p30 streams the engine keeps at 30 fps with the detector on the GPU, every stream's
-# frames batched per step (pipelines.streams_bench: `airpatrol bench --streams`, the frames decoded
-# once into memory, so receiving and decoding are left out), and what holds the next count back
+# frames batched per step (the run of `airpatrol bench --streams`: pipelines.streams_bench, the frames
+# decoded once into memory, so receiving and decoding are left out), and what holds the next count back
 # (the detector's busy share, the cores, or the streams' serial work on one interpreter lock). Twice:
 # with keyframes as a live server runs (--detect-every 3) and the detector on every frame.
 #
-# Needs the project installed with a CUDA build of torch (scripts/install.sh, then
-# `pip install torch==<the box's CUDA build>`), and a 1080p flight: by default the sparse one of
-# eval/examples/throughput.sh (made by prepare_1080.sh from ../shared/data), else give VIDEO and SRT.
+# On a bare GPU box (PyTorch and CUDA, no registry, 64 MiB for code and wheels): make the kit here
+# first, `bash eval/examples/gpu_kit.sh` (.gpu/: the wheels the box lacks and a 150-frame dense
+# 1080p flight), carry .gpu, and run this from the repository root: it installs the wheels into
+# $SITE (/tmp/ap-site) and reads the kit's flight. The frames are read with OpenCV
+# (eval/examples/gpu_streams.py; PyAV is not in the kit). On a box with the project installed
+# (scripts/install.sh and a CUDA build of torch) it runs as it is; VIDEO and SRT give another flight.
+# DEVICE=cpu, COUNTS and MAX_FRAMES try it anywhere (tests/eval/test_gpu_kit.py does, in a
+# virtual environment holding only a bare box's packages: eval/examples/bare_box.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-runs/gpu_streams}
-AP=${AIRPATROL:-.venv/bin/airpatrol}
+KIT=${KIT:-.gpu}
+DEVICE=${DEVICE:-cuda}
+COUNTS=${COUNTS:-1 2 4 8 12 16 24 32}
+MAX_FRAMES=${MAX_FRAMES:-150}
+if [ -x .venv/bin/python ]; then PY=${PYTHON:-.venv/bin/python}; else PY=${PYTHON:-python3}; fi
 mkdir -p "$OUT"
 if [ $# -ge 3 ]; then
   VIDEO=$2 SRT=$3
 else
-  [ -e "$OUT/v15.mp4" ] || . eval/examples/prepare_1080.sh
-  VIDEO=$OUT/v15.mp4 SRT=$OUT/v15.SRT
+  VIDEO=$KIT/flight/video.mp4 SRT=$KIT/flight/video.SRT
+  [ -e "$VIDEO" ] || { echo "gpu_streams.sh: no flight: give VIDEO SRT, or make the kit (eval/examples/gpu_kit.sh)" >&2; exit 2; }
 fi
-"${PYTHON:-.venv/bin/python}" -c "import torch; assert torch.cuda.is_available(), 'no CUDA GPU here'; print(torch.cuda.get_device_name(0))"
+if ! "$PY" -c "
+import importlib.util, sys
+sys.exit(any(importlib.util.find_spec(m) is None for m in ('ultralytics', 'supervision', 'segmentation_models_pytorch', 'pydantic', 'trackers')))"; then
+  [ -d "$KIT/wheels" ] || { echo "gpu_streams.sh: the project's packages are missing and there is no $KIT/wheels" >&2; exit 2; }
+  SITE=${SITE:-/tmp/ap-site}
+  "${PIP_PYTHON:-$PY}" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$KIT"/wheels/*.whl
+  export PYTHONPATH="$SITE"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+"$PY" -c "
+import torch
+if '$DEVICE'.startswith('cuda'):
+    assert torch.cuda.is_available(), 'no CUDA GPU here'
+    print(torch.cuda.get_device_name(0), 'torch', torch.__version__)"
 for every in 3 1; do
   echo "== detector every $every frame(s)"
-  timeout 230 "$AP" bench "$VIDEO" --srt "$SRT" --camera dji_mavic_3 --max-frames 150 --detect-every "$every" \
-    --device cuda --streams 1 2 4 8 12 16 24 32 --target-fps 30 -q --json "$OUT/streams_every$every.json"
+  # shellcheck disable=SC2086 # COUNTS is a list
+  timeout 230 "$PY" eval/examples/gpu_streams.py "$VIDEO" --srt "$SRT" --camera dji_mavic_3 --max-frames "$MAX_FRAMES" \
+    --detect-every "$every" --device "$DEVICE" --streams $COUNTS --target-fps 30 -q ${BENCH_ARGS:-} \
+    --json "$OUT/streams_every$every.json"
 done

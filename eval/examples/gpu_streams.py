@@ -1,0 +1,106 @@
+"""``airpatrol bench --streams`` for a bare GPU box: the same engine run, the frames decoded by OpenCV.
+
+A GPU box lent for a few minutes may hold only PyTorch, CUDA and the scientific stack, with no package
+registry and 64 MiB of room (eval/examples/gpu_kit.sh makes the wheels it lacks). PyAV, which
+``airpatrol bench`` reads videos with, is 36 MB of that; this reads the flight with OpenCV instead (the
+benchmark decodes the frames once into memory before it starts the clock, so the decoder is not what it
+measures) and then runs exactly what ``bench --streams`` runs: the configuration built from the same
+options (:func:`pipelines.cli.config_from_args`), the telemetry of the .SRT, and
+:func:`pipelines.streams_bench.run_streams`.
+
+    python eval/examples/gpu_streams.py VIDEO --srt SRT --camera dji_mavic_3 --device cuda \\
+        --detect-every 3 --streams 1 2 4 8 --target-fps 30 --json OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+from pathlib import Path
+
+import cv2
+
+from pipelines.cli import config_from_args, register
+from pipelines.errors import TelemetryError
+from pipelines.runner import config_for_source, fixed_telemetry_fields, machine_description
+from pipelines.streams_bench import format_streams, run_streams
+from pipelines.telemetry import load_telemetry
+from pipelines.types import Frame
+
+log = logging.getLogger("gpu_streams")
+
+
+def decode(video: Path, max_frames: int) -> tuple[list[Frame], float]:
+    """The first ``max_frames`` frames of ``video`` (OpenCV), timed by their index at the file's rate."""
+    cap = cv2.VideoCapture(str(video))
+    if not cap.isOpened():
+        raise SystemExit(f"gpu_streams: OpenCV cannot open {video}")
+    fps = cap.get(cv2.CAP_PROP_FPS) or 30.0
+    frames: list[Frame] = []
+    try:
+        while len(frames) < max_frames:
+            ok, image = cap.read()
+            if not ok:
+                break
+            frames.append(Frame(len(frames), len(frames) / fps, image))
+    finally:
+        cap.release()
+    if not frames:
+        raise SystemExit(f"gpu_streams: no frames in {video}")
+    return frames, float(fps)
+
+
+def with_telemetry(
+    frames: list[Frame], srt: Path, args: argparse.Namespace, config, fps: float
+) -> list[Frame]:
+    """Each frame with the .SRT's telemetry at its time, as ``bench`` attaches it."""
+    track = load_telemetry(srt, camera=args.camera, fps=fps, ignore=fixed_telemetry_fields(config.camera))
+    out = []
+    for f in frames:
+        try:
+            telemetry = track.at(f.timestamp_s)
+        except TelemetryError:
+            telemetry = None
+        out.append(dataclasses.replace(f, telemetry=telemetry))
+    return out
+
+
+def gpu_name() -> str | None:
+    """The CUDA device's name and torch's version, where there is one."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA {torch.version.cuda}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gpu_streams.py")
+    register(parser.add_subparsers(dest="command"))  # bench's options, as `airpatrol bench` parses them
+    args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
+    if not args.streams:
+        parser.error("give --streams N ...")
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
+    config = config_from_args(args)
+    frames, fps = decode(args.video, args.max_frames)
+    if args.srt is not None:
+        frames = with_telemetry(frames, args.srt, args, config, fps)
+    config = config_for_source(config, args.fps or fps)
+    report = run_streams(config, frames, args.streams, target_fps=args.target_fps or fps)
+    report["machine"] = machine_description()
+    report["decoder"] = f"OpenCV {cv2.__version__}"
+    report["gpu"] = gpu_name()
+    gpu = f"; {report['gpu']}" if report["gpu"] else ""
+    print(f"machine: {report['machine']}{gpu}\n{format_streams(report)}")  # noqa: T201 - the benchmark's output
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
