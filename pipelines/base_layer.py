@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import cv2
 import numpy as np
 import supervision as sv
 
 from pipelines.config import RoadConfig
+from pipelines.lagged import LaggedWork
 from pipelines.road_network import RoadSegmenter
 from pipelines.types import EgoMotion, Frame
 
@@ -83,6 +83,13 @@ class RoadMaskLayer:
     homographies since that run (one nearest-neighbour warp from the original, so rounding errors
     do not accumulate); parts of the frame the last run did not see are "not road" until the next
     run.
+
+    Runs after the first go to a :class:`~pipelines.lagged.LaggedWork` (``road.lag_frames``; 0 runs
+    them in line): the mask is taken ``lag_frames`` frames after the frame it was computed on, moved
+    by the camera's motion since, on whichever frame that is (one with or without a mask), so the
+    result never depends on how fast the thread was. A run that fails there loses its mask (logged,
+    counted in ``runs_lost``) and the last one serves until the next run is due; the first run, and
+    one on a new frame size, have no mask to fall back on: they run in line and raise.
     """
 
     def __init__(
@@ -104,12 +111,11 @@ class RoadMaskLayer:
         self._acc = np.eye(3)  # last run frame -> current frame
         self._size: tuple[int, int] | None = None
         self._poly_cache: tuple[tuple[int, int], np.ndarray] | None = None
-        # road.lag_frames > 0: a scheduled run goes to a thread of its own; its mask is taken
-        # lag_frames frames later, warped by the camera motion since (_job_acc)
-        self._thread: ThreadPoolExecutor | None = None
-        self._job: Future[np.ndarray] | None = None
+        # a run with a mask to fall back on: its mask is taken lag_frames frames later, warped by the
+        # camera motion since the frame it ran on (_job_acc)
+        self._work = LaggedWork(self.cfg.lag_frames, "road")
         self._job_acc = np.eye(3)
-        self._job_frames = 0
+        self.runs_lost = 0  # runs that failed (or were dropped by a reset): their mask never taken
 
         if not cfg.enabled:
             self.status = "disabled in config"
@@ -185,50 +191,39 @@ class RoadMaskLayer:
         return threshold_and_dilate(prob, self.cfg.threshold, self.cfg.dilate_px)
 
     def _tick(self, ego: EgoMotion) -> None:
-        """One frame passed: its camera motion joins the last mask's and the running job's."""
+        """One frame passed: its camera motion joins the last mask's and the pending run's, and the
+        run's mask is taken once it is ``lag_frames`` frames old (waited for then if need be)."""
         if ego.valid:
             h = np.asarray(ego.homography, dtype=np.float64)
             if self._base is not None:
                 self._acc = h @ self._acc
-            if self._job is not None:
+            if self._work.pending:
                 self._job_acc = h @ self._job_acc
-        if self._job is not None:
-            self._job_frames += 1
+        self._work.tick()
 
-    def _adopt(self, size: tuple[int, int]) -> None:
-        """Take the background run's mask once ``lag_frames`` frames have passed (waiting for it
-        then if need be, so results do not depend on timing)."""
-        if self._job is None or self._job_frames < self.cfg.lag_frames:
-            return
-        job, self._job = self._job, None
-        base = job.result()
-        if base.shape[::-1] == size:
-            self._base, self._acc, self._size = base, self._job_acc, size
+    def _take(self, base: np.ndarray) -> None:
+        """A run's mask, ``lag_frames`` frames on: it replaces the last, with the motion since."""
+        if self._size is not None and base.shape[::-1] == self._size:
+            self._base, self._acc = base, self._job_acc
             self.n_runs += 1
+
+    def _lost(self) -> None:
+        self.runs_lost += 1
 
     def _network_mask(self, frame: Frame, ego: EgoMotion) -> np.ndarray:
         assert self.segmenter is not None
         size = (frame.width, frame.height)
         self._tick(ego)
-        self._adopt(size)
-        reason = self._needs_run(frame, ego, size) if self._job is None else None
+        reason = None if self._work.pending else self._needs_run(frame, ego, size)
         if reason is not None:
             self.last_run_frame = frame.index
-            background = self.cfg.lag_frames > 0 and self._base is not None and size == self._size
+            lagged = self._base is not None and size == self._size
             logger.debug(
-                "road segmenter runs on frame %d (%s)%s",
-                frame.index,
-                reason,
-                " in the background" if background else "",
+                "road segmenter runs on frame %d (%s)%s", frame.index, reason, "" if lagged else " in line"
             )
-            if background:  # the last mask, warped, serves until this one is taken
-                if self._thread is None:
-                    self._thread = ThreadPoolExecutor(1, thread_name_prefix="road")
-                self._job, self._job_acc, self._job_frames = (
-                    self._thread.submit(self._segment, frame),
-                    np.eye(3),
-                    0,
-                )
+            if lagged:  # the last mask, warped, serves until this one is taken
+                self._job_acc = np.eye(3)
+                self._work.submit(self._segment, frame, take=self._take, lost=self._lost)
             else:
                 self._base, self._acc, self._size = self._segment(frame), np.eye(3), size
                 self.n_runs += 1
@@ -253,13 +248,8 @@ class RoadMaskLayer:
             self._tick(ego)
 
     def stop(self) -> None:
-        """Wait for a background run and stop its thread (a later run starts it again)."""
-        if self._job is not None:
-            self._job.cancel()
-            self._job = None
-        if self._thread is not None:
-            self._thread.shutdown(wait=True)
-            self._thread = None
+        """Drop a pending run and stop its thread (a later run starts it again)."""
+        self._work.stop()
 
     def update(self, frame: Frame, ego: EgoMotion) -> np.ndarray | None:
         if not self.enabled:

@@ -23,13 +23,15 @@ from pipelines.motion.input_size import AutoSizedDetector
 from pipelines.motion.keyframes import BoxPropagator, KeyframeScheduler
 from pipelines.motion.relink import TrackRelinker
 from pipelines.motion.sensor_motion import IdealMotion
-from pipelines.motion.shared_detector import SharedDetector
+from pipelines.motion.shared_detector import SharedDetector, default_batch
 from pipelines.motion.tracker import Tracker
 from pipelines.pipeline import Pipeline
 from pipelines.road_network import (
+    BatchedBackend,
     OpenVINOBackend,
     RoadCheckpoint,
     RoadSegmenter,
+    TorchBackend,
     UNetSegmenter,
     load_road_model,
 )
@@ -62,7 +64,8 @@ def _road_network(weights: Path, rcfg: RoadConfig) -> tuple[Any, RoadCheckpoint]
     """The road U-Net as a segmenter backend, loaded (and converted for OpenVINO) once per process.
 
     The live server builds one pipeline per stream, often several at once: they share one network
-    (read-only; OpenVINO streams each get their own infer request) instead of each loading and
+    (read-only; OpenVINO streams each get their own infer request, a torch network runs the streams'
+    inputs in batches: :class:`~pipelines.road_network.BatchedBackend`) instead of each loading and
     converting it, which costs seconds and is not safe to do from several threads at a time.
     """
     path = weights.resolve()
@@ -75,10 +78,11 @@ def _road_network(weights: Path, rcfg: RoadConfig) -> tuple[Any, RoadCheckpoint]
 
                 torch.set_num_threads(rcfg.torch_threads)
             model, ckpt = load_road_model(weights, rcfg.encoder, device=rcfg.device)
-            network: Any = model
             if rcfg.backend == "openvino" and rcfg.device == "cpu":
                 size = rcfg.resolved(ckpt.input_size).input_size
-                network = OpenVINOBackend(model, size, num_threads=rcfg.torch_threads)
+                network: Any = OpenVINOBackend(model, size, num_threads=rcfg.torch_threads)
+            else:  # torch: the streams' runs batched (a GPU's above all)
+                network = BatchedBackend(TorchBackend(model, rcfg.device), default_batch(rcfg.device))
             _ROAD_NETWORKS[key] = (network, ckpt)
         network, ckpt = _ROAD_NETWORKS[key]
     return (network.fork() if isinstance(network, OpenVINOBackend) else network), ckpt

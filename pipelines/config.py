@@ -172,8 +172,9 @@ class RoadConfig(_Section):
     # unreliable ego-motion cannot make the network run on every frame.
     min_early_gap_frames: int = Field(5, ge=1)
     # A run after the first goes to a thread of its own and its mask is taken this many frames
-    # later (warped by the camera motion since; the previous mask serves meanwhile), so the
-    # 20-40 ms of the network never stall a frame. 0: the frame waits for the network.
+    # later (warped by the camera motion since; the previous mask serves meanwhile, and serves on
+    # where a run fails), so the 20-40 ms of the network never stall a frame. 0: the frame waits
+    # for the network (pipelines.lagged).
     lag_frames: int = Field(3, ge=0, le=30)
 
     def resolved(

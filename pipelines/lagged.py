@@ -6,8 +6,8 @@ cars, 230-310 ms) stalls that frame by its whole time, a latency spike on a live
 :class:`LaggedWork` runs such steps on a thread of its own and hands their results back ``lag``
 frames after they were submitted, waiting for a result then if it is late, so what the engine
 computes never depends on how fast the thread was: the same frames give the same results offline
-and live, on a fast box or a slow one (the road U-Net's background run follows the same rule,
-:mod:`pipelines.base_layer`). ``lag`` 0 runs every step in line, at once.
+and live, on a fast box or a slow one. The road U-Net's runs after the first are such steps too
+(:mod:`pipelines.base_layer`). ``lag`` 0 runs every step in line, at once.
 """
 
 from __future__ import annotations

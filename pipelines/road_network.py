@@ -161,6 +161,38 @@ class OpenVINOBackend:
         return np.asarray(next(iter(result.values())))
 
 
+class BatchedBackend:
+    """One road network serving every stream of a process, their runs batched per step
+    (:class:`~pipelines.batching.Batcher`): the runs waiting with the same input shape go through
+    the network together, one alone as without a batcher. For torch (a GPU above all, where one
+    512 x 288 frame leaves the device idle); OpenVINO's compiled network takes a batch of one, and
+    each stream keeps an infer request of its own (:meth:`OpenVINOBackend.fork`: 16 ms a run on the
+    2-core dev VM, once every 30-60 frames a stream, and no memory to speak of per request)."""
+
+    def __init__(self, backend: LogitsBackend, max_batch: int = 1, name: str = "road-batch") -> None:
+        from pipelines.batching import Batcher
+
+        self.backend = backend
+        self.device = getattr(backend, "device", "cpu")
+        self.batcher: Batcher[np.ndarray, np.ndarray] = Batcher(self._run, max_batch=max_batch, name=name)
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray:
+        """A ``1 x 3 x h x w`` input's logits, run with the other streams' inputs of that shape."""
+        return self.batcher(tuple(batch.shape), batch)
+
+    def stats(self) -> dict[str, Any]:
+        return {"device": str(self.device), **self.batcher.stats()}
+
+    def close(self) -> None:
+        self.batcher.close()
+
+    def _run(self, key: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        if len(inputs) == 1:
+            return [self.backend(inputs[0])]
+        logits = np.asarray(self.backend(np.concatenate(inputs)))
+        return [logits[k : k + 1] for k in range(len(inputs))]
+
+
 def round_input_size(size: tuple[int, int], stride: int = UNET_STRIDE) -> tuple[int, int]:
     """Round (width, height) up to multiples of ``stride`` (at least one stride each)."""
     w, h = (max(stride, int(-(-int(v) // stride) * stride)) for v in size)

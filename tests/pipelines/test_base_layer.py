@@ -233,6 +233,50 @@ def test_a_background_run_is_taken_lag_frames_later_warped_by_the_motion_since(k
     assert left_cols == {i: expected[i] for i in left_cols}
 
 
+class FailingSegmenter(ShiftingSegmenter):
+    """A :class:`ShiftingSegmenter` whose runs on the frames in ``fail_on`` raise."""
+
+    def __init__(self, fail_on: set[int]) -> None:
+        super().__init__()
+        self.fail_on = fail_on
+
+    def segment(self, frame) -> np.ndarray:
+        prob = super().segment(frame)
+        if frame.index in self.fail_on:
+            raise RuntimeError(f"the network failed on frame {frame.index}")
+        return prob
+
+
+@pytest.mark.parametrize("lag", [0, 2])
+def test_a_failed_run_loses_its_mask_and_the_last_one_serves(lag, caplog) -> None:
+    """A run after the first that fails (on its thread or in line) is logged and lost: the last mask,
+    warped, serves until the next run is due, which is taken as usual; the stream never sees it."""
+    seg = FailingSegmenter({4})
+    cfg = RoadConfig(every_n_frames=4, motion_threshold_px=1000.0, dilate_px=0, lag_frames=lag)
+    layer = RoadMaskLayer(cfg, seg)
+    left_cols = {}
+    with caplog.at_level("ERROR", logger="pipelines.lagged"):
+        for i in range(12):
+            mask = layer.update(make_frame(i), EgoMotion(translation(1.0, 0.0)))
+            left_cols[i] = int(np.flatnonzero(mask[0])[0])
+    layer.stop()
+    assert seg.frames == [0, 4, 8]
+    assert layer.n_runs == 2 and layer.runs_lost == 1
+    assert "a background step failed" in caplog.text and "the network failed on frame 4" in caplog.text
+    # run 0's band (40) moves with the ground until run 2 (60 on frame 8) is taken lag frames later
+    taken = 8 + lag
+    assert left_cols == {i: 40 + i if i < taken else 60 + i - 8 for i in range(12)}
+
+
+@pytest.mark.parametrize("lag", [0, 2])
+def test_a_failed_first_run_raises(lag) -> None:
+    """The first run has no mask to fall back on: it runs in line and its failure is the frame's."""
+    layer = RoadMaskLayer(RoadConfig(every_n_frames=4, lag_frames=lag), FailingSegmenter({0}))
+    with pytest.raises(RuntimeError, match="the network failed on frame 0"):
+        layer.update(make_frame(0), EgoMotion.identity())
+    assert layer.n_runs == 0
+
+
 def test_mask_is_warped_by_accumulated_homography_without_rounding_drift() -> None:
     seg = FixedSegmenter(band(40, 60))
     layer = RoadMaskLayer(RoadConfig(every_n_frames=1000, motion_threshold_px=1000.0, dilate_px=0), seg)

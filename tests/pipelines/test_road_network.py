@@ -189,3 +189,85 @@ def test_openvino_backend_matches_torch_and_is_used_by_the_segmenter():
     assert np.mean((fast > 0) == (ref > 0)) > 0.97, "thresholded masks agree"
     prob = UNetSegmenter(OpenVINOBackend(model, (128, 96)), input_size=(128, 96))(image)
     assert prob.shape == (180, 320) and 0.0 <= prob.min() <= prob.max() <= 1.0
+
+
+class _HeldLogits:
+    """A logits backend that holds its first run until released and records each run's batch."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.batches: list[int] = []
+        self.release = threading.Event()
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray:
+        self.batches.append(len(batch))
+        if len(self.batches) == 1:
+            self.release.wait(10)
+        return batch[:, :1] * 2.0  # each input's first channel, doubled: whose it is shows
+
+
+def test_batched_backend_runs_the_streams_waiting_inputs_together_each_gets_its_own():
+    import threading
+    import time
+
+    from pipelines.road_network import BatchedBackend
+
+    held = _HeldLogits()
+    backend = BatchedBackend(held, max_batch=4)
+    inputs = [np.full((1, 3, 8, 16), float(k), np.float32) for k in range(4)]
+    inputs.append(np.full((1, 3, 16, 16), 9.0, np.float32))  # another size: never in their batch
+    out: dict[int, np.ndarray] = {}
+
+    def ask(k: int) -> None:
+        out[k] = backend(inputs[k])
+
+    threads = [threading.Thread(target=ask, args=(0,))]
+    threads[0].start()
+    deadline = time.monotonic() + 10
+    while not held.batches:
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    for k in range(1, 5):
+        threads.append(threading.Thread(target=ask, args=(k,)))
+        threads[-1].start()
+        while backend.batcher.pending < k:
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+    held.release.set()
+    for t in threads:
+        t.join(10)
+    assert held.batches == [1, 3, 1]  # the lone first run, the three of its shape, the other shape
+    for k, x in enumerate(inputs):
+        np.testing.assert_array_equal(out[k], x[:, :1] * 2.0)
+    stats = backend.stats()
+    assert stats["calls"] == 5 and stats["batch_sizes"] == {"1": 2, "3": 1}
+    backend.close()
+
+
+def test_a_batch_through_the_unet_gives_each_frame_what_it_gives_alone(tiny_unet: torch.nn.Module):
+    from pipelines.road_network import BatchedBackend, TorchBackend
+
+    torch_backend = TorchBackend(tiny_unet)
+    rng = np.random.default_rng(3)
+    inputs = [preprocess(rng.integers(0, 255, (90, 160, 3), dtype=np.uint8), (128, 64)) for _ in range(3)]
+    alone = [torch_backend(x) for x in inputs]
+    together = BatchedBackend(torch_backend, max_batch=4)._run(inputs[0].shape, inputs)
+    for a, b in zip(alone, together, strict=True):
+        assert b.shape == a.shape == (1, 1, 64, 128)
+        np.testing.assert_allclose(b, a, atol=1e-4)
+
+
+def test_streams_with_a_torch_road_network_share_its_batches():
+    """road.backend torch (a CUDA device's): every stream's segmenter asks one batched network."""
+    from pipelines.builder import build_road_segmenter
+    from pipelines.road_network import BatchedBackend
+
+    cfg = RoadConfig(backend="torch", device="cpu")
+    (a, _, _), (b, _, _) = build_road_segmenter(cfg), build_road_segmenter(cfg)
+    assert isinstance(a.backend, BatchedBackend) and a.backend is b.backend
+    image = np.random.default_rng(0).integers(0, 255, (144, 256, 3), dtype=np.uint8)
+    calls = a.backend.stats()["calls"]
+    prob = a(image)
+    assert prob.shape == (144, 256) and 0.0 <= prob.min() <= prob.max() <= 1.0
+    assert a.backend.stats()["calls"] == calls + 1
