@@ -13,7 +13,7 @@ from typing import Any
 
 from pipelines.base_layer import RoadMaskLayer
 from pipelines.config import DEFAULT_WEIGHTS_DIR, DetectorConfig, PipelineConfig, RoadConfig
-from pipelines.devices import resolve_device
+from pipelines.devices import is_cuda, resolve_device
 from pipelines.displacement import GroundDisplacement
 from pipelines.ground import GroundModel
 from pipelines.motion.detector import Detector, YoloDetector
@@ -81,8 +81,10 @@ def _road_network(weights: Path, rcfg: RoadConfig) -> tuple[Any, RoadCheckpoint]
             if rcfg.backend == "openvino" and rcfg.device == "cpu":
                 size = rcfg.resolved(ckpt.input_size).input_size
                 network: Any = OpenVINOBackend(model, size, num_threads=rcfg.torch_threads)
-            else:  # torch: the streams' runs batched (a GPU's above all)
-                network = BatchedBackend(TorchBackend(model, rcfg.device), default_batch(rcfg.device))
+            else:  # torch: the streams' runs batched (a GPU's above all; on the CPU, torch's batches
+                # of 4-8 cost more an image than one alone, 2 less: docs/scale-out.md)
+                batch = default_batch(rcfg.device) if is_cuda(rcfg.device) else 2
+                network = BatchedBackend(TorchBackend(model, rcfg.device), batch)
             _ROAD_NETWORKS[key] = (network, ckpt)
         network, ckpt = _ROAD_NETWORKS[key]
     return (network.fork() if isinstance(network, OpenVINOBackend) else network), ckpt

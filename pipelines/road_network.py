@@ -165,7 +165,7 @@ class BatchedBackend:
     """One road network serving every stream of a process, their runs batched per step
     (:class:`~pipelines.batching.Batcher`): the runs waiting with the same input shape go through
     the network together, one alone as without a batcher. For torch (a GPU above all, where one
-    512 x 288 frame leaves the device idle); OpenVINO's compiled network takes a batch of one, and
+    512 x 288 frame leaves the device idle; on the CPU batches of 2 at most: larger ones cost more); OpenVINO's compiled network takes a batch of one, and
     each stream keeps an infer request of its own (:meth:`OpenVINOBackend.fork`: 16 ms a run on the
     2-core dev VM, once every 30-60 frames a stream, and no memory to speak of per request)."""
 
