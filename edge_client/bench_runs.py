@@ -144,29 +144,22 @@ async def shared_detector(url: str) -> dict[str, Any] | None:
 def detector_use(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any] | None:
     """What the shared detector did between two /healthz readings: frames, runs, the batch sizes, a
     frame's mean wait for it and a run's mean time (ms), and the wait's p95 over its last frames."""
+    from pipelines.batching import stats_between
+
     if after is None:
         return None
-    before = before or {"calls": 0, "batches": 0, "batch_sizes": {}, "queue_s_total": 0.0, "run_s_total": 0.0}
-    calls, batches = after["calls"] - before["calls"], after["batches"] - before["batches"]
-    sizes = {
-        k: n - before["batch_sizes"].get(k, 0)
-        for k, n in after["batch_sizes"].items()
-        if n - before["batch_sizes"].get(k, 0)
-    }
+    use = stats_between(before, after)
+    calls, batches = use["calls"], use["batches"]
     return {
         "device": after["device"],
         "max_batch": after["max_batch"],
         "frames": calls,
         "runs": batches,
         "mean_batch": round(calls / batches, 2) if batches else None,
-        "batch_sizes": sizes,
-        "queue_ms_mean": round(1000 * (after["queue_s_total"] - before["queue_s_total"]) / calls, 1)
-        if calls
-        else None,
+        "batch_sizes": use["batch_sizes"],
+        "queue_ms_mean": round(1000 * use["queue_s_total"] / calls, 1) if calls else None,
         "queue_ms_p95_recent": after["queue_ms_p95"],
-        "run_ms_mean": round(1000 * (after["run_s_total"] - before["run_s_total"]) / batches, 1)
-        if batches
-        else None,
+        "run_ms_mean": round(1000 * use["run_s_total"] / batches, 1) if batches else None,
     }
 
 

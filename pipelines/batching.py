@@ -184,3 +184,19 @@ class Batcher(Generic[I, R]):
             if results is not None:
                 for r, result in zip(batch, results, strict=True):
                     r.future.set_result(result)
+
+
+TOTALS = ("calls", "batches", "queue_s_total", "run_s_total")
+
+
+def stats_between(before: dict[str, Any] | None, after: dict[str, Any]) -> dict[str, Any]:
+    """What a batcher did between two :meth:`Batcher.stats` readings (``before`` None: since it
+    started): the totals' differences and the batch sizes' histogram of the batches in between."""
+    before = before or {"batch_sizes": {}}
+    out: dict[str, Any] = {k: after[k] - before.get(k, 0) for k in TOTALS}
+    out["batch_sizes"] = {
+        size: n - before["batch_sizes"].get(size, 0)
+        for size, n in after["batch_sizes"].items()
+        if n - before["batch_sizes"].get(size, 0)
+    }
+    return out

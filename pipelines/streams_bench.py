@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,11 @@ def run_streams(
     model = model if model is not None else build_detector_model(config.detector)
     device = str(getattr(model, "device", "cpu"))
     batch = default_batch(device, max_batch)
+    warm = build_pipeline(config, model=model)
+    try:  # the networks' first runs (compiling, a GPU's kernels) are no count's
+        warm_up([warm], frames)
+    finally:
+        warm.close()
     runs = []
     for n in counts:
         shared = SharedDetector(model, max_batch=batch)
@@ -57,25 +62,77 @@ def run_streams(
             shared.close()
             for p in pipelines:
                 p.close()
-        log.info(
-            "%d stream(s): %s fps each, detector busy %.0f %%",
-            n,
-            runs[-1]["fps"],
-            100 * runs[-1]["detector_busy"],
-        )
+        log_count(runs[-1])
+    return report_of(runs, frames, device=device, target_fps=target_fps, max_batch=batch, mode=THREADS)
+
+
+WARM_FRAMES = 3  # frames each new pipeline runs before any count is timed
+
+
+def warm_up(pipelines: Sequence[Any], frames: Sequence[Frame]) -> None:
+    """Each of ``pipelines`` over the first :data:`WARM_FRAMES` frames, at once (then let go: its
+    tracks are not a count's)."""
+    errors: list[BaseException] = []
+
+    def run(p: Any) -> None:
+        try:
+            for frame in frames[:WARM_FRAMES]:
+                p.process(frame)
+        except BaseException as exc:  # noqa: BLE001 - raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(p,), name="warm-up") for p in pipelines]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+THREADS = "threads"  # the streams' pipelines on threads of one process (a server's default)
+PROCESSES = "processes"  # a process per stream around the detector service (engine_processes)
+# what holds streams back when neither the detector nor the cores are busy, by mode
+SERIAL = {
+    THREADS: "each stream's stages one after another, and the interpreter lock the streams share",
+    PROCESSES: "each stream's stages one after another (a frame waits for its detector answer)",
+}
+
+
+def log_count(run: dict[str, Any]) -> None:
+    log.info(
+        "%d stream(s): %s fps each, detector busy %.0f %%",
+        run["streams"],
+        run["fps"],
+        100 * run["detector_busy"],
+    )
+
+
+def report_of(
+    runs: list[dict[str, Any]],
+    frames: Sequence[Frame],
+    *,
+    device: str,
+    target_fps: float,
+    max_batch: int,
+    mode: str,
+) -> dict[str, Any]:
+    """The benchmark's report from its counts' runs: the largest count whose streams all kept
+    ``target_fps``, and what held the next one back."""
     kept = [r for r in runs if r["kept_target"]]
     best = max((r["streams"] for r in kept), default=0)
     above = next((r for r in runs if r["streams"] > best), None)
     return {
+        "mode": mode,
         "device": device,
         "frames": len(frames),
         "size": list(frames[0].image.shape[1::-1]) if frames else None,
         "target_fps": target_fps,
-        "max_batch": batch,
+        "max_batch": max_batch,
         "cpus": len(os.sched_getaffinity(0)),
         "runs": runs,
         "streams_kept": best,
-        "limit": _limit(above) if above is not None else None,
+        "limit": _limit(above, SERIAL[mode]) if above is not None else None,
     }
 
 
@@ -83,6 +140,15 @@ def _one_count(
     pipelines: list[Any], frames: Sequence[Frame], shared: Any, target_fps: float
 ) -> dict[str, Any]:
     """Every pipeline over ``frames`` at once, each on a thread of its own."""
+    walls, wall, cpu = play(pipelines, frames, time.process_time)
+    return count_figures(len(frames), walls, wall, cpu, shared.stats(), target_fps)
+
+
+def play(
+    pipelines: Sequence[Any], frames: Sequence[Frame], cpu_s: Callable[[], float]
+) -> tuple[list[float], float, float]:
+    """Every pipeline over ``frames`` at once, each from a thread of its own started together:
+    each one's seconds, all of them's, and the CPU seconds ``cpu_s`` counted meanwhile."""
     n = len(pipelines)
     walls = [0.0] * n
     errors: list[BaseException] = []
@@ -102,17 +168,26 @@ def _one_count(
     threads = [threading.Thread(target=stream, args=(k,), name=f"stream-{k}") for k in range(n)]
     for t in threads:
         t.start()
-    cpu0 = time.process_time()
+    cpu0 = cpu_s()
     start_gate.wait()
     t0 = time.perf_counter()
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    cpu = time.process_time() - cpu0
+    cpu = cpu_s() - cpu0
     if errors:
         raise errors[0]
-    det = shared.stats()  # a detector of this count's own: its figures are this count's
-    fps = [round(len(frames) / w, 2) for w in walls]
+    return walls, wall, cpu
+
+
+def count_figures(
+    frames: int, walls: Sequence[float], wall: float, cpu: float, det: dict[str, Any], target_fps: float
+) -> dict[str, Any]:
+    """One count's row: each stream's fps over ``frames`` (``walls``: its seconds), the cores used
+    (``cpu`` seconds over ``wall``), the detector's figures (``det``: a batcher's totals over the
+    count, :meth:`pipelines.batching.Batcher.stats`)."""
+    n = len(walls)
+    fps = [round(frames / w, 2) for w in walls]
     runs, calls = det["batches"], det["calls"]
     return {
         "streams": n,
@@ -131,9 +206,9 @@ def _one_count(
     }
 
 
-def _limit(run: dict[str, Any]) -> str:
-    """What held ``run``'s streams under the target: the detector, the cores, or neither (then the
-    streams' own serial work and the interpreter lock they share)."""
+def _limit(run: dict[str, Any], serial: str) -> str:
+    """What held ``run``'s streams under the target: the detector, the cores, or neither (then
+    ``serial``: the streams' own serial work, and on threads the interpreter lock they share)."""
     cpus = len(os.sched_getaffinity(0))
     if run["detector_busy"] >= 0.9:
         return f"the detector: busy {100 * run['detector_busy']:.0f} % of the time (mean batch {run['mean_batch']})"
@@ -141,14 +216,16 @@ def _limit(run: dict[str, Any]) -> str:
         return f"the CPU: {run['cores']} of {cpus} cores busy"
     return (
         f"neither the detector (busy {100 * run['detector_busy']:.0f} %) nor the CPU ({run['cores']} of {cpus} "
-        "cores): each stream's stages one after another, and the interpreter lock the streams share"
+        f"cores): {serial}"
     )
 
 
 def format_streams(report: dict[str, Any]) -> str:
+    mode = {PROCESSES: "a process per stream around the detector service"}.get(report.get("mode", THREADS))
     lines = [
         f"{report['frames']} frames of {report['size'][0]}x{report['size'][1]} decoded once, every stream from the first; "
-        f"detector on {report['device']}, batches up to {report['max_batch']}; {report['cpus']} CPUs",
+        f"detector on {report['device']}, batches up to {report['max_batch']}; {report['cpus']} CPUs"
+        + (f"; {mode}" if mode else ""),
         f"{'streams':>8}{'fps min':>9}{'fps all':>9}{'cores':>7}{'det busy':>10}{'batch':>7}{'run ms':>8}{'wait ms':>9}",
     ]
     for r in report["runs"]:

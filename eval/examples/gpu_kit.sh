@@ -23,7 +23,7 @@ PY=${PYTHON:-.venv/bin/python}
 # The project's imports a bare GPU box lacks (its packages: gpu_box_packages.txt); each with --no-deps,
 # so every one the run imports is named. GPU_NEWER: on the box, but pydantic needs a newer one.
 GPU_WHEELS="ultralytics ultralytics-thop supervision defusedxml pydeprecate segmentation-models-pytorch
-trackers lap pydantic pydantic-core annotated-types typing-inspection"
+trackers lap pydantic pydantic-core annotated-types typing-inspection pydantic-settings python-dotenv"
 GPU_NEWER="typing-extensions"
 mkdir -p "$KIT/wheels" "$KIT/flight"
 rm -f "$KIT"/wheels/*.whl

@@ -10,6 +10,11 @@ options (:func:`pipelines.cli.config_from_args`), the telemetry of the .SRT, and
 
     python eval/examples/gpu_streams.py VIDEO --srt SRT --camera dji_mavic_3 --device cuda \\
         --detect-every 3 --streams 1 2 4 8 --target-fps 30 --json OUT.json
+
+``--engine-processes`` runs each stream in an engine process of its own around the detector service,
+as a server with ``engine_processes`` and ``engine_detector_service`` does
+(:func:`eval.streams_processes.run_streams_processes`); ``--engine-threads N`` is that server's
+``engine_threads``.
 """
 
 from __future__ import annotations
@@ -79,7 +84,15 @@ def gpu_name() -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpu_streams.py")
-    register(parser.add_subparsers(dest="command"))  # bench's options, as `airpatrol bench` parses them
+    sub = parser.add_subparsers(dest="command")
+    register(sub)  # bench's options, as `airpatrol bench` parses them
+    bench = sub.choices["bench"]
+    bench.add_argument(
+        "--engine-processes", action="store_true", help="a process per stream, one detector service"
+    )
+    bench.add_argument(
+        "--engine-threads", type=int, help="with --engine-processes: each engine's CPU threads"
+    )
     args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
     if not args.streams:
         parser.error("give --streams N ...")
@@ -91,7 +104,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.srt is not None:
         frames = with_telemetry(frames, args.srt, args, config, fps)
     config = config_for_source(config, args.fps or fps)
-    report = run_streams(config, frames, args.streams, target_fps=args.target_fps or fps)
+    if args.engine_processes:
+        from eval.streams_processes import run_streams_processes
+
+        report = run_streams_processes(
+            config, frames, args.streams, target_fps=args.target_fps or fps, threads=args.engine_threads
+        )
+    else:
+        report = run_streams(config, frames, args.streams, target_fps=args.target_fps or fps)
     report["machine"] = machine_description()
     report["decoder"] = f"OpenCV {cv2.__version__}"
     report["gpu"] = gpu_name()

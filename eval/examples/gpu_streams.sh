@@ -7,7 +7,9 @@
 # frames batched per step (the run of `airpatrol bench --streams`: pipelines.streams_bench, the frames
 # decoded once into memory, so receiving and decoding are left out), and what holds the next count back
 # (the detector's busy share, the cores, or the streams' serial work on one interpreter lock). Twice:
-# with keyframes as a live server runs (--detect-every 3) and the detector on every frame.
+# with keyframes as a live server runs (--detect-every 3) and the detector on every frame. Then, with
+# keyframes, a process per stream around one detector service, as a server with engine_processes and
+# engine_detector_service runs them (eval.streams_processes: no interpreter lock shared by streams).
 #
 # On a bare GPU box (PyTorch and CUDA, no registry, 64 MiB for code and wheels): make the kit here
 # first, `bash eval/examples/gpu_kit.sh` (.gpu/: the wheels the box lacks and a 150-frame dense
@@ -15,7 +17,7 @@
 # $SITE (/tmp/ap-site) and reads the kit's flight. The frames are read with OpenCV
 # (eval/examples/gpu_streams.py; PyAV is not in the kit). On a box with the project installed
 # (scripts/install.sh and a CUDA build of torch) it runs as it is; VIDEO and SRT give another flight.
-# DEVICE=cpu, COUNTS and MAX_FRAMES try it anywhere (tests/eval/test_gpu_kit.py does, in a
+# DEVICE=cpu, COUNTS, PROC_COUNTS, ENGINE_THREADS and MAX_FRAMES try it anywhere (tests/eval/test_gpu_kit.py does, in a
 # virtual environment holding only a bare box's packages: eval/examples/bare_box.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,6 +25,8 @@ OUT=${1:-runs/gpu_streams}
 KIT=${KIT:-.gpu}
 DEVICE=${DEVICE:-cuda}
 COUNTS=${COUNTS:-1 2 4 8 12 16 24 32}
+PROC_COUNTS=${PROC_COUNTS:-1 2 4 8 16}
+ENGINE_THREADS=${ENGINE_THREADS:-2}
 MAX_FRAMES=${MAX_FRAMES:-150}
 if [ -x .venv/bin/python ]; then PY=${PYTHON:-.venv/bin/python}; else PY=${PYTHON:-python3}; fi
 mkdir -p "$OUT"
@@ -46,10 +50,17 @@ import torch
 if '$DEVICE'.startswith('cuda'):
     assert torch.cuda.is_available(), 'no CUDA GPU here'
     print(torch.cuda.get_device_name(0), 'torch', torch.__version__)"
+# at most 150 + 120 + 180 s (the issue's budget is 8 min); a run cut short says so and the next runs
 for every in 3 1; do
   echo "== detector every $every frame(s)"
   # shellcheck disable=SC2086 # COUNTS is a list
-  timeout 230 "$PY" eval/examples/gpu_streams.py "$VIDEO" --srt "$SRT" --camera dji_mavic_3 --max-frames "$MAX_FRAMES" \
+  timeout $((every == 3 ? 150 : 120)) "$PY" eval/examples/gpu_streams.py "$VIDEO" --srt "$SRT" --camera dji_mavic_3 --max-frames "$MAX_FRAMES" \
     --detect-every "$every" --device "$DEVICE" --streams $COUNTS --target-fps 30 -q ${BENCH_ARGS:-} \
-    --json "$OUT/streams_every$every.json"
+    --json "$OUT/streams_every$every.json" || echo "gpu_streams.sh: that run ended with $? (124: cut at its time)"
 done
+echo "== a process per stream, one detector service; detector every 3 frames"
+# shellcheck disable=SC2086 # PROC_COUNTS is a list
+timeout 180 "$PY" eval/examples/gpu_streams.py "$VIDEO" --srt "$SRT" --camera dji_mavic_3 --max-frames "$MAX_FRAMES" \
+  --detect-every 3 --device "$DEVICE" --streams $PROC_COUNTS --target-fps 30 -q ${BENCH_ARGS:-} \
+  --engine-processes --engine-threads "$ENGINE_THREADS" --json "$OUT/streams_processes.json" ||
+  echo "gpu_streams.sh: that run ended with $? (124: cut at its time)"

@@ -159,3 +159,21 @@ def test_close_runs_what_was_queued_and_a_later_request_starts_it_again() -> Non
 def test_bad_settings_are_refused(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         Batcher(lambda key, items: items, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("before", "expected"),
+    [
+        (None, {"calls": 7, "batches": 4, "queue_s_total": 0.5, "run_s_total": 2.0, "batch_sizes": {"1": 2, "2": 1, "3": 1}}),
+        (
+            {"calls": 3, "batches": 2, "queue_s_total": 0.25, "run_s_total": 1.0, "batch_sizes": {"1": 1, "2": 1}},
+            {"calls": 4, "batches": 2, "queue_s_total": 0.25, "run_s_total": 1.0, "batch_sizes": {"1": 1, "3": 1}},
+        ),
+    ],
+)  # fmt: skip
+def test_stats_between_two_readings_are_the_batches_in_between(before, expected) -> None:
+    from pipelines.batching import stats_between
+
+    after = {"calls": 7, "batches": 4, "queue_s_total": 0.5, "run_s_total": 2.0,
+             "batch_sizes": {"1": 2, "2": 1, "3": 1}, "device": "cpu"}  # fmt: skip
+    assert stats_between(before, after) == expected

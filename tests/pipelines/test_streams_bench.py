@@ -12,7 +12,7 @@ import pytest
 
 from edge_client.synthetic import DEFAULT_CAMERA, BrightBlobDetector, SyntheticScene
 from pipelines.config import PipelineConfig
-from pipelines.streams_bench import _limit, format_streams, run_streams
+from pipelines.streams_bench import PROCESSES, SERIAL, THREADS, _limit, format_streams, run_streams
 from pipelines.types import Frame, Telemetry
 
 CONFIG = PipelineConfig().with_overrides(road={"enabled": False}, keyframes={"enabled": True})
@@ -64,18 +64,28 @@ def test_every_count_runs_its_streams_at_once_around_one_detector(target_fps: fl
 
 
 @pytest.mark.parametrize(
-    ("run", "said"),
+    ("run", "mode", "said"),
     [
         (
             {"detector_busy": 0.95, "mean_batch": 3.5, "cores": 1.0},
+            THREADS,
             "the detector: busy 95 % of the time (mean batch 3.5)",
         ),
-        ({"detector_busy": 0.5, "mean_batch": 1.0, "cores": 99.0}, "the CPU: 99.0 of"),
-        ({"detector_busy": 0.5, "mean_batch": 1.0, "cores": 0.1}, "the interpreter lock the streams share"),
+        ({"detector_busy": 0.5, "mean_batch": 1.0, "cores": 99.0}, PROCESSES, "the CPU: 99.0 of"),
+        (
+            {"detector_busy": 0.5, "mean_batch": 1.0, "cores": 0.1},
+            THREADS,
+            "the interpreter lock the streams share",
+        ),
+        (
+            {"detector_busy": 0.5, "mean_batch": 1.0, "cores": 0.1},
+            PROCESSES,
+            "a frame waits for its detector answer",
+        ),
     ],
 )
-def test_what_limits_a_count_is_named(run, said) -> None:
-    assert said in _limit(run)
+def test_what_limits_a_count_is_named(run, mode, said) -> None:
+    assert said in _limit(run, SERIAL[mode])
 
 
 def test_the_command_reports_streams_of_a_video(tmp_path, capsys) -> None:
