@@ -7,7 +7,7 @@
 # matplotlib, PyYAML, timm, huggingface_hub, ...), nothing of this project's own, no package registry,
 # and room for 64 MiB of code and wheels in all (this repository is ~25 MB of it). This makes:
 #   .gpu/wheels/  the project's imports such a box lacks, as wheels without their dependencies, at the
-#                 versions this .venv runs (the list: GPU_WHEELS below; ~6 MB): no PyAV (36 MB), the
+#                 versions this .venv runs (the list: GPU_WHEELS below; ~7 MB): no PyAV (36 MB), the
 #                 streams benchmark decodes with OpenCV;
 #   .gpu/flight/  a 150-frame 1080p30 flight and its .SRT (video.mp4, video.SRT; ~6 MB): prepare_1080.sh's
 #                 dense one (40 vehicles at 60 m, real car crops from ../shared/data), 5 s of it.
