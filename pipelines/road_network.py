@@ -40,6 +40,7 @@ import numpy as np
 import segmentation_models_pytorch as smp
 import torch
 
+from pipelines.batching import Batcher
 from pipelines.errors import WeightsError
 from pipelines.types import Frame
 
@@ -164,14 +165,13 @@ class OpenVINOBackend:
 class BatchedBackend:
     """One road network serving every stream of a process, their runs batched per step
     (:class:`~pipelines.batching.Batcher`): the runs waiting with the same input shape go through
-    the network together, one alone as without a batcher. For torch (a GPU above all, where one
-    512 x 288 frame leaves the device idle; on the CPU batches of 2 at most: larger ones cost more); OpenVINO's compiled network takes a batch of one, and
-    each stream keeps an infer request of its own (:meth:`OpenVINOBackend.fork`: 16 ms a run on the
-    2-core dev VM, once every 30-60 frames a stream, and no memory to speak of per request)."""
+    the network together, one alone as without a batcher. For torch: a GPU above all, where one
+    512 x 288 frame leaves the device idle (on the CPU batches of 2 at most: larger ones cost more
+    an image). OpenVINO's compiled network takes a batch of one, and each stream keeps an infer
+    request of its own (:meth:`OpenVINOBackend.fork`: 16 ms a run on the 2-core dev VM, once every
+    30-60 frames a stream, and no memory to speak of per request)."""
 
     def __init__(self, backend: LogitsBackend, max_batch: int = 1, name: str = "road-batch") -> None:
-        from pipelines.batching import Batcher
-
         self.backend = backend
         self.device = getattr(backend, "device", "cpu")
         self.batcher: Batcher[np.ndarray, np.ndarray] = Batcher(self._run, max_batch=max_batch, name=name)

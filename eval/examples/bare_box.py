@@ -62,7 +62,9 @@ def closure(names: set[str], installed: dict[str, md.Distribution]) -> set[str]:
 
 
 def make(target: Path, extra: set[str]) -> set[str]:
-    """The environment at ``target``; returns the distributions linked."""
+    """The environment at ``target`` (made anew where it is one); returns the distributions linked."""
+    if target.exists() and not (target / "pyvenv.cfg").exists() and any(target.iterdir()):
+        raise SystemExit(f"bare_box.py: {target} exists and is not a virtual environment: give a new folder")
     venv.EnvBuilder(with_pip=False, clear=True).create(target)
     purelib = Path(sysconfig.get_paths(vars={"base": str(target), "platbase": str(target)})["purelib"])
     installed = {normalise(d.metadata["Name"]): d for d in md.distributions()}
