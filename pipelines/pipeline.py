@@ -516,8 +516,11 @@ class Pipeline:
 
     def summary(self) -> dict[str, Any]:
         """What a stream's session record keeps of the engine's state: the rangefinder's readings
-        (used, refused and why), the lens and shutter corrected for, the scale check's summary."""
+        (used, refused and why), the lens and shutter corrected for, the scale check's summary, the
+        road network's runs (its mask taken, and lost: a run that failed)."""
         out: dict[str, Any] = {}
+        if self.road.segmenter is not None:
+            out["road"] = {"runs": self.road.n_runs, "runs_lost": self.road.runs_lost}
         lrf = self.ground.rangefinder
         if lrf is not None and (readings := lrf.summary()) is not None:
             out["rangefinder"] = readings

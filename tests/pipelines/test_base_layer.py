@@ -342,3 +342,30 @@ def test_polygon_modes(polygon, mode, with_segmenter, enabled, expected, status,
     else:
         assert mask.dtype == bool and np.array_equal(mask, expected)
     assert seg.calls == calls
+
+
+def test_the_pipeline_summary_counts_the_road_runs_taken_and_lost() -> None:
+    """A stream's summary (its session record) says how often the road network ran and how many of
+    its runs were lost: a network that fails in the background shows there, not only in the log."""
+    from edge_client.synthetic import BrightBlobDetector, SyntheticScene
+    from pipelines.builder import build_pipeline
+    from pipelines.config import PipelineConfig
+
+    class FailsAfterTheFirst:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def segment(self, frame) -> np.ndarray:
+            self.calls += 1
+            if self.calls > 1:
+                raise RuntimeError("the road network is gone")
+            return np.ones((frame.height, frame.width), np.float32)
+
+    scene = SyntheticScene()
+    cfg = PipelineConfig().with_overrides(road={"lag_frames": 2, "every_n_frames": 5})
+    pipeline = build_pipeline(cfg, detector=BrightBlobDetector(), segmenter=FailsAfterTheFirst())
+    for i in range(14):
+        result = pipeline.process(Frame(i, i / 30, scene.render(i / 30)))
+        assert result.road_mask is not None and result.road_mask.any()  # the first mask serves on
+    assert pipeline.summary()["road"] == {"runs": 1, "runs_lost": 2}  # runs on 5 and 10 lost
+    pipeline.close()
