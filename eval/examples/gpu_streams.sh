@@ -58,6 +58,14 @@ for every in 3 1; do
     --detect-every "$every" --device "$DEVICE" --streams $COUNTS --target-fps 30 -q ${BENCH_ARGS:-} \
     --json "$OUT/streams_every$every.json" || echo "gpu_streams.sh: that run ended with $? (124: cut at its time)"
 done
+# each engine holds up to three 1080p frame slots in /dev/shm (~19 MB; a container's default is 64 MB)
+shm_mb=$(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')
+if [ -n "$shm_mb" ]; then
+  fit=$((shm_mb / 20)) kept=""
+  for n in $PROC_COUNTS; do [ "$n" -le "$fit" ] && kept="$kept $n"; done
+  [ "$kept" = " $(echo $PROC_COUNTS)" ] || echo "gpu_streams.sh: /dev/shm has $shm_mb MB free: engine processes up to $fit (counts:$kept)"
+  PROC_COUNTS=${kept:-1}
+fi
 echo "== a process per stream, one detector service; detector every 3 frames"
 # shellcheck disable=SC2086 # PROC_COUNTS is a list
 timeout 180 "$PY" eval/examples/gpu_streams.py "$VIDEO" --srt "$SRT" --camera dji_mavic_3 --max-frames "$MAX_FRAMES" \
