@@ -59,7 +59,9 @@ def run_streams_processes(
         config = config.with_overrides(detector={"threads": threads})
     engines = EngineProcesses(timeout_s=timeout_s, start_timeout_s=start_timeout_s, keep_idle=max(counts))
     engines.use_detector_service(
-        ServiceSpec(config.detector, detector_factory, max_batch=max_batch, threads=threads)
+        ServiceSpec(
+            config.detector, detector_factory, max_batch=max_batch, threads=threads, log_level=logging.WARNING
+        )
     )
     spec = EngineSpec(config, detector_factory, threads=threads, log_level=logging.WARNING)
     runs, device = [], "?"
