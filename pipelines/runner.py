@@ -56,8 +56,8 @@ def load_frames(
     ground model applies the fixed ones).
     ``fps``: frame rate of a folder without ``seqinfo.ini`` (speeds scale with it).
     """
-    from pipelines.sources import attach_telemetry, open_source
-    from pipelines.telemetry import load_telemetry
+    from pipelines.sources import open_source
+    from pipelines.telemetry import attach_telemetry, load_telemetry
 
     source = open_source(video, max_frames=max_frames, fps=fps)
     track = None

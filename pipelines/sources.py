@@ -35,21 +35,20 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol
 
 import av
 import cv2
 import numpy as np
 from av.error import FFmpegError
 
-from pipelines.errors import SourceError, TelemetryError
-from pipelines.types import Frame, Telemetry
+from pipelines.errors import SourceError
+from pipelines.types import Frame
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +59,6 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 # A video that stops this much before its declared duration is reported as truncated.
 TRUNCATION_MIN_S = 0.5
 TRUNCATION_FRACTION = 0.02
-
-
-class TelemetrySource(Protocol):
-    """Anything that interpolates telemetry at a video timestamp (``TelemetryTrack``)."""
-
-    def at(self, t: float) -> Telemetry: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -569,29 +562,3 @@ def open_source(
     if path.stat().st_size == 0:
         raise SourceError(f"{path} is empty (0 bytes)")
     return VideoFileSource(path, max_frames, start_frame, fps)
-
-
-def attach_telemetry(
-    frames: Iterable[Frame], track: TelemetrySource, time_offset_s: float = 0.0
-) -> Iterator[Frame]:
-    """Yield each frame with ``telemetry = track.at(frame.timestamp_s + time_offset_s)``.
-
-    ``time_offset_s`` is the telemetry clock at video time 0 (positive when the log started first).
-    A frame the telemetry does not cover (before take-off, after the log ends, a gap) gets
-    ``telemetry=None``: the ground model then disables speeds for it and says why. The number
-    of such frames is logged; the run goes on.
-    """
-    uncovered = 0
-    for frame in frames:
-        try:
-            telemetry = track.at(frame.timestamp_s + time_offset_s)
-        except TelemetryError as exc:
-            if uncovered == 0:
-                logger.warning(
-                    "frame %d has no usable telemetry (%s): speeds are off until it has", frame.index, exc
-                )
-            uncovered += 1
-            telemetry = None
-        yield dataclasses.replace(frame, telemetry=telemetry)
-    if uncovered:
-        logger.warning("%d frame(s) had no usable telemetry", uncovered)

@@ -20,7 +20,6 @@ as a server with ``engine_processes`` and ``engine_detector_service`` does
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import sys
@@ -29,10 +28,9 @@ from pathlib import Path
 import cv2
 
 from pipelines.cli import config_from_args, register
-from pipelines.errors import TelemetryError
 from pipelines.runner import config_for_source, fixed_telemetry_fields, machine_description
 from pipelines.streams_bench import format_streams, run_streams
-from pipelines.telemetry import load_telemetry
+from pipelines.telemetry import attach_telemetry, load_telemetry
 from pipelines.types import Frame
 
 log = logging.getLogger("gpu_streams")
@@ -56,21 +54,6 @@ def decode(video: Path, max_frames: int) -> tuple[list[Frame], float]:
     if not frames:
         raise SystemExit(f"gpu_streams: no frames in {video}")
     return frames, float(fps)
-
-
-def with_telemetry(
-    frames: list[Frame], srt: Path, args: argparse.Namespace, config, fps: float
-) -> list[Frame]:
-    """Each frame with the .SRT's telemetry at its time, as ``bench`` attaches it."""
-    track = load_telemetry(srt, camera=args.camera, fps=fps, ignore=fixed_telemetry_fields(config.camera))
-    out = []
-    for f in frames:
-        try:
-            telemetry = track.at(f.timestamp_s)
-        except TelemetryError:
-            telemetry = None
-        out.append(dataclasses.replace(f, telemetry=telemetry))
-    return out
 
 
 def gpu_name() -> str | None:
@@ -101,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     config = config_from_args(args)
     frames, fps = decode(args.video, args.max_frames)
-    if args.srt is not None:
-        frames = with_telemetry(frames, args.srt, args, config, fps)
+    if args.srt is not None:  # as `bench` attaches it (pipelines.runner.load_frames)
+        ignore = fixed_telemetry_fields(config.camera)
+        track = load_telemetry(args.srt, camera=args.camera, fps=fps, ignore=ignore)
+        frames = list(attach_telemetry(frames, track))
     config = config_for_source(config, args.fps or fps)
     if args.engine_processes:
         from eval.streams_processes import run_streams_processes

@@ -5,15 +5,16 @@ from __future__ import annotations
 import logging
 import math
 from bisect import bisect_right
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 from pipelines.errors import TelemetryError
 from pipelines.telemetry.flightlog import parse_flightlog_csv
 from pipelines.telemetry.srt import parse_srt
 from pipelines.telemetry.validate import continuity_problem, telemetry_problems
-from pipelines.types import Telemetry
+from pipelines.types import Frame, Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -277,3 +278,35 @@ def load_telemetry(
         return TelemetryTrack(samples, max_gap_s=max_gap_s, ignore=ignore)
     except TelemetryError as exc:
         raise TelemetryError(f"{path}: {exc}") from exc
+
+
+class TelemetrySource(Protocol):
+    """Anything that interpolates telemetry at a video timestamp (``TelemetryTrack``)."""
+
+    def at(self, t: float) -> Telemetry: ...
+
+
+def attach_telemetry(
+    frames: Iterable[Frame], track: TelemetrySource, time_offset_s: float = 0.0
+) -> Iterator[Frame]:
+    """Yield each frame with ``telemetry = track.at(frame.timestamp_s + time_offset_s)``.
+
+    ``time_offset_s`` is the telemetry clock at video time 0 (positive when the log started first).
+    A frame the telemetry does not cover (before take-off, after the log ends, a gap) gets
+    ``telemetry=None``: the ground model then disables speeds for it and says why. The number
+    of such frames is logged; the run goes on.
+    """
+    uncovered = 0
+    for frame in frames:
+        try:
+            telemetry = track.at(frame.timestamp_s + time_offset_s)
+        except TelemetryError as exc:
+            if uncovered == 0:
+                log.warning(
+                    "frame %d has no usable telemetry (%s): speeds are off until it has", frame.index, exc
+                )
+            uncovered += 1
+            telemetry = None
+        yield replace(frame, telemetry=telemetry)
+    if uncovered:
+        log.warning("%d frame(s) had no usable telemetry", uncovered)

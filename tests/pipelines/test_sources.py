@@ -12,13 +12,8 @@ import numpy as np
 import pytest
 
 from pipelines.errors import SourceError
-from pipelines.sources import (
-    ImageSequenceSource,
-    VideoFileSource,
-    attach_telemetry,
-    natural_key,
-    open_source,
-)
+from pipelines.sources import ImageSequenceSource, VideoFileSource, natural_key, open_source
+from pipelines.telemetry import attach_telemetry
 from pipelines.types import Frame, Telemetry
 
 VFR_PTS_MS = [0, 33, 67, 100, 300, 333, 367, 900, 933, 1000]  # gaps at 100->300 and 367->900 ms
@@ -347,7 +342,6 @@ def test_attach_telemetry_samples_track_at_frame_time(offset: float, expected_al
 
 def test_frames_outside_the_telemetry_get_none_and_the_run_goes_on():
     from pipelines.errors import TelemetryError
-    from pipelines.sources import attach_telemetry
     from pipelines.types import Frame, Telemetry
 
     class Track:
