@@ -21,6 +21,7 @@ service's batches over the count, and what holds the next count back.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -29,8 +30,6 @@ from pipelines.batching import stats_between
 from pipelines.config import PipelineConfig
 from pipelines.streams_bench import PROCESSES, count_figures, log_count, play, report_of, warm_up
 from pipelines.types import Frame
-
-log = logging.getLogger(__name__)
 
 
 def run_streams_processes(
@@ -90,15 +89,10 @@ def run_streams_processes(
 
 
 def _cpu_s(pids: Sequence[int]) -> float:
-    """The CPU seconds (user + system) the processes ``pids`` have used so far."""
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
-        except (OSError, IndexError):
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-    return total
+    """The CPU seconds (user + system) the processes ``pids`` have used so far (one gone counts 0)."""
+    from edge_client.bench_server import cpu_seconds
+
+    return sum(cpu for pid in pids if not math.isnan(cpu := cpu_seconds(pid)))
 
 
 def _one_count(

@@ -33,8 +33,6 @@ from pipelines.streams_bench import format_streams, run_streams
 from pipelines.telemetry import attach_telemetry, load_telemetry
 from pipelines.types import Frame
 
-log = logging.getLogger("gpu_streams")
-
 
 def decode(video: Path, max_frames: int) -> tuple[list[Frame], float]:
     """The first ``max_frames`` frames of ``video`` (OpenCV), timed by their index at the file's rate."""
