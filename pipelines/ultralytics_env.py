@@ -49,3 +49,15 @@ def prepare_ultralytics() -> None:
     except Exception as exc:  # noqa: BLE001 - a read-only settings file must not stop inference
         log.debug("could not update ultralytics settings: %s", exc)
     _done = True
+
+
+def precision_args(half: bool) -> dict[str, object]:
+    """The ``predict`` arguments for fp16 (``half``) or the default precision, in the ultralytics
+    installed: newer releases name fp16 ``quantize=16`` and log a deprecation warning on *every*
+    call that passes ``half`` (hundreds of lines a minute on a live server), older ones know only
+    ``half``. The default precision passes nothing."""
+    if not half:
+        return {}
+    from ultralytics.cfg import DEFAULT_CFG_DICT
+
+    return {"quantize": 16} if "quantize" in DEFAULT_CFG_DICT else {"half": True}

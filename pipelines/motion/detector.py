@@ -26,6 +26,7 @@ from pipelines.config import DEFAULT_WEIGHTS_DIR, ConfigError, DetectorConfig
 from pipelines.devices import is_cuda, resolve_device
 from pipelines.errors import WeightsError
 from pipelines.types import Frame
+from pipelines.ultralytics_env import precision_args, prepare_ultralytics
 
 log = logging.getLogger(__name__)
 
@@ -454,8 +455,6 @@ class YoloDetector(ImageDetector):
     def _load(self, path: Path) -> Any:
         """Load the model and run it once on a blank image, so a broken file fails here (as a
         WeightsError) rather than on the first frame, and the backend is compiled only once."""
-        from pipelines.ultralytics_env import prepare_ultralytics
-
         prepare_ultralytics()
         from ultralytics import YOLO
 
@@ -465,8 +464,8 @@ class YoloDetector(ImageDetector):
                 np.zeros((64, 64, 3), dtype=np.uint8),
                 imgsz=self.imgsz,
                 device=self.device,
-                half=self.half,
                 verbose=False,
+                **precision_args(self.half),
             )
             _ = model.names
             honour_input_size(model)
@@ -520,8 +519,8 @@ class YoloDetector(ImageDetector):
             max_det=self.max_det,
             agnostic_nms=self.agnostic_nms,
             device=self.device,
-            half=self.half,
             verbose=False,
+            **precision_args(self.half),
         )
 
     def _check_input_size(self) -> None:

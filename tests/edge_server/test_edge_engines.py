@@ -238,3 +238,24 @@ def test_a_killed_or_hung_engine_ends_its_stream_alone(server_factory) -> None:
         assert health["lost"] == {"died": 1, "hung": 1} and health["running"] == 0, health
         assert "airpatrol_engines_lost_total" in c.get("/metrics").text
     assert our_slots() == []  # the test server runs in this process: its slots are named by its pid
+
+
+def test_engine_processes_import_ultralytics_offline_and_quiet() -> None:
+    """The fork server every engine starts from imports ultralytics as the engine does: offline, no
+    auto-installs, quiet. Imported plain it read an empty environment, once, and each engine then
+    logged a warning on every frame (447 in a 20 s four-stream run)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("YOLO_")}
+    code = (
+        "import os, edge_server.engines.preload\n"
+        "from ultralytics.utils import LOGGER\n"
+        "print(os.environ.get('YOLO_OFFLINE'), os.environ.get('YOLO_AUTOINSTALL'), LOGGER.level)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+    offline, autoinstall, level = out.stdout.split()
+    assert (offline, autoinstall) == ("1", "false")
+    assert int(level) >= 40  # ERROR: no per-frame INFO or WARNING lines

@@ -208,8 +208,35 @@ def test_adapter_restricts_classes_and_ignores_half_on_cpu(tmp_path: Path, monke
     out = det(np.zeros((32, 32, 3), dtype=np.uint8))
     call = fake.calls[-1]
     assert call["classes"] == [2, 3, 5, 7]
-    assert call["half"] is False and call["conf"] == 0.3 and call["max_det"] == 50
+    assert "half" not in call and "quantize" not in call  # the default precision: nothing passed
+    assert call["conf"] == 0.3 and call["max_det"] == 50
     assert list(out.data["class_name"]) == ["car", "truck"]
+
+
+@pytest.mark.parametrize("weights", ["airpatrol_vehicles_n_int8_openvino_model", "airpatrol_vehicles_n.pt"])
+def test_the_shipped_detector_logs_nothing_per_frame(weights: str) -> None:
+    """ultralytics 8.4 logs "'half' is deprecated" on every call that passes ``half``: 447 warnings
+    in a 20 s four-stream serve-bench run, whose engine processes had ultralytics verbose. Even
+    verbose (``YOLO_VERBOSE=true``, a user's choice), frames are detected without a word."""
+    from pipelines.config import DEFAULT_WEIGHTS_DIR
+
+    detector = YoloDetector(DEFAULT_WEIGHTS_DIR / weights, imgsz=320)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append  # type: ignore[method-assign]
+    ultra = logging.getLogger("ultralytics")
+    level = ultra.level
+    ultra.addHandler(handler)
+    ultra.setLevel(logging.INFO)
+    try:
+        image = np.random.default_rng(1).integers(0, 255, (240, 320, 3), dtype=np.uint8)
+        for _ in range(3):
+            detector(image)
+        detector.detect_many([image, image])
+    finally:
+        ultra.removeHandler(handler)
+        ultra.setLevel(level)
+    assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
 
 
 @pytest.mark.parametrize(("section", "expected"), [({}, True), ({"agnostic_nms": False}, False)])
