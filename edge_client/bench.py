@@ -152,6 +152,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         "publisher": "live encoding" if args.encode else "pre-encoded H.264 relayed (no publisher encoding)",
         "duration_s": args.duration,
         "detector": args.detector_factory,
+        "camera": args.camera,
         "return_video": args.return_video,
         "server_cpus": args.server_cpus,
         "loadavg_before": loadavg(),

@@ -48,6 +48,21 @@ def steady_line(k: int, sess: dict[str, Any]) -> str:
     )
 
 
+def before_server_line(k: int, sess: dict[str, Any]) -> str:
+    """What a stream's frames went through before the server's code saw them: frames lost on the
+    way, the receive delay, and the latency from capture to result (the processing latency's start
+    moved back to the capture)."""
+    line = f"  stream {k}: {sess.get('frames_lost_before_server', 0)} of {sess['frames_sent']} frames sent never reached the server's code"
+    d = sess.get("delays_ms")
+    if d:
+        line += (
+            f"; receive delay p50 / p95 / max {d['receive_p50']} / {d['receive_p95']} / {d['receive_max']} ms, "
+            f"capture to result {d['capture_to_result_p50']} / {d['capture_to_result_p95']} / "
+            f"{d['capture_to_result_max']} ms"
+        )
+    return line + "\n"
+
+
 def print_report(report: dict[str, Any], args: argparse.Namespace, out: Any) -> None:
     out.write(
         f"machine: {report['machine']}, load average before: {report['loadavg_before']}\n"
@@ -85,8 +100,14 @@ def print_report(report: dict[str, Any], args: argparse.Namespace, out: Any) -> 
             )
         if run.get("fault"):
             out.write(fault_line(run["fault"]))
+        if run.get("udp_receive_buffer_errors") is not None:
+            out.write(
+                f"  before the server: {run['udp_receive_buffer_errors']} UDP datagrams dropped at full "
+                "receive buffers on this box during the run\n"
+            )
         for k, sess in enumerate(run["sessions"], 1):
             out.write(steady_line(k, sess))
+            out.write(before_server_line(k, sess))
             ev = sess.get("evidence") or {}
             if ev.get("packs"):
                 out.write(

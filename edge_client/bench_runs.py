@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from edge_client.bench_fault import Fault
-from edge_client.bench_server import ServerProcess
+from edge_client.bench_server import ServerProcess, udp_receive_buffer_errors
 
 
 def telemetry(args: argparse.Namespace):
@@ -80,6 +80,7 @@ async def run_streams(
     sampler = asyncio.create_task(sample_rss())
     started = time.monotonic()
     server_cpu0, own_cpu0 = server.cpu_s(), time.process_time()
+    udp0 = udp_receive_buffer_errors()
     procs0 = server.processes()
     firing = asyncio.create_task(fault.fire()) if fault is not None else None
     results = await asyncio.gather(
@@ -105,6 +106,7 @@ async def run_streams(
     seen.update(server.processes())
     processes = process_use(procs0, seen, wall)
     publisher_cores = (time.process_time() - own_cpu0) / wall
+    udp1 = udp_receive_buffer_errors()
     sampler.cancel()
     rows = []
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
@@ -121,6 +123,8 @@ async def run_streams(
         "processes": processes,
         "all_cpu_cores": round(sum(p["cores"] for p in processes), 2),
         "publishers_cpu_cores": round(publisher_cores, 2),
+        # UDP datagrams this box dropped at full receive buffers during the run (None: not Linux)
+        "udp_receive_buffer_errors": None if udp0 is None or udp1 is None else udp1 - udp0,
         "sessions": rows,
         "detector": detector_use(detector0, await shared_detector(url)),
     }
@@ -199,6 +203,11 @@ def session_row(s: dict[str, Any], r: Any) -> dict[str, Any]:
         "frames_sent": r.frames_sent,
         "frames_skipped_by_publisher": r.frames_skipped,
         "frames_received": s["frames_received"],
+        # sent but never reached the server's code: packets lost (a full socket buffer), frames the
+        # decoder could not make whole, or still on the way when the stream ended
+        "frames_lost_before_server": max(0, r.frames_sent - s["frames_received"]),
+        # the receive delay and the capture-to-result latency (edge_server.stream_stats.delays_ms)
+        "delays_ms": (s.get("info") or {}).get("delays_ms"),
         "frames_processed": s["frames_processed"],
         "frames_dropped": s["frames_dropped"],
         "dropped_ratio": round(s["frames_dropped"] / (s["frames_received"] or 1), 3),

@@ -35,6 +35,9 @@ class IncomingFrame:
     received_perf: float  # time.perf_counter() when the decoded frame reached the server code
     received_wall: float  # time.time() at the same moment
     index: int  # received-frame index (gaps in processed indices = dropped frames)
+    # seconds from the frame's capture on the sender's clock to received_wall (None: unknown;
+    # edge_server.telemetry.ClockSync.receive_delay): what the frame spent before the server saw it
+    receive_delay_s: float | None = None
 
 
 def _no_telemetry(_media_time_s: float) -> Telemetry | None:

@@ -38,6 +38,13 @@ class Metrics:
             buckets=LATENCY_BUCKETS_S,
             registry=r,
         )
+        self.frame_capture_to_result = Histogram(
+            "airpatrol_frame_capture_to_result_seconds",
+            "Per processed frame whose capture time is known (WebRTC Sender Reports): capture on the "
+            "sender's clock -> pipeline result (the receive delay before the server, then its latency)",
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
         self.stream_fps = Gauge(
             "airpatrol_stream_processed_fps",
             "Processed frames per second of each active stream",

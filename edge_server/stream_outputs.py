@@ -116,6 +116,8 @@ class StreamOutputs:
                 "latency_p50_ms": self.stats.percentile_ms(50),
                 "latency_p95_ms": self.stats.percentile_ms(95),
                 "latency_p95_recent_ms": self.stats.recent_latency_ms(95),  # the last 5 s
+                # capture (the sender's clock) -> arrival here, of the stream's received frames
+                "receive_delay_p95_ms": self.stats.receive_delay_ms(95),
                 "telemetry_rejected": self.stats.telemetry_rejected,
                 # seconds since the last telemetry message arrived (None: none yet)
                 "telemetry_age_s": (

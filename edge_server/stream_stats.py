@@ -13,6 +13,14 @@ import numpy as np
 from pipelines.height import ScaleInfo
 from pipelines.types import FrameResult, ScaleCheckResult
 
+_QUANTILES = (("p50", 50), ("p95", 95), ("max", 100))
+
+
+def _percentile(values: deque, q: float) -> float | None:
+    if not values:
+        return None
+    return round(float(np.percentile(np.fromiter(values, float, len(values)), q)), 2)
+
 
 @dataclass
 class StreamStats:
@@ -29,6 +37,11 @@ class StreamStats:
     telemetry_reject_reasons: Counter = field(default_factory=Counter)
     violations: int = 0
     latencies_ms: deque = field(default_factory=lambda: deque(maxlen=20000))
+    # before the server: each received frame's delay from its capture (the sender's clock) to its
+    # arrival here, and each processed frame's from its capture to its result (receive delay +
+    # latency); only frames whose capture time is known (WebRTC, once a Sender Report came)
+    receive_delays_ms: deque = field(default_factory=lambda: deque(maxlen=20000))
+    capture_to_result_ms: deque = field(default_factory=lambda: deque(maxlen=20000))
     processed_at: deque = field(default_factory=lambda: deque(maxlen=300))  # perf times, recent
     first_processed_perf: float | None = None
     last_processed_perf: float | None = None
@@ -54,9 +67,22 @@ class StreamStats:
         return {k: round(v / n, 2) for k, v in self.stage_ms_sum.items()}
 
     def percentile_ms(self, q: float) -> float | None:
-        if not self.latencies_ms:
+        return _percentile(self.latencies_ms, q)
+
+    def receive_delay_ms(self, q: float) -> float | None:
+        return _percentile(self.receive_delays_ms, q)
+
+    def delays_ms(self) -> dict[str, Any] | None:
+        """The receive delay and the capture-to-result latency (p50, p95, max; None: no frame's
+        capture time known), what the processing latency alone leaves out: a frame the server
+        receives late was late before its latency was counted."""
+        if not self.receive_delays_ms:
             return None
-        return round(float(np.percentile(np.fromiter(self.latencies_ms, float), q)), 2)
+        return {
+            "frames": len(self.receive_delays_ms),
+            **{f"receive_{k}": _percentile(self.receive_delays_ms, q) for k, q in _QUANTILES},
+            **{f"capture_to_result_{k}": _percentile(self.capture_to_result_ms, q) for k, q in _QUANTILES},
+        }
 
     def recent_latency_ms(self, q: float, window_s: float = 5.0) -> float | None:
         """The latency percentile ``q`` of the frames processed in the last ``window_s`` seconds

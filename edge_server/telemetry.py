@@ -289,6 +289,15 @@ class ClockSync:
         sr_unix, sr_media = self._sr
         return sr_unix + (media_time_s - sr_media)
 
+    def receive_delay(self, media_time_s: float, arrival_s: float) -> float | None:
+        """Seconds from a frame's capture, on the sender's clock (its RTCP Sender Reports), to its
+        arrival here decoded (``arrival_s``, this machine's wall clock): the network, the jitter
+        buffer, the decoder and the server's own backlog in receiving. None before a Sender Report.
+        Exact where sender and server share a clock (one box: serve-bench); between two machines it
+        also holds their clocks' offset (NTP-synced phones: tens of ms)."""
+        sender = self.rtcp_estimate(media_time_s)
+        return None if sender is None else arrival_s - sender
+
     def to_sender_time(self, media_time_s: float) -> float | None:
         """The frame's capture time on the telemetry clock, or None while unknown."""
         arrival = self.arrival_estimate(media_time_s)

@@ -139,6 +139,8 @@ class StreamWorker:
         """Hand a received frame to the worker (never blocks)."""
         self.stats.received += 1
         self.metrics.frames_received.inc()
+        if item.receive_delay_s is not None:
+            self.stats.receive_delays_ms.append(item.receive_delay_s * 1000.0)
         if self.outputs.first_wall is None:
             self.outputs.first_wall = item.received_wall
             self.outputs.first_media_time = item.media_time_s
@@ -262,6 +264,9 @@ class StreamWorker:
         now = time.perf_counter()
         latency_s = now - item.received_perf
         self.stats.latencies_ms.append(latency_s * 1000.0)
+        if item.receive_delay_s is not None:
+            self.stats.capture_to_result_ms.append((item.receive_delay_s + latency_s) * 1000.0)
+            self.metrics.frame_capture_to_result.observe(max(0.0, item.receive_delay_s + latency_s))
         self.metrics.frame_latency.observe(latency_s)
         self.metrics.frames_processed.inc()
         self.stats.processed += 1
@@ -427,6 +432,8 @@ class StreamWorker:
         info["stage_ms_mean"] = self.stats.stage_ms_mean()
         # the latency's tail, where a step some frames take shows (p50 and p95 are the record's own)
         info["latency_tail_ms"] = {"p99": self.stats.percentile_ms(99), "max": self.stats.percentile_ms(100)}
+        # before the server: the receive delay and the capture-to-result latency (None: unknown)
+        info["delays_ms"] = self.stats.delays_ms()
         info["frames_resized"] = self.stats.resized
         info["frames_without_telemetry"] = self.stats.without_telemetry
         info["telemetry_reject_reasons"] = dict(self.stats.telemetry_reject_reasons.most_common(10))

@@ -143,7 +143,8 @@ class WebRtcIngest:
                 else:
                     media_time = float(frame.pts * frame.time_base)
                 sess.clock.on_frame(media_time, wall)
-                sess.worker.submit(IncomingFrame(frame, media_time, perf, wall, index))
+                delay = sess.clock.receive_delay(media_time, wall)
+                sess.worker.submit(IncomingFrame(frame, media_time, perf, wall, index, delay))
                 index += 1
         except asyncio.CancelledError:
             return

@@ -27,6 +27,14 @@ def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
     # the synthetic scene's telemetry carries altitude and camera: the server measured speeds
     assert session["tracks"] >= 1 and session["tracks_with_speed"] >= 1, session
     assert run["rss_mb_max"] > 0 and run["server_cpu_cores"] > 0
+    # before the server: frames that never reached it, the receive delay from the publisher's Sender
+    # Reports (one clock on one box), the capture-to-result latency, the box's UDP buffer overflows
+    assert 0 <= session["frames_lost_before_server"] <= session["frames_sent"]
+    delays = session["delays_ms"]
+    assert delays["frames"] >= 50  # every received frame after the first Sender Report (0.5-1.5 s)
+    assert -50 < delays["receive_p50"] <= delays["receive_max"] < 5000, delays
+    assert delays["capture_to_result_p50"] <= delays["capture_to_result_max"] < 10000, delays
+    assert isinstance(run["udp_receive_buffer_errors"], int) and run["udp_receive_buffer_errors"] >= 0
     assert run["detector"] is None  # the synthetic scene's detector: no shared network
     table = capsys.readouterr().out
     header = next(line.split() for line in table.splitlines() if line.split()[:1] == ["streams"])
@@ -36,6 +44,7 @@ def test_serve_bench_reports_latency_drops_and_speeds(tmp_path, capsys) -> None:
     assert churn["streams"] == 3 and len(churn["rss_mb"]) == 3
     assert churn["after_last"]["threads"] > 0 and churn["after_last"]["open_files"] > 0
     assert "churn: 3 streams" in table
+    assert "frames sent never reached the server's code; receive delay p50" in table
     # API reads during a live stream: all answered, the stream measured before and during them
     load = report["api_load"]
     assert load["statuses"] == {"200": 60} and load["errors"] == 0
@@ -173,3 +182,21 @@ def test_the_shared_detectors_share_of_a_run_is_what_changed_during_it(before, a
         f"shared detector (cuda:0, batches up to 8): {expected['frames']} frames in {expected['runs']} runs"
         in out.getvalue()
     )
+
+
+def test_the_box_udp_receive_buffer_overflows_are_read_from_proc(tmp_path) -> None:
+    from edge_client.bench_server import udp_receive_buffer_errors
+
+    snmp = tmp_path / "snmp"
+    snmp.write_text(
+        "Ip: Forwarding DefaultTTL\nIp: 1 64\n"
+        "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors\n"
+        "Udp: 942013 1726 77139 1020821 77139 0 0\n"
+        "UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors\n"
+        "UdpLite: 0 0 0 0 5 0 0\n"
+    )
+    assert udp_receive_buffer_errors(snmp) == 77139
+    assert udp_receive_buffer_errors(tmp_path / "missing") is None
+    snmp.write_text("Udp: InDatagrams\nUdp: 1\n")  # a kernel without the counter
+    assert udp_receive_buffer_errors(snmp) is None
+

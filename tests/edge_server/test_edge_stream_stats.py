@@ -64,3 +64,23 @@ def test_the_recent_latency_covers_the_last_seconds_only() -> None:
         stats.latencies_ms.append(500.0 if old else 80.0)
     assert stats.recent_latency_ms(95) == 80.0
     assert stats.percentile_ms(95) == 500.0
+
+
+def test_delays_before_the_server_are_summed_up_per_stream() -> None:
+    """The receive delay of every received frame and the capture-to-result latency of every
+    processed one, as the session's info keeps them; None while no frame's capture time is known."""
+    stats = StreamStats()
+    assert stats.delays_ms() is None and stats.receive_delay_ms(95) is None
+    stats.receive_delays_ms.extend([40.0, 50.0, 60.0, 70.0, 400.0])
+    stats.capture_to_result_ms.extend([90.0, 500.0])
+    d = stats.delays_ms()
+    assert d == {
+        "frames": 5,
+        "receive_p50": 60.0,
+        "receive_p95": pytest.approx(334.0),
+        "receive_max": 400.0,
+        "capture_to_result_p50": 295.0,
+        "capture_to_result_p95": pytest.approx(479.5),
+        "capture_to_result_max": 500.0,
+    }
+    assert stats.receive_delay_ms(95) == d["receive_p95"]

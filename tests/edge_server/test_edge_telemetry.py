@@ -237,6 +237,24 @@ def test_clock_sync_prefers_consistent_sender_reports() -> None:
     assert sync.method == "arrival"
 
 
+@pytest.mark.parametrize(
+    ("report", "media_s", "arrival_s", "delay_s"),
+    [
+        (None, 1.0, 1000.5, None),  # no Sender Report yet: unknown
+        ((1000.0, 2.0), 3.0, 1001.25, 0.25),  # captured at 1001.0 on the sender's clock
+        ((1000.0, 2.0), 2.5, 1000.52, 0.02),
+    ],
+)
+def test_a_frames_receive_delay_is_counted_from_its_capture_on_the_senders_clock(
+    report, media_s, arrival_s, delay_s
+) -> None:
+    sync = ClockSync()
+    if report is not None:
+        sync.on_sender_report(*report)
+    got = sync.receive_delay(media_s, arrival_s)
+    assert got == (None if delay_s is None else pytest.approx(delay_s))
+
+
 def _feed(sync: ClockSync, start: float, seconds: float, skew: float, sender_step: float = 0.0) -> None:
     """``seconds`` of a stream from ``start``: 30 fps video (80 ms + jitter) and 10 Hz telemetry
     (2 ms + jitter); the receiver's clock is ``skew`` ahead of the sender's, whose clock shows
