@@ -199,4 +199,3 @@ def test_the_box_udp_receive_buffer_overflows_are_read_from_proc(tmp_path) -> No
     assert udp_receive_buffer_errors(tmp_path / "missing") is None
     snmp.write_text("Udp: InDatagrams\nUdp: 1\n")  # a kernel without the counter
     assert udp_receive_buffer_errors(snmp) is None
-
