@@ -148,6 +148,12 @@ class ServerSettings(BaseSettings):
     # CPU threads of OpenCV and of the OpenVINO detector in each engine process (None: theirs, every
     # core); on a box running more streams than cores, 1 keeps them from crowding each other
     engine_threads: int | None = Field(None, ge=1)
+    # Each engine process's (and the detector service's) nice value above the server's (Linux): the
+    # server receives and decodes every stream first (aiortc, the H.264 decoders), the engines
+    # process with what is left. On a box short of CPU, equal priorities lost a quarter of four
+    # 1080p30 streams' frames in the server's full UDP buffers, at random, before its code saw them
+    # (docs/scale-out.md, "Receiving comes first"); 0: the server's priority.
+    engine_nice: int = Field(10, ge=0, le=19)
     # With engine_processes: one detector for every engine, in a process of its own (the streams'
     # frames batched as shared_detector's are; docs/scale-out.md, "Engine processes"), instead of a
     # copy of the network in each engine. An engine whose service is lost loads its own and goes on.

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edge_server.engines.slots import FrameMeta, FrameSlot, open_slot
+from edge_server.priority import lower_thread_priority
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -48,6 +49,9 @@ class EngineSpec:
     detector_factory: Any = None
     segmenter_factory: Any = None
     threads: int | None = None  # OpenCV's threads in the process (None: its own choice)
+    # the process's nice value above the server's (Linux; settings.engine_nice): the cores go to
+    # receiving and decoding the streams first, what is left to processing them
+    nice: int = 0
     # the server's detector service (settings.engine_detector_service): the detector is asked there
     detector_service: Any = None  # edge_server.engines.detector_service.ServiceAddress
     log_level: int = logging.INFO
@@ -76,6 +80,7 @@ def _setup(spec: EngineSpec) -> None:
         import cv2
 
         cv2.setNumThreads(spec.threads)
+    lower_thread_priority(spec.nice)  # this thread's, before any other starts: the whole process's
 
 
 _models: dict[str, Any] = {}  # this process's detector network, loaded once for stream after stream
@@ -246,8 +251,6 @@ class _Engine:
 
 
 def _serve_prepare(engine: _Engine, conn: Connection) -> None:
-    from edge_server.priority import lower_thread_priority
-
     lower_thread_priority(PREPARE_NICE)
     engine.serve(conn)
 

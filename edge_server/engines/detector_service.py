@@ -36,6 +36,7 @@ import numpy as np
 
 from edge_server.engine_link import describe_exit
 from edge_server.engines.slots import FrameSlot, open_slot, to_slot
+from edge_server.priority import lower_thread_priority
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -62,6 +63,7 @@ class ServiceSpec:
     wait_ms: float = 0.0
     threads: int | None = None
     log_level: int = logging.INFO
+    nice: int = 0  # as the engines' (settings.engine_nice): receiving the streams comes first
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,7 @@ def main(spec: ServiceSpec, address: str, authkey: bytes, control: Connection) -
         import cv2
 
         cv2.setNumThreads(spec.threads)
+    lower_thread_priority(spec.nice)  # before any other thread starts: the whole process's
     try:
         shared, info = _load(spec)
         listener = Listener(address, "AF_UNIX", authkey=authkey)

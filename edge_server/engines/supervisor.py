@@ -239,6 +239,7 @@ def engine_factory(
         detector_factory,
         segmenter_factory,
         threads=settings.engine_threads,
+        nice=settings.engine_nice,
         log_level=logging.getLogger("edge_server").getEffectiveLevel(),
     )
     try:
@@ -257,6 +258,7 @@ def engine_factory(
                 wait_ms=settings.detector_batch_wait_ms,
                 threads=settings.engine_threads,
                 log_level=spec.log_level,
+                nice=settings.engine_nice,
             )
         )
     numbers = itertools.count(1)

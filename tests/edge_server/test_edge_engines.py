@@ -259,3 +259,36 @@ def test_engine_processes_import_ultralytics_offline_and_quiet() -> None:
     offline, autoinstall, level = out.stdout.split()
     assert (offline, autoinstall) == ("1", "false")
     assert int(level) >= 40  # ERROR: no per-frame INFO or WARNING lines
+
+
+def _nice_of_threads(pid: int) -> dict[int, int]:
+    """Each thread's nice value (/proc/PID/task/TID/stat, field 19)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out[int(task.name)] = int(task.joinpath("stat").read_text().rsplit(")", 1)[1].split()[16])
+    return out
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/task").is_dir(), reason="reads threads' nice values from Linux /proc"
+)
+def test_engine_processes_yield_the_cores_to_receiving(tmp_path) -> None:
+    """settings.engine_nice reaches the engine process: every thread of it (the models' own pools
+    included, started after) runs that much nicer than the server, its prepare thread nicer still."""
+    from edge_server.engines.child import PREPARE_NICE
+
+    settings = ServerSettings(data_dir=tmp_path, engine_processes=True, engine_nice=7)
+    pool = EngineProcesses(timeout_s=10.0, start_timeout_s=120.0, keep_idle=0)
+    try:
+        start = engine_factory(CONFIG, settings, pool, BrightBlobDetector, SceneRoadSegmenter)
+        remote = start()
+        for f in frames(3):
+            remote.process(f, prepared=remote.prepare(f))
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        nices = _nice_of_threads(remote.pid)
+        assert nices[remote.pid] == min(19, ours + 7)  # the process's main thread: its pipeline
+        assert min(nices.values()) == min(19, ours + 7)
+        assert max(nices.values()) == min(19, ours + 7 + PREPARE_NICE)  # the prepare thread
+        remote.close()
+    finally:
+        pool.close()
