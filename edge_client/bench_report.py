@@ -43,7 +43,8 @@ def steady_line(k: int, sess: dict[str, Any]) -> str:
         return f"  stream {k}: {gave_up}\n"
     return (
         f"  stream {k}, the last {st['seconds']:g} s: {st['processed_fps']} fps, latency p95 "
-        f"{st['latency_p95_ms']} ms (last 5 s), {100 * st['dropped_ratio']:.1f} % dropped, "
+        f"{st['latency_p95_ms']} ms (last 5 s), {100 * st.get('lost_ratio', 0):.1f} % lost before the server, "
+        f"{100 * st['dropped_ratio']:.1f} % dropped, "
         f"{100 * st['skipped_ratio']:.1f} % skipped; {gave_up}; now: {st['effort'] or 'full effort'}\n"
     )
 

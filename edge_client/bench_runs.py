@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from edge_client.bench_fault import Fault
-from edge_client.bench_server import ServerProcess, udp_receive_buffer_errors
+from edge_client.bench_server import ServerProcess
 
 
 def telemetry(args: argparse.Namespace):
@@ -76,11 +76,10 @@ async def run_streams(
             seen.update(await asyncio.to_thread(server.processes))
             await asyncio.sleep(1.0)
 
-    detector0 = await shared_detector(url)
+    detector0, udp0 = await server_health(url)
     sampler = asyncio.create_task(sample_rss())
     started = time.monotonic()
     server_cpu0, own_cpu0 = server.cpu_s(), time.process_time()
-    udp0 = udp_receive_buffer_errors()
     procs0 = server.processes()
     firing = asyncio.create_task(fault.fire()) if fault is not None else None
     results = await asyncio.gather(
@@ -106,7 +105,7 @@ async def run_streams(
     seen.update(server.processes())
     processes = process_use(procs0, seen, wall)
     publisher_cores = (time.process_time() - own_cpu0) / wall
-    udp1 = udp_receive_buffer_errors()
+    detector1, udp1 = await server_health(url)
     sampler.cancel()
     rows = []
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
@@ -126,7 +125,7 @@ async def run_streams(
         # UDP datagrams this box dropped at full receive buffers during the run (None: not Linux)
         "udp_receive_buffer_errors": None if udp0 is None or udp1 is None else udp1 - udp0,
         "sessions": rows,
-        "detector": detector_use(detector0, await shared_detector(url)),
+        "detector": detector_use(detector0, detector1),
     }
     if fault is not None:
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}) as c:
@@ -134,15 +133,17 @@ async def run_streams(
     return out
 
 
-async def shared_detector(url: str) -> dict[str, Any] | None:
-    """The server's shared detector's figures so far (/healthz: the threads' shared detector, or the
-    engine processes' detector service once it has served), None where it has none."""
+async def server_health(url: str) -> tuple[dict[str, Any] | None, int | None]:
+    """From the server's ``/healthz``: its shared detector's figures so far (the threads' shared
+    detector, or the engine processes' detector service once it has served; None where it has none),
+    and the box's UDP datagrams dropped at full receive buffers so far (``receiving``; None off Linux)."""
     import httpx
 
     async with httpx.AsyncClient(base_url=url, timeout=30) as c:
         health = (await c.get("/healthz")).json()
     service = (health.get("engines") or {}).get("detector_service")
-    return health.get("detector") or (service if service and "calls" in service else None)
+    detector = health.get("detector") or (service if service and "calls" in service else None)
+    return detector, (health.get("receiving") or {}).get("udp_receive_buffer_errors")
 
 
 def detector_use(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -188,6 +189,16 @@ def steady_state(
         "processed_fps": round((b["frames_processed"] - a["frames_processed"]) / (tb - ta), 2),
         "latency_p95_ms": b.get("latency_p95_recent_ms"),
         "dropped_ratio": round((b["frames_dropped"] - a["frames_dropped"]) / received, 3),
+        # frames missing between received ones (the server's count), a share of those sent meanwhile
+        "lost_ratio": round(
+            ((b.get("frames_lost_before_server") or 0) - (a.get("frames_lost_before_server") or 0))
+            / (
+                received
+                + (b.get("frames_lost_before_server") or 0)
+                - (a.get("frames_lost_before_server") or 0)
+            ),
+            3,
+        ),
         "skipped_ratio": round(
             ((b.get("frames_skipped") or 0) - (a.get("frames_skipped") or 0)) / received, 3
         ),

@@ -34,19 +34,6 @@ def cpu_seconds(pid: int) -> float:
         return float("nan")
 
 
-def udp_receive_buffer_errors(snmp: Path = Path("/proc/net/snmp")) -> int | None:
-    """The box's UDP datagrams dropped so far because a socket's receive buffer was full (Linux
-    ``RcvbufErrors``; None elsewhere): a server that does not read its WebRTC sockets in time loses
-    packets there, and with them whole frames, before any of its code sees them."""
-    try:
-        header, values = [line.split() for line in snmp.read_text().splitlines() if line.startswith("Udp:")][
-            :2
-        ]
-        return int(values[header.index("RcvbufErrors")])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 # the detector service's process name (/proc/PID/comm), as edge_server.engines.detector_service sets it
 SERVICE_COMM = "ap-detector"
 

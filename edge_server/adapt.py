@@ -75,7 +75,13 @@ class StreamAdapter:
         stages = self.stats.stage_ms_sum
         busy_ms = max(stages["worker"], stages["prepare"] + stages["convert"])
         sample = LoadSample(
-            now, self.stats.received, self.stats.dropped, self.stats.skipped, busy_ms / 1000.0, (latency_ms,)
+            now,
+            self.stats.received,
+            self.stats.dropped,
+            self.stats.skipped,
+            busy_ms / 1000.0,
+            (latency_ms,),
+            lost=self.stats.lost_locally,
         )
         decision = self.governor.observe(sample)
         if decision is None:

@@ -21,30 +21,7 @@ class Metrics:
         self.stream_end_total = Counter(
             "airpatrol_stream_end_total", "Streams ended, by outcome", ["status"], registry=r
         )
-        self.frames_received = Counter(
-            "airpatrol_frames_received_total", "Decoded video frames received", registry=r
-        )
-        self.frames_processed = Counter(
-            "airpatrol_frames_processed_total", "Frames run through a pipeline", registry=r
-        )
-        self.frames_dropped = Counter(
-            "airpatrol_frames_dropped_total",
-            "Frames replaced in the latest-frame slot before a worker took them (processing slower than the stream)",
-            registry=r,
-        )
-        self.frame_latency = Histogram(
-            "airpatrol_frame_latency_seconds",
-            "Server-added latency per processed frame: decoded frame received -> pipeline result",
-            buckets=LATENCY_BUCKETS_S,
-            registry=r,
-        )
-        self.frame_capture_to_result = Histogram(
-            "airpatrol_frame_capture_to_result_seconds",
-            "Per processed frame whose capture time is known (WebRTC Sender Reports): capture on the "
-            "sender's clock -> pipeline result (the receive delay before the server, then its latency)",
-            buckets=LATENCY_BUCKETS_S,
-            registry=r,
-        )
+        self._frames(r)
         self.stream_fps = Gauge(
             "airpatrol_stream_processed_fps",
             "Processed frames per second of each active stream",
@@ -95,6 +72,39 @@ class Metrics:
         self._detector(r)
         self.event_subscribers = Gauge(
             "airpatrol_event_subscribers", "Open /api/v1/events WebSockets", registry=r
+        )
+
+    def _frames(self, r: CollectorRegistry) -> None:
+        """Frames: received, processed, dropped, lost before the server, and their latencies."""
+        self.frames_received = Counter(
+            "airpatrol_frames_received_total", "Decoded video frames received", registry=r
+        )
+        self.frames_processed = Counter(
+            "airpatrol_frames_processed_total", "Frames run through a pipeline", registry=r
+        )
+        self.frames_dropped = Counter(
+            "airpatrol_frames_dropped_total",
+            "Frames replaced in the latest-frame slot before a worker took them (processing slower than the stream)",
+            registry=r,
+        )
+        self.frame_latency = Histogram(
+            "airpatrol_frame_latency_seconds",
+            "Server-added latency per processed frame: decoded frame received -> pipeline result",
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.frames_lost_before_server = Counter(
+            "airpatrol_frames_lost_before_server_total",
+            "Frames missing between a stream's received frames (their media times): lost on the way, in a "
+            "full socket buffer here, or never sent",
+            registry=r,
+        )
+        self.frame_capture_to_result = Histogram(
+            "airpatrol_frame_capture_to_result_seconds",
+            "Per processed frame whose capture time is known (WebRTC Sender Reports): capture on the "
+            "sender's clock -> pipeline result (the receive delay before the server, then its latency)",
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
         )
 
     def _alerts(self, r: CollectorRegistry) -> None:

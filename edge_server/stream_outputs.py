@@ -19,6 +19,7 @@ from edge_server.events import EventBus
 from edge_server.evidence.audit import ENGINE, Auditor
 from edge_server.evidence.service import EvidenceService
 from edge_server.metrics import Metrics
+from edge_server.receive_loss import BoxOverflow
 from edge_server.settings import ServerSettings
 from edge_server.store import Store
 from edge_server.stream_stats import StreamStats, TrackSummaries
@@ -42,6 +43,8 @@ class StreamServices:
     auditor: Auditor | None = None  # the audit trail (None: a test's services without one)
     # the rung of the effort ladder the last stream ended on (edge_server.adapt): the next starts near it
     effort_memory: dict[str, int] = field(default_factory=dict)
+    # whether this box's UDP receive buffers overflow (edge_server.receive_loss; None: not watched)
+    box_overflow: BoxOverflow | None = None
 
 
 class StreamOutputs:
@@ -113,6 +116,8 @@ class StreamOutputs:
                 "frames_received": self.stats.received,
                 "frames_processed": self.stats.processed,
                 "frames_dropped": self.stats.dropped,
+                # missing between received frames: lost before the server, or never sent
+                "frames_lost_before_server": self.stats.lost_before,
                 "latency_p50_ms": self.stats.percentile_ms(50),
                 "latency_p95_ms": self.stats.percentile_ms(95),
                 "latency_p95_recent_ms": self.stats.recent_latency_ms(95),  # the last 5 s

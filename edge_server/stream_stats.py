@@ -29,6 +29,10 @@ class StreamStats:
     received: int = 0
     dropped: int = 0  # the queue was full (edge_server.frame_queue)
     skipped: int = 0  # skipped on purpose: the stream's stride (edge_server.adapt)
+    # frames missing between received ones (edge_server.receive_loss): lost on the way or never sent,
+    # and those of them lost while this box's UDP receive buffers overflowed (the server's own loss)
+    lost_before: int = 0
+    lost_locally: int = 0
     processed: int = 0
     resized: int = 0
     without_telemetry: int = 0

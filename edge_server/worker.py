@@ -33,6 +33,7 @@ from edge_server.frame_queue import CorruptFrameError, FrameQueue, ReadyFrame, t
 from edge_server.height_reference import LatestFrame, SessionHeight
 from edge_server.media import fit_width
 from edge_server.priority import lower_thread_priority
+from edge_server.receive_loss import ReceiveGaps
 from edge_server.stream_outputs import StreamOutputs, StreamServices
 from edge_server.stream_stats import StreamStats
 from pipelines.annotate import annotate
@@ -105,6 +106,7 @@ class StreamWorker:
         )
         self.outputs.effort = self.adapter.live if self.adapter is not None else None
         self._phase = 0
+        self._gaps = ReceiveGaps()  # frames missing between received ones (edge_server.receive_loss)
         # the operator's rules for this stream (PUT .../rules), applied by this thread at its next frame
         self._rules_lock = threading.Lock()
         self._pending_rules: RulesConfig | None = None
@@ -141,6 +143,8 @@ class StreamWorker:
         self.metrics.frames_received.inc()
         if item.receive_delay_s is not None:
             self.stats.receive_delays_ms.append(item.receive_delay_s * 1000.0)
+        if missing := self._gaps.add(item.media_time_s):
+            self._count_lost(missing)
         if self.outputs.first_wall is None:
             self.outputs.first_wall = item.received_wall
             self.outputs.first_media_time = item.media_time_s
@@ -152,6 +156,13 @@ class StreamWorker:
         queue = self.incoming if self._prepare_thread is not None else self.slot
         if queue.put(item) is not None:
             self._count_dropped()
+
+    def _count_lost(self, missing: int) -> None:
+        self.stats.lost_before += missing
+        self.metrics.frames_lost_before_server.inc(missing)
+        overflow = self.outputs.services.box_overflow
+        if overflow is not None and overflow.overflowing():
+            self.stats.lost_locally += missing
 
     def _count_dropped(self) -> None:
         self.stats.dropped += 1
@@ -434,6 +445,11 @@ class StreamWorker:
         info["latency_tail_ms"] = {"p99": self.stats.percentile_ms(99), "max": self.stats.percentile_ms(100)}
         # before the server: the receive delay and the capture-to-result latency (None: unknown)
         info["delays_ms"] = self.stats.delays_ms()
+        # frames missing between received ones: all, and those while the box's receive buffers overflowed
+        info["frames_lost_before_server"] = {
+            "all": self.stats.lost_before,
+            "box_overflowing": self.stats.lost_locally,
+        }
         info["frames_resized"] = self.stats.resized
         info["frames_without_telemetry"] = self.stats.without_telemetry
         info["telemetry_reject_reasons"] = dict(self.stats.telemetry_reject_reasons.most_common(10))

@@ -123,8 +123,10 @@ def effort_ladder(
 @dataclass(frozen=True, slots=True)
 class LoadSample:
     """The stream's counters at one moment (cumulative): frames received, dropped (the queue was
-    full) and skipped on purpose (stride); seconds the engine spent processing; and the latencies
-    (ms) of the frames processed since the last sample."""
+    full) and skipped on purpose (stride); seconds the engine spent processing; the latencies (ms)
+    of the frames processed since the last sample; and frames lost before the server's code while
+    the box could not read its sockets in time (its receive buffers full: the server's own loss,
+    counted as drops; ``edge_server.receive_loss``)."""
 
     t: float
     received: int
@@ -132,6 +134,7 @@ class LoadSample:
     skipped: int
     busy_s: float
     latencies_ms: tuple[float, ...] = ()
+    lost: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,9 +203,14 @@ class LoadGovernor:
     def _overloaded(self, w: list[LoadSample]) -> str | None:
         a, b = w[0], w[-1]
         meant = (b.received - b.skipped) - (a.received - a.skipped)  # the frames it was meant to process
-        dropped = b.dropped - a.dropped
-        if meant > 0 and dropped / meant > self.drop_share:
-            return f"{dropped} of {meant} frames dropped in {b.t - a.t:.1f} s"
+        dropped, lost = b.dropped - a.dropped, b.lost - a.lost
+        if meant + lost > 0 and (dropped + lost) / (meant + lost) > self.drop_share:
+            if not lost:
+                return f"{dropped} of {meant} frames dropped in {b.t - a.t:.1f} s"
+            return (
+                f"{dropped} of {meant} frames dropped and {lost} lost before the server (the box's "
+                f"receive buffers full) in {b.t - a.t:.1f} s"
+            )
         latencies = sorted(x for s in w[1:] for x in s.latencies_ms)
         if latencies:
             p90 = latencies[min(len(latencies) - 1, int(0.9 * len(latencies)))]
@@ -213,7 +221,7 @@ class LoadGovernor:
     def _idle(self, w: list[LoadSample]) -> str | None:
         a, b = w[0], w[-1]
         span = b.t - a.t
-        if span <= 0 or b.dropped > a.dropped:
+        if span <= 0 or b.dropped > a.dropped or b.lost > a.lost:
             return None
         if any(x > self.target_latency_ms * 0.7 for s in w[1:] for x in s.latencies_ms):
             return None

@@ -37,6 +37,13 @@ class HealthOut(BaseModel):
         "detectors): device, weights, max_batch, wait_ms, calls, batches, mean_batch, batch_sizes (size -> runs), "
         "queue_ms_mean/p50/p95 (a frame's wait for it), run_ms_mean",
     )
+    receiving: dict[str, Any] | None = Field(
+        None,
+        description="this box's UDP receiving (Linux; null elsewhere): udp_receive_buffer_errors (datagrams "
+        "dropped at full receive buffers since the box started, as last read) and overflowing (some within "
+        "the last seconds: the server does not read its WebRTC sockets in time and loses frames before its "
+        "code sees them; each stream's adapter then gives up work)",
+    )
 
 
 public = APIRouter()
@@ -64,6 +71,18 @@ async def healthz(request: Request) -> HealthOut:
         detector=shared[0].stats()
         if (shared := getattr(request.app.state, "shared_detectors", None))
         else None,
+        receiving=_receiving(manager_of(request).services.box_overflow),
+    )
+
+
+def _receiving(overflow: Any) -> dict[str, Any] | None:
+    if overflow is None:
+        return None
+    overflowing = overflow.overflowing(fresh=True)
+    return (
+        None
+        if overflow.total is None
+        else {"udp_receive_buffer_errors": overflow.total, "overflowing": overflowing}
     )
 
 

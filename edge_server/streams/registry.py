@@ -27,6 +27,7 @@ from edge_server.evidence.service import EvidenceService
 from edge_server.media_loop import MediaLoop
 from edge_server.metrics import Metrics
 from edge_server.priority import lower_thread_priority
+from edge_server.receive_loss import BoxOverflow
 from edge_server.settings import ServerSettings
 from edge_server.store import Store
 from edge_server.stream_outputs import StreamServices
@@ -80,7 +81,9 @@ class StreamManager:
             initializer=lower_thread_priority,
             initargs=(settings.clip_nice,),
         )
-        self.services = StreamServices(settings, store, bus, metrics, self._clip_executor, evidence, auditor)
+        self.services = StreamServices(
+            settings, store, bus, metrics, self._clip_executor, evidence, auditor, box_overflow=BoxOverflow()
+        )
         self.loop: asyncio.AbstractEventLoop | None = None  # the streams' loop, once one was set up
         self._shutting_down = False
         self._background: set[asyncio.Task] = set()

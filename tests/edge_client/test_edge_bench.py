@@ -182,20 +182,3 @@ def test_the_shared_detectors_share_of_a_run_is_what_changed_during_it(before, a
         f"shared detector (cuda:0, batches up to 8): {expected['frames']} frames in {expected['runs']} runs"
         in out.getvalue()
     )
-
-
-def test_the_box_udp_receive_buffer_overflows_are_read_from_proc(tmp_path) -> None:
-    from edge_client.bench_server import udp_receive_buffer_errors
-
-    snmp = tmp_path / "snmp"
-    snmp.write_text(
-        "Ip: Forwarding DefaultTTL\nIp: 1 64\n"
-        "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors\n"
-        "Udp: 942013 1726 77139 1020821 77139 0 0\n"
-        "UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors\n"
-        "UdpLite: 0 0 0 0 5 0 0\n"
-    )
-    assert udp_receive_buffer_errors(snmp) == 77139
-    assert udp_receive_buffer_errors(tmp_path / "missing") is None
-    snmp.write_text("Udp: InDatagrams\nUdp: 1\n")  # a kernel without the counter
-    assert udp_receive_buffer_errors(snmp) is None

@@ -4,6 +4,7 @@ process."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -249,4 +250,46 @@ def test_an_overloaded_stream_gives_up_work_in_steps_instead_of_dropping_at_rand
         1 if second.adapter.stride > 1 else settings.frame_queue
     )
     assert second.adapter.changes[0]["reason"].startswith("where the last stream on this server ended")
+    store.close()
+
+
+@pytest.mark.parametrize(("overflowing", "locally"), [(False, 0), (True, 36)])
+def test_frames_lost_before_the_server_are_counted_and_blamed_on_the_box_only_when_it_overflows(
+    tmp_path, overflowing: bool, locally: int
+) -> None:
+    """Every 4th frame of a 30 fps stream never arrives: the worker counts them from the media
+    times (the stats event, the session, the metric), and as the server's own loss - what its
+    adapter counts as drops - only while the box's UDP receive buffers overflow."""
+    from edge_server.receive_loss import BoxOverflow
+
+    settings = ServerSettings(data_dir=tmp_path, adapt=False)
+    store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
+    clips = ThreadPoolExecutor(1)
+    pipeline = build_pipeline(
+        PipelineConfig().with_overrides(road={"enabled": False}), detector=BrightBlobDetector()
+    )
+    readings = itertools.count(0, 7) if overflowing else itertools.repeat(5)  # the box's counter
+    box = BoxOverflow(lambda: next(readings), min_interval_s=0.0)
+    metrics = Metrics()
+    services = StreamServices(settings, store, EventBus(), metrics, clips, box_overflow=box)
+    store.create_session("l1", "test")
+    worker = StreamWorker("l1", pipeline, services)
+    worker.start()
+    image = np.zeros((120, 160, 3), np.uint8)
+    try:
+        for i in range(160):
+            if i % 4 != 3:
+                worker.submit(_incoming(i, image))
+    finally:
+        worker.stop("test over")
+        assert worker.join(30)
+        clips.shutdown()
+    # frames 11, 15, ..., 155: 3 and 7 come before the interval is known (8 gaps), 159 after the last
+    assert worker.stats.lost_before == 37
+    assert worker.stats.lost_locally == locally  # the box's first reading has nothing to compare with
+    assert store.get_session("l1").info["frames_lost_before_server"] == {
+        "all": 37,
+        "box_overflowing": locally,
+    }
+    assert metrics.frames_lost_before_server._value.get() == 37
     store.close()

@@ -120,14 +120,20 @@ def feed(
     busy: float,
     latency: float,
     state,
+    lose: float = 0.0,
 ):
-    """A stream for ``seconds`` at ``fps`` received, ``drop`` of the frames meant for the engine
-    dropped, the engine ``busy`` of the time, each processed frame ``latency`` ms late; the
-    decisions taken."""
+    """A stream for ``seconds`` at ``fps`` sent, ``lose`` of them lost before the server while its
+    box's receive buffers overflow, ``drop`` of the frames meant for the engine dropped, the engine
+    ``busy`` of the time, each processed frame ``latency`` ms late; the decisions taken."""
     decisions = []
     n = int(seconds * fps)
+    lost_here = 0
     for k in range(1, n + 1):
         t = t0 + k / fps
+        if k * lose >= lost_here + 1:
+            lost_here += 1
+            state["lost"] += 1
+            continue
         state["received"] += 1
         if state["received"] % gov.effort.stride:
             state["skipped"] += 1
@@ -138,7 +144,15 @@ def feed(
             continue
         state["busy"] += busy * gov.effort.stride / fps
         d = gov.observe(
-            LoadSample(t, state["received"], state["dropped"], state["skipped"], state["busy"], (latency,))
+            LoadSample(
+                t,
+                state["received"],
+                state["dropped"],
+                state["skipped"],
+                state["busy"],
+                (latency,),
+                state["lost"],
+            )
         )
         if d is not None:
             decisions.append((round(t - t0, 1), d.level, d.reason))
@@ -146,7 +160,7 @@ def feed(
 
 
 def fresh_state():
-    return {"received": 0, "dropped": 0, "skipped": 0, "meant": 0, "busy": 0.0}
+    return {"lost": 0, "received": 0, "dropped": 0, "skipped": 0, "meant": 0, "busy": 0.0}
 
 
 def test_a_stream_dropping_frames_climbs_a_rung_at_a_time_to_the_top_and_no_further() -> None:
@@ -191,6 +205,20 @@ def test_it_does_not_step_down_into_a_rung_that_would_overload() -> None:
     feed(gov, 0.0, 30.0, fps=30, drop=0.4, busy=1.0, latency=120, state=state)
     down = feed(gov, 30.0, 120.0, fps=30, drop=0.0, busy=0.45, latency=40, state=state)
     assert gov.level >= 2 and gov.effort.stride >= 2, down
+
+
+def test_frames_the_box_lost_before_the_server_count_as_drops() -> None:
+    """A server that cannot read its sockets in time loses frames before its queue: with nothing
+    dropped and the latency fine, a fifth of the frames lost so climbs as drops do, and an engine
+    that looks idle does not step down while they are lost."""
+    gov = LoadGovernor(LADDER)
+    state = fresh_state()
+    decisions = feed(gov, 0.0, 30.0, fps=30, drop=0.0, busy=0.5, latency=60, state=state, lose=0.2)
+    assert [lvl for _, lvl, _ in decisions] == [1, 2, 3, 4]
+    assert "lost before the server (the box's receive buffers full)" in decisions[0][2]
+    assert feed(gov, 30.0, 60.0, fps=30, drop=0.0, busy=0.1, latency=40, state=state, lose=0.05) == []
+    down = feed(gov, 90.0, 30.0, fps=30, drop=0.0, busy=0.1, latency=40, state=state)  # the loss stops
+    assert down and down[0][1] == 3 and "engine busy" in down[0][2]
 
 
 def test_the_ladder_must_start_at_full_effort() -> None:
