@@ -41,10 +41,13 @@ class ReceiveGaps:
     lowers its frame rate has the frames it no longer sends counted as missing until nine in ten
     of the gaps held are at its new rate (about two seconds)."""
 
-    def __init__(self, history: int = 61, min_history: int = 8) -> None:
+    def __init__(self, history: int = 61, min_history: int = 8, every: int = 8) -> None:
         self._gaps: deque[float] = deque(maxlen=history)
         self._min_history = min_history
+        self._every = every  # the interval is worked out again every this many gaps (called per frame)
         self._last: float | None = None
+        self._interval: float | None = None
+        self._since = 0
 
     def add(self, media_time_s: float) -> int:
         """The frames missing before the frame of ``media_time_s`` (0 when none, or not known yet)."""
@@ -53,12 +56,15 @@ class ReceiveGaps:
             return 0
         gap = media_time_s - last
         self._gaps.append(gap)
+        self._since += 1
         if len(self._gaps) < self._min_history:
             return 0
-        interval = float(np.quantile(np.fromiter(self._gaps, float, len(self._gaps)), 0.1))
-        if interval <= 0 or gap < 1.5 * interval:
+        if self._interval is None or self._since >= self._every:
+            self._interval = float(np.quantile(np.fromiter(self._gaps, float, len(self._gaps)), 0.1))
+            self._since = 0
+        if self._interval <= 0 or gap < 1.5 * self._interval:
             return 0
-        return max(0, round(gap / interval) - 1)
+        return max(0, round(gap / self._interval) - 1)
 
 
 class BoxOverflow:
