@@ -217,6 +217,11 @@ class ServerSettings(BaseSettings):
     clip_pre_s: float = Field(3.0, ge=0)
     clip_post_s: float = Field(2.0, ge=0)
     clip_fps: float = Field(10.0, gt=0, le=60)
+    # Each stream's per-frame tracks and speeds, as the offline runner's speeds.csv (box, track id,
+    # class, speed, sigma, ground position, trusted; frame = received frame, time_s = media time), in
+    # <data_dir>/tracks/<session id>.csv: for research, and to score a live run against a flight's
+    # ground truth (eval.live_tickets --speeds). Off: nothing per frame is kept but the evidence.
+    record_tracks: bool = False
     clip_max_width: int = Field(640, ge=64)
     # libx264 preset and quality of the clips: superfast at crf 27 writes a 640 px clip with ~30 % less
     # CPU than veryfast at crf 26, at the same PSNR, in a file ~1.4x larger (docs/api.md)

@@ -5,12 +5,14 @@ the server's shared services they are written to."""
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +26,8 @@ from edge_server.settings import ServerSettings
 from edge_server.store import Store
 from edge_server.stream_stats import StreamStats, TrackSummaries
 from edge_server.violations import ViolationRecorder
-from pipelines.types import Telemetry, Violation
+from pipelines.sinks import SPEED_COLUMNS, speed_rows
+from pipelines.types import FrameResult, Telemetry, Violation
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,28 @@ class StreamServices:
     effort_memory: dict[str, int] = field(default_factory=dict)
     # whether this box's UDP receive buffers overflow (edge_server.receive_loss; None: not watched)
     box_overflow: BoxOverflow | None = None
+
+
+class TrackRecord:
+    """A stream's per-frame tracks and speeds (``settings.record_tracks``): the offline runner's
+    ``speeds.csv`` rows (:func:`pipelines.sinks.speed_rows`), flushed every frame, so a crash keeps
+    every frame written."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._fh = open(path, "w", newline="", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._csv = csv.writer(self._fh)
+        self._csv.writerow(SPEED_COLUMNS)
+
+    def write(self, result: FrameResult) -> None:
+        rows = speed_rows(result)
+        if rows:
+            self._csv.writerows(rows)
+            self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
 
 
 class StreamOutputs:
@@ -76,6 +101,9 @@ class StreamOutputs:
         self.last_telemetry: Telemetry | None = None  # of the last frame that had any
         self.engine_pid: int | None = None  # the stream's engine process (None: a thread of the server)
         self.effort: Callable[[], dict[str, Any]] | None = None  # the stream's rung now (edge_server.adapt)
+        self.track_record: TrackRecord | None = None
+        if services.settings.record_tracks:
+            self.track_record = TrackRecord(services.settings.data_dir / "tracks" / f"{session_id}.csv")
         self._last_stats_pub = 0.0
         self._last_persist = time.perf_counter()
 
@@ -153,6 +181,12 @@ class StreamOutputs:
         base_media = self.first_media_time or 0.0
         return dt.datetime.fromtimestamp(base_wall + (media_time_s - base_media), dt.timezone.utc)
 
+    def frame_done(self, result: FrameResult) -> None:
+        """A processed frame: the track summaries, and its tracks and speeds where they are recorded."""
+        self.tracks.update(result)
+        if self.track_record is not None:
+            self.track_record.write(result)
+
     def record(self, v: Violation, annotated: np.ndarray | None, telemetry: Telemetry | None) -> None:
         self.violations.record(v, annotated, telemetry or self.last_telemetry, self.wall_time(v.start_time_s))
         self.stats.violations += 1
@@ -178,6 +212,8 @@ class StreamOutputs:
             self.services.store.save_tracks(self.session_id, self.tracks.rows())
         except Exception:  # noqa: BLE001
             log.exception("session %s: track summaries not stored", self.session_id)
+        if self.track_record is not None:
+            self.track_record.close()
 
     def publish_end(self, status: str, reason: str) -> None:
         """The stream is closed and stored: count it, forget its gauges, send ``session.ended``."""

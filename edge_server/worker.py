@@ -388,7 +388,7 @@ class StreamWorker:
                 self.peer.return_sink(annotated)
             except Exception:  # noqa: BLE001 - the return video is best effort
                 log.debug("return video push failed", exc_info=True)
-        self.outputs.tracks.update(result)
+        self.outputs.frame_done(result)
         for v in result.violations:
             self.outputs.record(v, annotated, frame.telemetry)
         violations.flush(frame.timestamp_s)

@@ -12,6 +12,11 @@ the base is the mean of that vehicle's true speeds over the base's times. Printe
 error (median, max |error|), the share within the tolerance, wrong tickets (enforceable violations of
 a vehicle whose true speed never exceeded the limit) and the per-frame peak's error beside the
 ticket's. A benchmark, not a test: it needs the shipped detector and takes real time.
+
+``--speeds``: the server also records every processed frame's tracks and speeds
+(``record_tracks``); each flight's are matched to its ground truth as the offline evaluator
+matches them (a frame's media time gives its frame of the flight) and the per-frame speed MAE is
+printed, pooled over the flights: the live figure to compare with an unconstrained run's.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ import yaml
 
 from edge_client.bench import cpu_list
 from eval.groundtruth import GroundTruth, GtSpeeds, load_gt_speeds, load_mot_gt
+from eval.metrics.matching import prepare_sequence
+from eval.metrics.predictions import PredTracks
+from eval.metrics.speed import SpeedSamples, speed_samples, summarize_speed
 from eval.metrics.tickets import vehicle_at
 from pipelines.vehicle_height import ON_THE_ROAD
 
@@ -180,13 +188,57 @@ async def _stream(flight: Flight, url: str, token: str, encode: bool, work: Path
     return {"session": s, "violations": items}
 
 
+def read_track_record(path: Path, fps: float) -> PredTracks:
+    """A live session's recorded tracks and speeds (``record_tracks``: the offline ``speeds.csv``
+    columns) as predicted tracks, each row on the flight's frame its media time falls on."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+
+    def col(name: str, cast=float, empty=float("nan")) -> np.ndarray:
+        return np.array([cast(r[name]) if r[name] != "" else empty for r in rows])
+
+    if not rows:
+        return PredTracks.empty()
+    frames = np.array([round(float(r["time_s"]) * fps) + 1 for r in rows], int)
+    return PredTracks(
+        frames,
+        col("track_id", int),
+        np.stack([col("x1"), col("y1"), col("x2"), col("y2")], axis=1),
+        col("speed_kmh"),
+        np.array([r["class"] for r in rows], dtype=object),
+        col("sigma_kmh"),
+        np.array([r["trusted"] != "0" for r in rows], bool),
+        col("scale_sigma_pct") / 100.0,
+        np.full(len(rows), "", dtype=object),
+    )
+
+
+def score_speeds(flight: Flight, tracks: PredTracks) -> SpeedSamples:
+    """The live tracks' per-frame speeds matched to the flight's true ones (as ``airpatrol eval``)."""
+    n_frames = int(flight.gt.frames.max()) if len(flight.gt.frames) else 0
+    matched = prepare_sequence(flight.gt, tracks, n_frames)
+    return speed_samples(flight.path.name, matched, tracks, flight.speeds)
+
+
 async def run(
-    flights: list[Flight], encode: bool, work: Path, server_cpus: list[int] | None = None
+    flights: list[Flight],
+    encode: bool,
+    work: Path,
+    server_cpus: list[int] | None = None,
+    speeds: bool = False,
 ) -> list[dict[str, Any]]:
+    """Each flight streamed in turn to one server; with ``speeds`` each run also carries its
+    ``speed_samples`` (the server recording every frame's tracks)."""
+    import os
+
     from edge_client.bench_server import ServerProcess
 
     token = secrets.token_urlsafe(16)
     out = []
+    if speeds:
+        os.environ["AIRPATROL_RECORD_TRACKS"] = "true"  # the server's environment, made from ours
     with tempfile.TemporaryDirectory(prefix="airpatrol-live-tickets-") as tmp:
         # the simulated pilots took off on the road and say so (docs/calibration.md): a site value
         site = Path(tmp) / "site.yaml"
@@ -220,9 +272,13 @@ async def run(
                         "rows": rows,
                     }
                 )
+                record = Path(tmp) / "tracks" / f"{s['id']}.csv"
+                if speeds and record.exists():
+                    out[-1]["speed_samples"] = score_speeds(flight, read_track_record(record, flight.fps))
                 log.info("%s: %d violations, %s", flight.path.name, len(rows), summarize(rows))
         finally:
             server.stop()
+            os.environ.pop("AIRPATROL_RECORD_TRACKS", None)
     return out
 
 
@@ -240,6 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", type=Path, help="also write every scored violation here")
     p.add_argument(
+        "--speeds",
+        action="store_true",
+        help="also score every processed frame's speeds against the flights' truth (per-frame MAE)",
+    )
+    p.add_argument(
         "--server-cpus",
         type=cpu_list,
         default=None,
@@ -252,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     if not flights:
         sys.stderr.write("live_tickets: no simulated flight with gt/ among the arguments\n")
         return 2
-    runs = asyncio.run(run(flights, args.encode, args.work, args.server_cpus))
+    runs = asyncio.run(run(flights, args.encode, args.work, args.server_cpus, args.speeds))
     rows = [r for run_ in runs for r in run_["rows"]]
     received = sum(r["frames_received"] for r in runs)
     dropped = sum(r["frames_dropped"] for r in runs)
@@ -261,6 +322,20 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(runs)} flights, {received} frames received, {dropped} dropped ({dropped / max(received, 1):.0%})"
     ]
     lines += [f"  {k:24s} {round(v, 3) if isinstance(v, float) else v}" for k, v in summary.items()]
+    if args.speeds:
+        pooled = summarize_speed(
+            SpeedSamples.concat([r["speed_samples"] for r in runs if "speed_samples" in r])
+        )
+        summary["per_frame_speed"] = {
+            k: pooled.get(k) for k in ("n", "mae_kmh", "rmse_kmh", "p95_abs_kmh", "bias_kmh", "coverage")
+        }
+        lines.append(
+            f"  per-frame speeds: {pooled.get('n', 0)} matched, MAE {pooled.get('mae_kmh', float('nan')):.3f} km/h, "
+            f"p95 |error| {pooled.get('p95_abs_kmh', float('nan')):.2f}, bias {pooled.get('bias_kmh', float('nan')):+.3f}, "
+            f"coverage {pooled.get('coverage', 0.0):.2f}"
+        )
+        for r in runs:
+            r.pop("speed_samples", None)
     sys.stdout.write("\n".join(lines) + "\n")
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1, default=str))

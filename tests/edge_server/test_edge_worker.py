@@ -293,3 +293,50 @@ def test_frames_lost_before_the_server_are_counted_and_blamed_on_the_box_only_wh
     }
     assert metrics.frames_lost_before_server._value.get() == 37
     store.close()
+
+
+def test_a_recorded_stream_keeps_every_processed_frames_tracks_and_speeds(tmp_path) -> None:
+    """record_tracks: each processed frame's tracked boxes and speeds, as the offline runner's
+    speeds.csv (its columns; the frame's media time), flushed as they come; the live run is scored
+    from it (eval.live_tickets --speeds)."""
+    import csv
+
+    from edge_client.synthetic import DEFAULT_CAMERA, SyntheticScene
+    from edge_server.engine_link import PeerLink
+    from pipelines.sinks import SPEED_COLUMNS
+    from pipelines.types import Telemetry
+
+    settings = ServerSettings(data_dir=tmp_path, record_tracks=True, adapt=False)
+    store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
+    clips = ThreadPoolExecutor(1)
+    pipeline = build_pipeline(
+        PipelineConfig().with_overrides(road={"enabled": False}), detector=BrightBlobDetector()
+    )
+
+    def telemetry_at(t: float) -> Telemetry:
+        return Telemetry(timestamp_s=t, altitude_m=50.0, gimbal_pitch_deg=-90.0, camera=DEFAULT_CAMERA)
+
+    store.create_session("r1", "test")
+    worker = StreamWorker(
+        "r1", pipeline, StreamServices(settings, store, EventBus(), Metrics(), clips), PeerLink(telemetry_at)
+    )
+    worker.start()
+    scene = SyntheticScene()
+    try:
+        for i in range(60):
+            worker.submit(_incoming(i, scene.render(i / 30)))
+            time.sleep(0.01)
+            while worker.stats.processed + worker.stats.dropped < i + 1:
+                time.sleep(0.005)
+    finally:
+        worker.stop("test over")
+        assert worker.join(30)
+        clips.shutdown()
+    with open(tmp_path / "tracks" / "r1.csv", newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert tuple(rows[0]) == SPEED_COLUMNS
+    times = {float(r[1]) for r in rows[1:]}
+    assert len(times) >= 50 and times <= {round(i / 30, 4) for i in range(60)}
+    speeds = [float(r[8]) for r in rows[1:] if r[8]]
+    assert len({r[2] for r in rows[1:]}) >= 2 and len(speeds) > 50 and all(0 < v < 200 for v in speeds)
+    store.close()

@@ -71,3 +71,45 @@ def test_summarize_counts_what_an_officer_sees() -> None:
     s = summarize(rows)
     assert (s["violations"], s["enforceable"], s["enforceable_unmatched"], s["scored"]) == (3, 3, 1, 2)
     assert (s["wrong_tickets"], s["outside_tolerance"], s["within_tolerance"]) == (1, 1, 0.5)
+
+
+def test_a_recorded_live_run_is_scored_per_frame_on_the_flights_frames(tmp_path) -> None:
+    """The server's track record (record_tracks: the offline speeds.csv columns) read back onto the
+    flight's frames by media time: every third frame processed, vehicle 2 measured 1 km/h fast and
+    its box off by a pixel; per-frame speeds matched as airpatrol eval matches them."""
+    import csv
+
+    from eval.live_tickets import read_track_record, score_speeds
+    from eval.metrics.speed import summarize_speed
+    from pipelines.sinks import SPEED_COLUMNS
+
+    f = flight()
+    path = tmp_path / "r.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(SPEED_COLUMNS)
+        for frame in range(1, 31, 3):
+            for gid, (x0, y0, dx), speed in ((1, (10, 10, 2), 48.0), (2, (11, 101, 3), 61.0)):
+                x1 = x0 + dx * frame
+                row = {
+                    "frame": frame // 3 + 1,  # the server's own (received) frame count
+                    "time_s": f"{(frame - 1) / FPS:.4f}",
+                    "track_id": 10 + gid,
+                    "class": "car",
+                    "x1": x1,
+                    "y1": y0,
+                    "x2": x1 + 30,
+                    "y2": y0 + 20,
+                    "speed_kmh": speed if frame > 1 else "",
+                    "sigma_kmh": 1.0,
+                    "ground_x_m": "",
+                    "ground_y_m": "",
+                    "trusted": 1,
+                    "scale_sigma_pct": 0.5,
+                }
+                w.writerow([row[c] for c in SPEED_COLUMNS])
+    tracks = read_track_record(path, FPS)
+    assert sorted(set(tracks.frames.tolist())) == list(range(1, 31, 3))
+    summary = summarize_speed(score_speeds(f, tracks))
+    assert summary["matched"] == 20 and summary["n"] == 18  # the first frame's speeds unknown
+    assert summary["mae_kmh"] == pytest.approx(0.5) and summary["bias_kmh"] == pytest.approx(0.5)
