@@ -64,8 +64,11 @@ def engines():
     pool.close()
 
 
+NICE = 3  # the engines' nice value above this process's (settings.engine_nice)
+
+
 def spec(**kw) -> EngineSpec:
-    return EngineSpec(CONFIG, BrightBlobDetector, SceneRoadSegmenter, **kw)
+    return EngineSpec(CONFIG, BrightBlobDetector, SceneRoadSegmenter, **{"nice": NICE, **kw})
 
 
 def our_slots(pid: int | None = None) -> list[Path]:
@@ -103,6 +106,13 @@ def test_the_engine_process_gives_the_pipelines_results_and_is_reused(engines) -
         assert [v.ticket_speed_kmh for v in got.violations] == [v.ticket_speed_kmh for v in want.violations]
         speeds_seen += sum(np.isfinite(s.speed_kmh) for s in want.speeds.values())
     assert speeds_seen > 100, "the scene was measured (speeds on most frames)"
+    if Path(f"/proc/{pid}/task").is_dir():  # it yields the cores to receiving: every thread of it, the
+        # models' own pools included, NICE nicer than the server, its prepare thread nicer still
+        from edge_server.engines.child import PREPARE_NICE
+
+        ours, nices = os.getpriority(os.PRIO_PROCESS, 0), _nice_of_threads(pid)
+        assert nices[pid] == min(nices.values()) == min(19, ours + NICE)
+        assert max(nices.values()) == min(19, ours + NICE + PREPARE_NICE)
     closing_here, closing_there = local.finish(), remote.finish()
     assert [v.track_id for v in closing_there] == [v.track_id for v in closing_here]
     assert remote.summary().keys() == local.summary().keys()
@@ -269,26 +279,13 @@ def _nice_of_threads(pid: int) -> dict[int, int]:
     return out
 
 
-@pytest.mark.skipif(
-    not Path("/proc/self/task").is_dir(), reason="reads threads' nice values from Linux /proc"
-)
-def test_engine_processes_yield_the_cores_to_receiving(tmp_path) -> None:
-    """settings.engine_nice reaches the engine process: every thread of it (the models' own pools
-    included, started after) runs that much nicer than the server, its prepare thread nicer still."""
-    from edge_server.engines.child import PREPARE_NICE
+def test_the_server_asks_its_engines_for_engine_nice(tmp_path) -> None:
+    class Pool:  # takes the spec the server's factory starts an engine with
+        detector_service = None
+
+        def start(self, spec: EngineSpec) -> EngineSpec:
+            return spec
 
     settings = ServerSettings(data_dir=tmp_path, engine_processes=True, engine_nice=7)
-    pool = EngineProcesses(timeout_s=10.0, start_timeout_s=120.0, keep_idle=0)
-    try:
-        start = engine_factory(CONFIG, settings, pool, BrightBlobDetector, SceneRoadSegmenter)
-        remote = start()
-        for f in frames(3):
-            remote.process(f, prepared=remote.prepare(f))
-        ours = os.getpriority(os.PRIO_PROCESS, 0)
-        nices = _nice_of_threads(remote.pid)
-        assert nices[remote.pid] == min(19, ours + 7)  # the process's main thread: its pipeline
-        assert min(nices.values()) == min(19, ours + 7)
-        assert max(nices.values()) == min(19, ours + 7 + PREPARE_NICE)  # the prepare thread
-        remote.close()
-    finally:
-        pool.close()
+    started = engine_factory(CONFIG, settings, Pool(), BrightBlobDetector, SceneRoadSegmenter)()
+    assert started.nice == 7
