@@ -373,6 +373,14 @@ def test_a_live_stream_on_every_page(server: RunningServer, chromium: WebDriver)
         assert (
             wait(chromium).until(lambda d: d.find_element(*effort).text).startswith(("full effort", "level "))
         )
+        # before the server (issue 42): frames lost on the way in, and a frame's delay from its capture
+        lost = (By.CSS_SELECTOR, "#streams .card dd[data-figure='lost before the server']")
+        assert re.fullmatch(
+            r"\d+; arrives -?\d+ ms after capture \(p95\)",
+            wait(chromium).until(
+                lambda d: "arrives" in d.find_element(*lost).text and d.find_element(*lost).text
+            ),
+        )
         # violations page, opened before the first violation: it arrives without a reload (how
         # fast: eval/examples/console_bench.py measures it)
         go(chromium, "violations")

@@ -65,6 +65,9 @@ export function mount(container, { events }) {
       ["fps", num(f.processed_fps)],
       ["frames", `${f.frames_received ?? "–"} in, ${f.frames_processed ?? "–"} done`],
       ["dropped", f.frames_dropped ?? "–"],
+      // missing between the received frames (lost on the way, in the server's full buffers, never
+      // sent), and how late a frame reaches the server after its capture (WebRTC sender reports)
+      ["lost before the server", `${f.frames_lost_before_server ?? "–"}${f.receive_delay_p95_ms == null ? "" : `; arrives ${num(f.receive_delay_p95_ms, 0)} ms after capture (p95)`}`],
       ["keeping up", effortText(f.effort, f.frames_skipped)],
       ["latency p50 / p95", `${num(f.latency_p50_ms, 0)} / ${num(f.latency_p95_ms, 0)} ms`],
       ["telemetry", f.telemetry_age_s == null ? "none yet" : `${num(f.telemetry_age_s)} s ago, ${f.telemetry_rejected ?? 0} rejected`],
