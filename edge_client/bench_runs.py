@@ -73,7 +73,7 @@ async def run_streams(
     async def sample_rss() -> None:
         while True:
             rss_samples.append(server.rss_mb())
-            seen.update(await asyncio.to_thread(server.processes))
+            seen.update(await asyncio.to_thread(server.processes, False))  # RSS only: cheap
             await asyncio.sleep(1.0)
 
     detector0, udp0 = await server_health(url)

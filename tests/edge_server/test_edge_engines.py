@@ -86,6 +86,8 @@ def test_the_engine_process_gives_the_pipelines_results_and_is_reused(engines) -
     assert tree[os.getpid()]["role"] == "server" and tree[pid]["role"] == "engine"
     assert any(p["role"] == "fork server" for p in tree.values())
     assert tree[pid]["rss_mb"] > 0 and tree[pid]["pss_mb"] > 0 and tree[pid]["cpu_s"] > 0
+    cheap = process_tree(os.getpid(), pss=False)[pid]  # serve-bench's reading every second: RSS only
+    assert "pss_mb" not in cheap and abs(cheap["rss_mb"] - tree[pid]["rss_mb"]) < 0.2 * tree[pid]["rss_mb"]
     speeds_seen, first_ids = 0, []
     for k, frame in enumerate(frames(150)):
         if k == 75:  # a rung of the effort ladder, half way: the engine applies it as the pipeline does
@@ -289,3 +291,24 @@ def test_the_server_asks_its_engines_for_engine_nice(tmp_path) -> None:
     settings = ServerSettings(data_dir=tmp_path, engine_processes=True, engine_nice=7)
     started = engine_factory(CONFIG, settings, Pool(), BrightBlobDetector, SceneRoadSegmenter)()
     assert started.nice == 7
+
+
+def test_an_engines_memory_in_healthz_is_read_at_most_every_15_s(monkeypatch) -> None:
+    """/healthz shows each engine's RSS and PSS: reading them walks every mapping of the process
+    (tens of ms an engine), and every publisher asks /healthz each second, so they are read again
+    only once MEMORY_MAX_AGE_S old."""
+    from edge_server.engines import supervisor
+
+    reads: list[int] = []
+    monkeypatch.setattr(supervisor, "process_memory_mb", lambda pid: reads.append(pid) or {"rss_mb": 800.0})
+    pool = EngineProcesses(timeout_s=1.0, start_timeout_s=1.0)
+    pool._all[4242] = None  # type: ignore[assignment] - a process it serves, as far as the cache goes
+    t0 = 1000.0
+    assert pool._memory_of(4242, now=t0) == {"rss_mb": 800.0}
+    assert pool._memory_of(4242, now=t0 + supervisor.MEMORY_MAX_AGE_S - 0.1) == {"rss_mb": 800.0}
+    assert reads == [4242]
+    pool._memory_of(4242, now=t0 + supervisor.MEMORY_MAX_AGE_S)
+    assert reads == [4242, 4242]
+    del pool._all[4242]
+    pool._memory_of(7, now=t0 + 100)  # a gone process's figures are let go of
+    assert set(pool._memory) == {7}
