@@ -183,6 +183,7 @@ def steady_state(
     if tb <= ta:
         return None
     received = max(b["frames_received"] - a["frames_received"], 1)
+    lost = (b.get("frames_lost_before_server") or 0) - (a.get("frames_lost_before_server") or 0)
     effort = b.get("effort") or {}
     return {
         "seconds": round(tb - ta, 1),
@@ -190,15 +191,7 @@ def steady_state(
         "latency_p95_ms": b.get("latency_p95_recent_ms"),
         "dropped_ratio": round((b["frames_dropped"] - a["frames_dropped"]) / received, 3),
         # frames missing between received ones (the server's count), a share of those sent meanwhile
-        "lost_ratio": round(
-            ((b.get("frames_lost_before_server") or 0) - (a.get("frames_lost_before_server") or 0))
-            / (
-                received
-                + (b.get("frames_lost_before_server") or 0)
-                - (a.get("frames_lost_before_server") or 0)
-            ),
-            3,
-        ),
+        "lost_ratio": round(lost / (received + lost), 3),
         "skipped_ratio": round(
             ((b.get("frames_skipped") or 0) - (a.get("frames_skipped") or 0)) / received, 3
         ),

@@ -57,7 +57,6 @@ class TrackRecord:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
         self._fh = open(path, "w", newline="", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._csv = csv.writer(self._fh)
         self._csv.writerow(SPEED_COLUMNS)
