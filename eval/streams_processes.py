@@ -28,7 +28,7 @@ from typing import Any
 
 from pipelines.batching import stats_between
 from pipelines.config import PipelineConfig
-from pipelines.streams_bench import PROCESSES, count_figures, log_count, play, report_of, warm_up
+from pipelines.streams_bench import PROCESSES, count_figures, gave_up, log_count, play, report_of, warm_up
 from pipelines.types import Frame
 
 
@@ -43,12 +43,14 @@ def run_streams_processes(
     detector_factory: Any = None,
     timeout_s: float = 60.0,
     start_timeout_s: float = 300.0,
+    give_up_after: int | None = None,
 ) -> dict[str, Any]:
     """For each stream count, that many engine processes (started as needed, then kept) over
     ``frames`` at once around one detector service. ``threads``: OpenCV's and the detector's
     threads in each process (``engine_threads``; None: theirs, every core); ``detector_factory``: an
     importable callable whose detector the service serves as the whole stage (as ``serve
-    --detector-factory``), instead of the config's network."""
+    --detector-factory``), instead of the config's network; ``give_up_after``: as
+    :func:`~pipelines.streams_bench.run_streams`'s."""
     from edge_server.engines.child import EngineSpec
     from edge_server.engines.detector_service import ServiceSpec
     from edge_server.engines.supervisor import EngineProcesses
@@ -82,6 +84,8 @@ def run_streams_processes(
                 for p in pipelines:
                     p.close()
             log_count(runs[-1])
+            if gave_up(runs, give_up_after):
+                break
     finally:
         engines.close()
     batch = default_batch(device, max_batch)

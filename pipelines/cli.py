@@ -330,7 +330,13 @@ def _bench_streams(args: argparse.Namespace, config: Any, source: Any, frames: A
         decoded = frames_in_memory(frames)
     finally:
         source.close()
-    report = run_streams(config, decoded, args.streams, target_fps=args.target_fps or source.fps or 30.0)
+    report = run_streams(
+        config,
+        decoded,
+        args.streams,
+        target_fps=args.target_fps or source.fps or 30.0,
+        give_up_after=args.give_up_after,
+    )
     report["machine"] = machine_description()
     print(f"machine: {report['machine']}\n{format_streams(report)}")  # noqa: T201 - the benchmark's output
     if args.json:
@@ -376,6 +382,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--target-fps",
         type=float_in(0.1, 1000.0),
         help="with --streams: the rate to keep (default: the video's)",
+    )
+    b.add_argument(
+        "--give-up-after",
+        type=positive_int,
+        metavar="K",
+        help="with --streams: leave the larger counts out once K counts in a row missed the rate",
     )
     add_pipeline_options(b)
     b.set_defaults(func=cmd_bench)

@@ -37,10 +37,12 @@ def run_streams(
     target_fps: float = 30.0,
     max_batch: int | None = None,
     model: Any = None,
+    give_up_after: int | None = None,
 ) -> dict[str, Any]:
     """For each stream count: every stream's fps over ``frames``, the detector's figures, the cores
     used; and the largest count whose streams all kept ``target_fps``, with what limits the next.
-    ``model``: the loaded detector network (default: the config's, loaded once here)."""
+    ``model``: the loaded detector network (default: the config's, loaded once here);
+    ``give_up_after``: leave the larger counts out once this many counts in a row missed the target."""
     from pipelines.builder import build_detector_model, build_pipeline
     from pipelines.motion.shared_detector import SharedDetector, default_batch
 
@@ -63,6 +65,8 @@ def run_streams(
             for p in pipelines:
                 p.close()
         log_count(runs[-1])
+        if gave_up(runs, give_up_after):
+            break
     return report_of(runs, frames, device=device, target_fps=target_fps, max_batch=batch, mode=THREADS)
 
 
@@ -106,6 +110,17 @@ def log_count(run: dict[str, Any]) -> None:
         run["fps"],
         100 * run["detector_busy"],
     )
+
+
+def gave_up(runs: Sequence[dict[str, Any]], give_up_after: int | None) -> bool:
+    """Whether the last ``give_up_after`` counts all missed the target (None: never give up): the
+    larger counts would miss it too, and a device lent for minutes is better spent elsewhere."""
+    if not give_up_after or len(runs) < give_up_after:
+        return False
+    if all(not r["kept_target"] for r in runs[-give_up_after:]):
+        log.info("%d count(s) in a row missed the target: the larger counts are left out", give_up_after)
+        return True
+    return False
 
 
 def report_of(

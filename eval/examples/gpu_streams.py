@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("pipelines.streams_bench").setLevel(logging.INFO)  # each count as it ends, also with -q
     config = config_from_args(args)
     frames, fps = decode(args.video, args.max_frames)
     if args.srt is not None:  # as `bench` attaches it (pipelines.runner.load_frames)
@@ -91,10 +92,17 @@ def main(argv: list[str] | None = None) -> int:
         from eval.streams_processes import run_streams_processes
 
         report = run_streams_processes(
-            config, frames, args.streams, target_fps=args.target_fps or fps, threads=args.engine_threads
+            config,
+            frames,
+            args.streams,
+            target_fps=args.target_fps or fps,
+            threads=args.engine_threads,
+            give_up_after=args.give_up_after,
         )
     else:
-        report = run_streams(config, frames, args.streams, target_fps=args.target_fps or fps)
+        report = run_streams(
+            config, frames, args.streams, target_fps=args.target_fps or fps, give_up_after=args.give_up_after
+        )
     report["machine"] = machine_description()
     report["decoder"] = f"OpenCV {cv2.__version__}"
     report["gpu"] = gpu_name()

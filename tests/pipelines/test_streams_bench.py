@@ -12,7 +12,7 @@ import pytest
 
 from edge_client.synthetic import DEFAULT_CAMERA, BrightBlobDetector, SyntheticScene
 from pipelines.config import PipelineConfig
-from pipelines.streams_bench import PROCESSES, SERIAL, THREADS, _limit, format_streams, run_streams
+from pipelines.streams_bench import PROCESSES, SERIAL, THREADS, _limit, format_streams, gave_up, run_streams
 from pipelines.types import Frame, Telemetry
 
 CONFIG = PipelineConfig().with_overrides(road={"enabled": False}, keyframes={"enabled": True})
@@ -109,3 +109,25 @@ def test_the_command_reports_streams_of_a_video(tmp_path, capsys) -> None:
     assert report["device"] == "cpu" and "cores" in report["machine"]
     assert "12 frames of 320x180 decoded once" in text and "streams kept at 0.5 fps: 2" in text
     assert np.all(np.asarray(report["runs"][1]["fps"]) > 0)
+
+
+@pytest.mark.parametrize(
+    ("kept", "give_up_after", "gave"),
+    [
+        ([True, False], 2, False),  # one miss: the next count may still tell
+        ([True, False, False], 2, True),
+        ([False, True, False], 2, False),  # not in a row
+        ([False], 1, True),
+        ([False, False, False], None, False),  # never give up
+        ([False, False], 3, False),  # fewer counts than asked
+    ],
+)
+def test_gave_up_after_misses_in_a_row(kept: list[bool], give_up_after: int | None, gave: bool) -> None:
+    assert gave_up([{"kept_target": k} for k in kept], give_up_after) is gave
+
+
+def test_larger_counts_are_left_out_once_given_up() -> None:
+    report = run_streams(
+        CONFIG, _frames(12), [1, 2, 3, 4], target_fps=1e6, model=_BlobModel(), give_up_after=2
+    )
+    assert [r["streams"] for r in report["runs"]] == [1, 2] and report["streams_kept"] == 0
