@@ -106,10 +106,13 @@ def _one_count(
     process (this one, the service, the engines) and the service's batches over the count."""
     before = service.stats()
     pids = [os.getpid(), before["pid"], *(p.pid for p in pipelines)]
-    walls, wall, cpu = play(pipelines, frames, lambda: _cpu_s(pids))
+    walls, wall, cpu, stages = play(pipelines, frames, lambda: _cpu_s(pids))
     after = service.stats()
     det = stats_between(before, after)
-    return {**count_figures(len(frames), walls, wall, cpu, det, target_fps), "device": after["device"]}
+    return {
+        **count_figures(len(frames), walls, wall, cpu, det, target_fps, stages),
+        "device": after["device"],
+    }
 
 
 __all__ = ["run_streams_processes"]

@@ -17,7 +17,7 @@
 # $SITE (/tmp/ap-site) and reads the kit's flight. The frames are read with OpenCV
 # (eval/examples/gpu_streams.py; PyAV is not in the kit). On a box with the project installed
 # (scripts/install.sh and a CUDA build of torch) it runs as it is; VIDEO and SRT give another flight.
-# DEVICE=cpu, COUNTS, PROC_COUNTS, ENGINE_THREADS and MAX_FRAMES try it anywhere (tests/eval/test_gpu_kit.py does, in a
+# DEVICE=cpu, COUNTS, PROC_COUNTS, EVERY, GIVE_UP, ENGINE_THREADS and MAX_FRAMES try it anywhere (tests/eval/test_gpu_kit.py does, in a
 # virtual environment holding only a bare box's packages: eval/examples/bare_box.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,6 +27,7 @@ DEVICE=${DEVICE:-cuda}
 COUNTS=${COUNTS:-1 2 4 8 12 16 24 32}
 PROC_COUNTS=${PROC_COUNTS:-1 2 4 8 12 16}
 GIVE_UP=${GIVE_UP:-2}  # leave the larger counts out once this many in a row missed 30 fps
+EVERY=${EVERY:-3 1}    # the threads runs: the detector every 3 frames (keyframes, as live), then every frame
 ENGINE_THREADS=${ENGINE_THREADS:-2}
 MAX_FRAMES=${MAX_FRAMES:-150}
 if [ -x .venv/bin/python ]; then PY=${PYTHON:-.venv/bin/python}; else PY=${PYTHON:-python3}; fi
@@ -53,7 +54,7 @@ if '$DEVICE'.startswith('cuda'):
     print(torch.cuda.get_device_name(0), 'torch', torch.__version__)"
 # at most 140 + 100 + 200 s (the issue's budget is 8 min); a run cut short says so and the next runs;
 # each count is logged as it ends
-for every in 3 1; do
+for every in $EVERY; do
   echo "== detector every $every frame(s)"
   # shellcheck disable=SC2086 # COUNTS is a list
   timeout $((every == 3 ? 140 : 100)) "$PY" eval/examples/gpu_streams.py "$VIDEO" --srt "$SRT" --camera dji_mavic_3 --max-frames "$MAX_FRAMES" \

@@ -12,7 +12,17 @@ import pytest
 
 from edge_client.synthetic import DEFAULT_CAMERA, BrightBlobDetector, SyntheticScene
 from pipelines.config import PipelineConfig
-from pipelines.streams_bench import PROCESSES, SERIAL, THREADS, _limit, format_streams, gave_up, run_streams
+from pipelines.streams_bench import (
+    PROCESSES,
+    SERIAL,
+    THREADS,
+    _limit,
+    format_streams,
+    gave_up,
+    report_of,
+    run_streams,
+    stage_line,
+)
 from pipelines.types import Frame, Telemetry
 
 CONFIG = PipelineConfig().with_overrides(road={"enabled": False}, keyframes={"enabled": True})
@@ -131,3 +141,44 @@ def test_larger_counts_are_left_out_once_given_up() -> None:
         CONFIG, _frames(12), [1, 2, 3, 4], target_fps=1e6, model=_BlobModel(), give_up_after=2
     )
     assert [r["streams"] for r in report["runs"]] == [1, 2] and report["streams_kept"] == 0
+
+
+def _row(streams: int, kept: bool, busy: float, cores: float) -> dict:
+    return {
+        "streams": streams,
+        "fps_min": 40.0 if kept else 10.0,
+        "fps_total": 40.0 * streams if kept else 10.0 * streams,
+        "cores": cores,
+        "detector_busy": busy,
+        "mean_batch": 1.0,
+        "detector_run_ms": 10.0,
+        "detector_queue_ms": 1.0,
+        "kept_target": kept,
+        "stages_ms": {"flow": 12.5, "speed": 3.25, "total": 20.0},
+    }
+
+
+def test_the_report_says_what_bounds_the_largest_count_too() -> None:
+    frames = _frames(1)
+    cpus = len(__import__("os").sched_getaffinity(0))
+    runs = [_row(1, True, 0.1, 0.5), _row(2, False, 0.2, 1.0), _row(8, False, 0.3, float(cpus))]
+    report = report_of(runs, frames, device="cuda:0", target_fps=30.0, max_batch=8, mode=PROCESSES)
+    assert report["streams_kept"] == 1 and report["limit"].startswith("neither")
+    assert report["limit_largest"].startswith("the CPU")
+    text = format_streams(report)
+    assert "at 8 streams all their frames are bounded by the CPU" in text
+    assert "1 stream(s), ms a frame: flow 12.5, speed 3.2; total 20.0" in text
+    kept_all = report_of(runs[:1], frames, device="cpu", target_fps=30.0, max_batch=4, mode=THREADS)
+    assert kept_all["limit"] is None and kept_all["limit_largest"] is None
+
+
+@pytest.mark.parametrize(
+    ("stages", "line"),
+    [
+        ({}, "-"),
+        ({"total": 5.0}, "; total 5.0"),
+        ({"a": 1.0, "b": 2.0, "tiny": 0.01, "total": 3.0}, "b 2.0, a 1.0; total 3.0"),
+    ],
+)
+def test_stage_line(stages: dict, line: str) -> None:
+    assert stage_line(stages) == line
