@@ -48,7 +48,7 @@ class EngineSpec:
     config: PipelineConfig
     detector_factory: Any = None
     segmenter_factory: Any = None
-    threads: int | None = None  # OpenCV's threads in the process (None: its own choice)
+    threads: int | None = None  # OpenCV's, torch's and BLAS's threads in the process (None: theirs)
     # the process's nice value above the server's (Linux; settings.engine_nice): the cores go to
     # receiving and decoding the streams first, what is left to processing them
     nice: int = 0
@@ -76,11 +76,11 @@ def _setup(spec: EngineSpec) -> None:
         level=spec.log_level,
         format=f"%(asctime)s %(levelname)s {spec.name}[%(process)d] %(name)s: %(message)s",
     )
-    if spec.threads:
-        import cv2
-
-        cv2.setNumThreads(spec.threads)
     lower_thread_priority(spec.nice)  # this thread's, before any other starts: the whole process's
+    if spec.threads:  # OpenCV's, torch's and the BLAS libraries' pools (pipelines.threads)
+        from pipelines.threads import limit_threads
+
+        limit_threads(spec.threads)
 
 
 _models: dict[str, Any] = {}  # this process's detector network, loaded once for stream after stream

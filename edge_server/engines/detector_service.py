@@ -232,9 +232,7 @@ def _name_process() -> None:
         libc.prctl(15, ctypes.c_char_p(PROCESS_NAME), 0, 0, 0)  # 15: PR_SET_NAME
 
 
-def main(spec: ServiceSpec, address: str, authkey: bytes, control: Connection) -> None:
-    """The service: load the detector, listen, say ready; answer the server's ``stats`` on the
-    control pipe; leave on ``exit`` or when the server is gone."""
+def _setup(spec: ServiceSpec) -> None:
     _name_process()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server ends it through its pipe
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -242,11 +240,17 @@ def main(spec: ServiceSpec, address: str, authkey: bytes, control: Connection) -
         level=spec.log_level,
         format="%(asctime)s %(levelname)s detector-service[%(process)d] %(name)s: %(message)s",
     )
-    if spec.threads:
-        import cv2
-
-        cv2.setNumThreads(spec.threads)
     lower_thread_priority(spec.nice)  # before any other thread starts: the whole process's
+    if spec.threads:  # OpenCV's, torch's and the BLAS libraries' pools (pipelines.threads)
+        from pipelines.threads import limit_threads
+
+        limit_threads(spec.threads)
+
+
+def main(spec: ServiceSpec, address: str, authkey: bytes, control: Connection) -> None:
+    """The service: load the detector, listen, say ready; answer the server's ``stats`` on the
+    control pipe; leave on ``exit`` or when the server is gone."""
+    _setup(spec)
     try:
         shared, info = _load(spec)
         listener = Listener(address, "AF_UNIX", authkey=authkey)

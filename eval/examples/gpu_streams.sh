@@ -27,8 +27,11 @@ DEVICE=${DEVICE:-cuda}
 COUNTS=${COUNTS:-1 2 4 8 12 16 24 32}
 PROC_COUNTS=${PROC_COUNTS:-1 2 4 8 12 16}
 GIVE_UP=${GIVE_UP:-2}  # leave the larger counts out once this many in a row missed 30 fps
-EVERY=${EVERY:-3 1}    # the threads runs: the detector every 3 frames (keyframes, as live), then every frame
-ENGINE_THREADS=${ENGINE_THREADS:-2}
+EVERY=${EVERY-3 1}     # the threads runs: the detector every 3 frames (keyframes, as live), then every frame
+# each engine's threads (engine_threads), a run for each: a number, or "none" (the libraries' own: every
+# core). engine_threads caps OpenCV's, torch's and the BLAS libraries' pools: at one, 16 streams on a
+# 16-core GPU box gave 1.32x the frames of one OpenCV thread alone (docs/lab/2026-11-30-issue-42-gpu-streams.md)
+ENGINE_THREADS=${ENGINE_THREADS:-1}
 MAX_FRAMES=${MAX_FRAMES:-150}
 if [ -x .venv/bin/python ]; then PY=${PYTHON:-.venv/bin/python}; else PY=${PYTHON:-python3}; fi
 mkdir -p "$OUT"
@@ -52,7 +55,7 @@ import torch
 if '$DEVICE'.startswith('cuda'):
     assert torch.cuda.is_available(), 'no CUDA GPU here'
     print(torch.cuda.get_device_name(0), 'torch', torch.__version__)"
-# at most 140 + 100 + 200 s (the issue's budget is 8 min); a run cut short says so and the next runs;
+# at most 140 + 100 + 200 s with the defaults (the issue's budget is 8 min); a run cut short says so and the next runs;
 # each count is logged as it ends
 for every in $EVERY; do
   echo "== detector every $every frame(s)"
@@ -69,9 +72,14 @@ if [ -n "$shm_mb" ]; then
   [ "$kept" = " $(echo $PROC_COUNTS)" ] || echo "gpu_streams.sh: /dev/shm has $shm_mb MB free: engine processes up to $fit (counts:$kept)"
   PROC_COUNTS=${kept:-1}
 fi
-echo "== a process per stream, one detector service; detector every 3 frames"
-# shellcheck disable=SC2086 # PROC_COUNTS is a list
-timeout 200 "$PY" eval/examples/gpu_streams.py "$VIDEO" --srt "$SRT" --camera dji_mavic_3 --max-frames "$MAX_FRAMES" \
-  --detect-every 3 --device "$DEVICE" --streams $PROC_COUNTS --target-fps 30 -q ${BENCH_ARGS:-} \
-  --engine-processes --engine-threads "$ENGINE_THREADS" --give-up-after "$GIVE_UP" --json "$OUT/streams_processes.json" ||
-  echo "gpu_streams.sh: that run ended with $? (124: cut at its time)"
+for threads in $ENGINE_THREADS; do
+  echo "== a process per stream, one detector service, engine threads $threads; detector every 3 frames"
+  # "none": the libraries' own thread counts; the first is the default run's, named without a suffix
+  [ "$threads" = none ] && cap=() || cap=(--engine-threads "$threads")
+  [ "$threads" = "${ENGINE_THREADS%% *}" ] && name=streams_processes || name=streams_processes_t$threads
+  # shellcheck disable=SC2086 # PROC_COUNTS is a list
+  timeout 200 "$PY" eval/examples/gpu_streams.py "$VIDEO" --srt "$SRT" --camera dji_mavic_3 --max-frames "$MAX_FRAMES" \
+    --detect-every 3 --device "$DEVICE" --streams $PROC_COUNTS --target-fps 30 -q ${BENCH_ARGS:-} \
+    --engine-processes "${cap[@]}" --give-up-after "$GIVE_UP" --json "$OUT/$name.json" ||
+    echo "gpu_streams.sh: that run ended with $? (124: cut at its time)"
+done

@@ -1,0 +1,83 @@
+"""pipelines.threads: one cap on every thread pool of a process (OpenCV, torch, the BLAS under numpy),
+and the engine processes and the detector service applying ``engine_threads`` through it. Each case
+runs in a process of its own: a cap is for the life of a process, and this one's tests need their
+cores."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pipelines.threads import limit_threads
+
+PROBE = """
+import json, sys
+import cv2, numpy, torch
+from threadpoolctl import threadpool_info
+{setup}
+blas = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
+print(json.dumps({{"opencv": cv2.getNumThreads(), "torch": torch.get_num_threads(), "blas": blas}}))
+"""
+
+
+def _probe(setup: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(setup=setup)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_every_pool_is_capped(threads: int) -> None:
+    seen = _probe(
+        f"from pipelines.threads import limit_threads; print(limit_threads({threads}), file=sys.stderr)"
+    )
+    assert seen["opencv"] == threads and seen["torch"] == threads
+    assert seen["blas"] and all(n == threads for n in seen["blas"])
+
+
+def test_uncapped_pools_are_the_libraries_own() -> None:
+    """What the cap changes: left alone, torch and OpenCV take every core (the test above is no
+    tautology where the box has more than one)."""
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        pytest.skip("one core: a cap of one changes nothing to see")
+    seen = _probe("")
+    assert seen["torch"] == cores and seen["opencv"] >= 2
+
+
+@pytest.mark.parametrize(
+    ("setup", "what"),
+    [
+        (
+            "from edge_server.engines.child import EngineSpec, _setup\n"
+            "from pipelines.config import PipelineConfig\n"
+            "_setup(EngineSpec(PipelineConfig(), threads=1))",
+            "an engine process",
+        ),
+        (
+            "from edge_server.engines.detector_service import ServiceSpec, _setup\n"
+            "from pipelines.config import DetectorConfig\n"
+            "_setup(ServiceSpec(DetectorConfig(), None, threads=1))",
+            "the detector service",
+        ),
+    ],
+)
+def test_engine_threads_caps_torch_and_blas_too(setup: str, what: str) -> None:
+    seen = _probe(setup)
+    assert seen["opencv"] == 1 and seen["torch"] == 1 and all(n == 1 for n in seen["blas"]), what
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_a_cap_below_one_is_refused(bad: int) -> None:
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        limit_threads(bad)
