@@ -28,7 +28,16 @@ from typing import Any
 
 from pipelines.batching import stats_between
 from pipelines.config import PipelineConfig
-from pipelines.streams_bench import PROCESSES, count_figures, gave_up, log_count, play, report_of, warm_up
+from pipelines.streams_bench import (
+    PROCESSES,
+    count_figures,
+    default_prepare_ahead,
+    gave_up,
+    log_count,
+    play,
+    report_of,
+    warm_up,
+)
 from pipelines.types import Frame
 
 
@@ -44,12 +53,14 @@ def run_streams_processes(
     timeout_s: float = 60.0,
     start_timeout_s: float = 300.0,
     give_up_after: int | None = None,
+    prepare_ahead: bool | None = None,
 ) -> dict[str, Any]:
     """For each stream count, that many engine processes (started as needed, then kept) over
     ``frames`` at once around one detector service. ``threads``: OpenCV's and the detector's
     threads in each process (``engine_threads``; None: theirs, every core); ``detector_factory``: an
     importable callable whose detector the service serves as the whole stage (as ``serve
-    --detector-factory``), instead of the config's network; ``give_up_after``: as
+    --detector-factory``), instead of the config's network; ``give_up_after``, ``prepare_ahead``
+    (each engine's prepare thread, asked one frame ahead): as
     :func:`~pipelines.streams_bench.run_streams`'s."""
     from edge_server.engines.child import EngineSpec
     from edge_server.engines.detector_service import ServiceSpec
@@ -65,6 +76,7 @@ def run_streams_processes(
         )
     )
     spec = EngineSpec(config, detector_factory, threads=threads, log_level=logging.WARNING)
+    ahead = default_prepare_ahead(prepare_ahead)
     runs, device = [], "?"
     try:
         for n in counts:
@@ -78,7 +90,7 @@ def run_streams_processes(
             try:
                 service = engines.detector_service
                 assert service is not None
-                runs.append(_one_count(pipelines, frames, service, target_fps))
+                runs.append(_one_count(pipelines, frames, service, target_fps, ahead))
                 device = runs[-1].pop("device")
             finally:
                 for p in pipelines:
@@ -89,7 +101,8 @@ def run_streams_processes(
     finally:
         engines.close()
     batch = default_batch(device, max_batch)
-    return report_of(runs, frames, device=device, target_fps=target_fps, max_batch=batch, mode=PROCESSES)
+    report = report_of(runs, frames, device=device, target_fps=target_fps, max_batch=batch, mode=PROCESSES)
+    return {**report, "prepare_ahead": ahead}
 
 
 def _cpu_s(pids: Sequence[int]) -> float:
@@ -100,13 +113,13 @@ def _cpu_s(pids: Sequence[int]) -> float:
 
 
 def _one_count(
-    pipelines: list[Any], frames: Sequence[Frame], service: Any, target_fps: float
+    pipelines: list[Any], frames: Sequence[Frame], service: Any, target_fps: float, prepare_ahead: bool
 ) -> dict[str, Any]:
     """Every engine over ``frames`` at once, each fed by a thread of this process; the CPU of every
     process (this one, the service, the engines) and the service's batches over the count."""
     before = service.stats()
     pids = [os.getpid(), before["pid"], *(p.pid for p in pipelines)]
-    walls, wall, cpu, stages = play(pipelines, frames, lambda: _cpu_s(pids))
+    walls, wall, cpu, stages = play(pipelines, frames, lambda: _cpu_s(pids), prepare_ahead)
     after = service.stats()
     det = stats_between(before, after)
     return {

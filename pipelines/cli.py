@@ -336,6 +336,7 @@ def _bench_streams(args: argparse.Namespace, config: Any, source: Any, frames: A
         args.streams,
         target_fps=args.target_fps or source.fps or 30.0,
         give_up_after=args.give_up_after,
+        prepare_ahead=args.prepare_ahead,
     )
     report["machine"] = machine_description()
     print(f"machine: {report['machine']}\n{format_streams(report)}")  # noqa: T201 - the benchmark's output
@@ -388,6 +389,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_int,
         metavar="K",
         help="with --streams: leave the larger counts out once K counts in a row missed the rate",
+    )
+    b.add_argument(
+        "--no-prepare-ahead",
+        dest="prepare_ahead",
+        action="store_false",
+        default=None,
+        help="with --streams: no second thread a stream preparing its next frame (a live server's "
+        "prepare_ahead; default: as the server, where two CPUs or more may be used)",
     )
     add_pipeline_options(b)
     b.set_defaults(func=cmd_bench)

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,11 +39,14 @@ def run_streams(
     max_batch: int | None = None,
     model: Any = None,
     give_up_after: int | None = None,
+    prepare_ahead: bool | None = None,
 ) -> dict[str, Any]:
     """For each stream count: every stream's fps over ``frames``, the detector's figures, the cores
     used; and the largest count whose streams all kept ``target_fps``, with what limits the next.
     ``model``: the loaded detector network (default: the config's, loaded once here);
-    ``give_up_after``: leave the larger counts out once this many counts in a row missed the target."""
+    ``give_up_after``: leave the larger counts out once this many counts in a row missed the target;
+    ``prepare_ahead``: each stream's frames prepared one ahead on a second thread, as a live server
+    does (None: as its default, where this process may use two CPUs or more)."""
     from pipelines.builder import build_detector_model, build_pipeline
     from pipelines.motion.shared_detector import SharedDetector, default_batch
 
@@ -54,12 +58,13 @@ def run_streams(
         warm_up([warm], frames)
     finally:
         warm.close()
+    ahead = default_prepare_ahead(prepare_ahead)
     runs = []
     for n in counts:
         shared = SharedDetector(model, max_batch=batch)
         pipelines = [build_pipeline(config, model=shared) for _ in range(n)]
         try:
-            runs.append(_one_count(pipelines, frames, shared, target_fps))
+            runs.append(_one_count(pipelines, frames, shared, target_fps, ahead))
         finally:
             shared.close()
             for p in pipelines:
@@ -67,7 +72,14 @@ def run_streams(
         log_count(runs[-1])
         if gave_up(runs, give_up_after):
             break
-    return report_of(runs, frames, device=device, target_fps=target_fps, max_batch=batch, mode=THREADS)
+    report = report_of(runs, frames, device=device, target_fps=target_fps, max_batch=batch, mode=THREADS)
+    return {**report, "prepare_ahead": ahead}
+
+
+def default_prepare_ahead(setting: bool | None) -> bool:
+    """``setting``, or where it is None the live server's default: a prepare thread a stream where
+    the process may use two CPUs or more (on one it would only add latency)."""
+    return setting if setting is not None else len(os.sched_getaffinity(0)) >= 2
 
 
 WARM_FRAMES = 3  # frames each new pipeline runs before any count is timed
@@ -154,19 +166,24 @@ def report_of(
 
 
 def _one_count(
-    pipelines: list[Any], frames: Sequence[Frame], shared: Any, target_fps: float
+    pipelines: list[Any], frames: Sequence[Frame], shared: Any, target_fps: float, prepare_ahead: bool
 ) -> dict[str, Any]:
     """Every pipeline over ``frames`` at once, each on a thread of its own."""
-    walls, wall, cpu, stages = play(pipelines, frames, time.process_time)
+    walls, wall, cpu, stages = play(pipelines, frames, time.process_time, prepare_ahead)
     return count_figures(len(frames), walls, wall, cpu, shared.stats(), target_fps, stages)
 
 
 def play(
-    pipelines: Sequence[Any], frames: Sequence[Frame], cpu_s: Callable[[], float]
+    pipelines: Sequence[Any],
+    frames: Sequence[Frame],
+    cpu_s: Callable[[], float],
+    prepare_ahead: bool = False,
 ) -> tuple[list[float], float, float, dict[str, float]]:
     """Every pipeline over ``frames`` at once, each from a thread of its own started together:
     each one's seconds, all of them's, the CPU seconds ``cpu_s`` counted meanwhile, and where a
-    frame's time went (each stage's mean ms a frame over every stream, from the results' timings)."""
+    frame's time went (each stage's mean ms a frame over every stream, from the results' timings).
+    ``prepare_ahead``: each stream's next frame prepared on a second thread while it processes one
+    (:func:`prepared_ahead`), as a live server's streams are (``prepare_ahead``)."""
     n = len(pipelines)
     walls = [0.0] * n
     stage_ms: list[dict[str, float]] = [{} for _ in range(n)]
@@ -178,8 +195,15 @@ def play(
             start_gate.wait()
             t0 = time.perf_counter()
             sums = stage_ms[k]
-            for frame in frames:
-                for stage, ms in pipelines[k].process(frame).timings_ms.items():
+            pipeline = pipelines[k]
+            source = prepared_ahead(pipeline, frames) if prepare_ahead else ((f, None) for f in frames)
+            for frame, prepared in source:
+                result = (
+                    pipeline.process(frame)
+                    if prepared is None
+                    else pipeline.process(frame, prepared=prepared)
+                )
+                for stage, ms in result.timings_ms.items():
                     sums[stage] = sums.get(stage, 0.0) + ms
             pipelines[k].finish()
             walls[k] = time.perf_counter() - t0
@@ -203,6 +227,39 @@ def play(
         for name in dict.fromkeys(k for d in stage_ms for k in d)
     }
     return walls, wall, cpu, {name: round(ms / (n * len(frames)), 2) for name, ms in stages.items()}
+
+
+def prepared_ahead(pipeline: Any, frames: Sequence[Frame]) -> Iterator[tuple[Frame, Any]]:
+    """``frames`` with each one's ``pipeline.prepare`` (grey image, camera motion) done on a thread
+    of its own one frame ahead, as a live server's prepare thread does (edge_server.worker): the
+    next frame is prepared while the caller processes this one, never two ahead."""
+    ready: queue.SimpleQueue = queue.SimpleQueue()
+    room = threading.Semaphore(1)
+    stop = threading.Event()
+
+    def prepare() -> None:
+        try:
+            for frame in frames:
+                room.acquire()  # the frame before was taken
+                if stop.is_set():
+                    return
+                ready.put((frame, pipeline.prepare(frame), None))
+        except BaseException as exc:  # noqa: BLE001 - raised on the caller's thread
+            ready.put((None, None, exc))
+
+    thread = threading.Thread(target=prepare, name="prepare", daemon=True)
+    thread.start()
+    try:
+        for _ in range(len(frames)):
+            frame, prepared, error = ready.get()
+            if error is not None:
+                raise error
+            room.release()
+            yield frame, prepared
+    finally:
+        stop.set()
+        room.release()
+        thread.join()
 
 
 def count_figures(
@@ -263,7 +320,8 @@ def format_streams(report: dict[str, Any]) -> str:
     lines = [
         f"{report['frames']} frames of {report['size'][0]}x{report['size'][1]} decoded once, every stream from the first; "
         f"detector on {report['device']}, batches up to {report['max_batch']}; {report['cpus']} CPUs"
-        + (f"; {mode}" if mode else ""),
+        + (f"; {mode}" if mode else "")
+        + ("; each frame prepared ahead on a second thread" if report.get("prepare_ahead") else ""),
         f"{'streams':>8}{'fps min':>9}{'fps all':>9}{'cores':>7}{'det busy':>10}{'batch':>7}{'run ms':>8}{'wait ms':>9}",
     ]
     for r in report["runs"]:

@@ -98,10 +98,16 @@ def main(argv: list[str] | None = None) -> int:
             target_fps=args.target_fps or fps,
             threads=args.engine_threads,
             give_up_after=args.give_up_after,
+            prepare_ahead=args.prepare_ahead,
         )
     else:
         report = run_streams(
-            config, frames, args.streams, target_fps=args.target_fps or fps, give_up_after=args.give_up_after
+            config,
+            frames,
+            args.streams,
+            target_fps=args.target_fps or fps,
+            give_up_after=args.give_up_after,
+            prepare_ahead=args.prepare_ahead,
         )
     report["machine"] = machine_description()
     report["decoder"] = f"OpenCV {cv2.__version__}"

@@ -182,3 +182,60 @@ def test_the_report_says_what_bounds_the_largest_count_too() -> None:
 )
 def test_stage_line(stages: dict, line: str) -> None:
     assert stage_line(stages) == line
+
+
+class _Preparing:
+    """A pipeline's prepare/process interface that records when each frame was prepared, and where."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.taken = 0  # frames handed to the caller so far
+        self.prepared_when: list[tuple[int, int, str]] = []  # (frame index, frames taken then, thread)
+        self.fail_at = fail_at
+
+    def prepare(self, frame: Frame) -> str:
+        import threading
+
+        if frame.index == self.fail_at:
+            raise RuntimeError("camera motion failed")
+        time.sleep(0.002)
+        self.prepared_when.append((frame.index, self.taken, threading.current_thread().name))
+        return f"prepared {frame.index}"
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_prepared_ahead_one_frame_ahead_in_order_on_its_own_thread(n: int) -> None:
+    import threading
+
+    from pipelines.streams_bench import prepared_ahead
+
+    frames = [Frame(i, i / 30, np.zeros((4, 4, 3), np.uint8)) for i in range(n)]
+    fake = _Preparing()
+    seen = []
+    for frame, prepared in prepared_ahead(fake, frames):
+        fake.taken += 1
+        assert prepared == f"prepared {frame.index}"
+        seen.append(frame.index)
+        time.sleep(0.005)  # the caller's processing: the next frame is prepared meanwhile, no further
+    assert seen == list(range(n))
+    assert [i for i, _, _ in fake.prepared_when] == list(range(n))
+    assert all(taken >= i for i, taken, _ in fake.prepared_when)  # frame i waited until i were taken
+    assert {name for _, _, name in fake.prepared_when} == {"prepare"} != {threading.current_thread().name}
+
+
+def test_a_failed_prepare_is_raised_to_the_caller() -> None:
+    from pipelines.streams_bench import prepared_ahead
+
+    frames = [Frame(i, i / 30, np.zeros((4, 4, 3), np.uint8)) for i in range(5)]
+    got = []
+    with pytest.raises(RuntimeError, match="camera motion failed"):
+        for frame, _ in prepared_ahead(_Preparing(fail_at=3), frames):
+            got.append(frame.index)
+    assert got == [0, 1, 2]
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_streams_run_as_a_live_server_prepares_them(ahead: bool) -> None:
+    report = run_streams(CONFIG, _frames(12), [2], target_fps=1.0, model=_BlobModel(), prepare_ahead=ahead)
+    stages = report["runs"][0]["stages_ms"]
+    assert report["prepare_ahead"] is ahead and ("prepare" in stages) is ahead
+    assert ("each frame prepared ahead" in format_streams(report)) is ahead
