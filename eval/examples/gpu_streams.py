@@ -88,27 +88,17 @@ def main(argv: list[str] | None = None) -> int:
         track = load_telemetry(args.srt, camera=args.camera, fps=fps, ignore=ignore)
         frames = list(attach_telemetry(frames, track))
     config = config_for_source(config, args.fps or fps)
+    options = {
+        "target_fps": args.target_fps or fps,
+        "give_up_after": args.give_up_after,
+        "prepare_ahead": args.prepare_ahead,
+    }
     if args.engine_processes:
         from eval.streams_processes import run_streams_processes
 
-        report = run_streams_processes(
-            config,
-            frames,
-            args.streams,
-            target_fps=args.target_fps or fps,
-            threads=args.engine_threads,
-            give_up_after=args.give_up_after,
-            prepare_ahead=args.prepare_ahead,
-        )
+        report = run_streams_processes(config, frames, args.streams, threads=args.engine_threads, **options)
     else:
-        report = run_streams(
-            config,
-            frames,
-            args.streams,
-            target_fps=args.target_fps or fps,
-            give_up_after=args.give_up_after,
-            prepare_ahead=args.prepare_ahead,
-        )
+        report = run_streams(config, frames, args.streams, **options)
     report["machine"] = machine_description()
     report["decoder"] = f"OpenCV {cv2.__version__}"
     report["gpu"] = gpu_name()
