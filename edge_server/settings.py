@@ -145,8 +145,10 @@ class ServerSettings(BaseSettings):
     # ends as failed; the start and the first frame (models loading) may take engine_start_timeout_s
     engine_timeout_s: float = Field(8.0, gt=0)
     engine_start_timeout_s: float = Field(180.0, gt=0)
-    # CPU threads of OpenCV and of the OpenVINO detector in each engine process (None: theirs, every
-    # core); on a box running more streams than cores, 1 keeps them from crowding each other
+    # CPU threads of each engine process and of the detector service: OpenCV's, the OpenVINO
+    # detector's, torch's and the BLAS libraries' pools (pipelines.threads; None: theirs, every core);
+    # on a box running more streams than cores, 1 keeps them from crowding each other (16 streams on
+    # a 16-core GPU box: 1.32x the frames of OpenCV capped alone, docs/scale-out.md)
     engine_threads: int | None = Field(None, ge=1)
     # Each engine process's (and the detector service's) nice value above the server's (Linux): the
     # server receives and decodes every stream first (aiortc, the H.264 decoders), the engines
