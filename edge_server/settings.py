@@ -146,10 +146,11 @@ class ServerSettings(BaseSettings):
     engine_timeout_s: float = Field(8.0, gt=0)
     engine_start_timeout_s: float = Field(180.0, gt=0)
     # CPU threads of each engine process and of the detector service: OpenCV's, the OpenVINO
-    # detector's, torch's and the BLAS libraries' pools (pipelines.threads; None: theirs, every core);
-    # on a box running more streams than cores, 1 keeps them from crowding each other (16 streams on
-    # a 16-core GPU box: 1.32x the frames of OpenCV capped alone, docs/scale-out.md)
-    engine_threads: int | None = Field(None, ge=1)
+    # detector's, torch's and the BLAS libraries' pools (pipelines.threads). 1: a stream's second
+    # core comes from its prepare thread, and engines do not crowd each other (measured against
+    # None, every core each: 4 live 1080p streams on the 2-core VM 1.05-1.06x the frames, one stream
+    # the same; 16 streams on a 16-core GPU box 1.32x; docs/scale-out.md). None (null): theirs.
+    engine_threads: int | None = Field(1, ge=1)
     # Each engine process's (and the detector service's) nice value above the server's (Linux): the
     # server receives and decodes every stream first (aiortc, the H.264 decoders), the engines
     # process with what is left. On a box short of CPU, equal priorities lost a quarter of four

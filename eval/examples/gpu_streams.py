@@ -72,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         "--engine-processes", action="store_true", help="a process per stream, one detector service"
     )
     bench.add_argument(
-        "--engine-threads", type=int, help="with --engine-processes: each engine's CPU threads"
+        "--engine-threads",
+        type=int,
+        default=1,
+        help="with --engine-processes: each engine's CPU threads (default 1, as the server's engine_threads; "
+        "0: the libraries' own, every core)",
     )
     args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
     if not args.streams:
@@ -96,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.engine_processes:
         from eval.streams_processes import run_streams_processes
 
-        report = run_streams_processes(config, frames, args.streams, threads=args.engine_threads, **options)
+        report = run_streams_processes(
+            config, frames, args.streams, threads=args.engine_threads or None, **options
+        )
     else:
         report = run_streams(config, frames, args.streams, **options)
     report["machine"] = machine_description()

@@ -75,7 +75,7 @@ fi
 for threads in $ENGINE_THREADS; do
   echo "== a process per stream, one detector service, engine threads $threads; detector every 3 frames"
   # "none": the libraries' own thread counts; the first is the default run's, named without a suffix
-  [ "$threads" = none ] && cap=() || cap=(--engine-threads "$threads")
+  [ "$threads" = none ] && cap=(--engine-threads 0) || cap=(--engine-threads "$threads")
   [ "$threads" = "${ENGINE_THREADS%% *}" ] && name=streams_processes || name=streams_processes_t$threads
   # shellcheck disable=SC2086 # PROC_COUNTS is a list
   timeout 200 "$PY" eval/examples/gpu_streams.py "$VIDEO" --srt "$SRT" --camera dji_mavic_3 --max-frames "$MAX_FRAMES" \

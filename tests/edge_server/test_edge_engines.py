@@ -281,16 +281,34 @@ def _nice_of_threads(pid: int) -> dict[int, int]:
     return out
 
 
+class _SpecPool:
+    """Takes the spec the server's factory starts an engine with."""
+
+    detector_service = None
+
+    def start(self, spec: EngineSpec) -> EngineSpec:
+        return spec
+
+
 def test_the_server_asks_its_engines_for_engine_nice(tmp_path) -> None:
-    class Pool:  # takes the spec the server's factory starts an engine with
-        detector_service = None
-
-        def start(self, spec: EngineSpec) -> EngineSpec:
-            return spec
-
     settings = ServerSettings(data_dir=tmp_path, engine_processes=True, engine_nice=7)
-    started = engine_factory(CONFIG, settings, Pool(), BrightBlobDetector, SceneRoadSegmenter)()
+    started = engine_factory(CONFIG, settings, _SpecPool(), BrightBlobDetector, SceneRoadSegmenter)()
     assert started.nice == 7
+
+
+@pytest.mark.parametrize(
+    ("environment", "threads"),
+    [({}, 1), ({"AIRPATROL_ENGINE_THREADS": "3"}, 3), ({"AIRPATROL_ENGINE_THREADS": "null"}, None)],
+)
+def test_engines_get_engine_threads_one_by_default(tmp_path, monkeypatch, environment, threads) -> None:
+    """One thread a pool an engine unless told otherwise (docs/scale-out.md: 1.05-1.32x the frames of
+    several streams); ``null``: the libraries' own. The engine's detector is told the same."""
+
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+    settings = ServerSettings(data_dir=tmp_path, engine_processes=True)
+    started = engine_factory(CONFIG, settings, _SpecPool(), BrightBlobDetector, SceneRoadSegmenter)()
+    assert started.threads == threads and started.config.detector.threads == threads
 
 
 def test_an_engines_memory_in_healthz_is_read_at_most_every_15_s(monkeypatch) -> None:
