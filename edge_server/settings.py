@@ -129,8 +129,9 @@ class ServerSettings(BaseSettings):
     # ... waiting this long for a batch to fill (0: a batch is what waited while the last one ran)
     detector_batch_wait_ms: float = Field(0.0, ge=0, le=100)
     # A second thread per stream prepares each frame (BGR conversion, grey image, ego-motion)
-    # while the worker processes the one before, so a stream uses two cores; only for a stream
-    # that starts while no other is live (with several, the cores are taken). False: one thread.
+    # while the worker processes the one before, so a stream uses two cores; every stream gets one
+    # (it prepares only frames its worker will take), where the server may use two CPUs or more.
+    # False: one thread.
     prepare_ahead: bool = True
     # One pipeline is kept built ahead (models loaded), so a new stream starts at once: an RTMP
     # publisher sends from the moment its key is admitted, and the seconds of building a pipeline
