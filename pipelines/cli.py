@@ -388,7 +388,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--give-up-after",
         type=positive_int,
         metavar="K",
-        help="with --streams: leave the larger counts out once K counts in a row missed the rate",
+        help="with --streams: leave the larger counts out once K counts in a row missed the rate and added "
+        "no frames (10 %% more in all than the count before)",
     )
     b.add_argument(
         "--no-prepare-ahead",

@@ -124,13 +124,26 @@ def log_count(run: dict[str, Any]) -> None:
     )
 
 
+# A count "adds" frames when all its streams together process this much more than the count before.
+GROWTH = 1.10
+
+
 def gave_up(runs: Sequence[dict[str, Any]], give_up_after: int | None) -> bool:
-    """Whether the last ``give_up_after`` counts all missed the target (None: never give up): the
-    larger counts would miss it too, and a device lent for minutes is better spent elsewhere."""
-    if not give_up_after or len(runs) < give_up_after:
+    """Whether the last ``give_up_after`` counts all missed the target and none of them added
+    frames (:data:`GROWTH` over the count before; None: never give up). Past that the larger counts
+    would miss it too and the box is full: a device lent for minutes is better spent elsewhere. While
+    more streams still add frames the counts go on, since where even one stream misses the target
+    (a slow core) how many the box holds is what is left to measure."""
+    if not give_up_after or len(runs) < give_up_after + 1:
         return False
-    if all(not r["kept_target"] for r in runs[-give_up_after:]):
-        log.info("%d count(s) in a row missed the target: the larger counts are left out", give_up_after)
+    last = runs[-give_up_after - 1 :]
+    missed = all(not r["kept_target"] for r in last[1:])
+    flat = all(b["fps_total"] < GROWTH * a["fps_total"] for a, b in zip(last, last[1:], strict=False))
+    if missed and flat:
+        log.info(
+            "%d count(s) in a row missed the target and added no frames: the larger counts are left out",
+            give_up_after,
+        )
         return True
     return False
 

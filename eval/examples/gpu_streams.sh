@@ -26,7 +26,7 @@ KIT=${KIT:-.gpu}
 DEVICE=${DEVICE:-cuda}
 COUNTS=${COUNTS:-1 2 4 8 12 16 24 32}
 PROC_COUNTS=${PROC_COUNTS:-1 2 4 8 12 16}
-GIVE_UP=${GIVE_UP:-2}  # leave the larger counts out once this many in a row missed 30 fps
+GIVE_UP=${GIVE_UP:-2}  # leave the larger counts out once this many in a row missed 30 fps and added no frames
 EVERY=${EVERY-3 1}     # the threads runs: the detector every 3 frames (keyframes, as live), then every frame
 # each engine's threads (engine_threads), a run for each: a number, or "none" (the libraries' own: every
 # core). engine_threads caps OpenCV's, torch's and the BLAS libraries' pools: at one, 16 streams on a

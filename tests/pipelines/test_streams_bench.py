@@ -121,26 +121,39 @@ def test_the_command_reports_streams_of_a_video(tmp_path, capsys) -> None:
     assert np.all(np.asarray(report["runs"][1]["fps"]) > 0)
 
 
+GPU_THREADS = [(False, 20.5), (False, 29.7), (False, 30.7), (False, 28.1)]  # the H200 box's, threads
+
+
 @pytest.mark.parametrize(
-    ("kept", "give_up_after", "gave"),
+    ("counts", "give_up_after", "gave"),
     [
-        ([True, False], 2, False),  # one miss: the next count may still tell
-        ([True, False, False], 2, True),
-        ([False, True, False], 2, False),  # not in a row
-        ([False], 1, True),
-        ([False, False, False], None, False),  # never give up
-        ([False, False], 3, False),  # fewer counts than asked
+        ([(True, 30.0), (False, 40.0)], 2, False),  # one miss: the next count may still tell
+        ([(True, 30.0), (False, 31.0), (False, 32.0)], 2, True),  # two misses, no frames added
+        ([(True, 30.0), (False, 40.0), (False, 41.0)], 2, False),  # the first miss still added frames
+        ([(False, 21.0), (True, 30.0), (False, 31.0)], 2, False),  # not in a row
+        ([(False, 20.0), (False, 30.0), (False, 31.0)], 1, True),
+        ([(False, 20.0), (False, 30.0)], 1, False),  # one stream too slow, two add frames: go on
+        ([(False, 10.0)], 1, False),  # a first count has nothing to add to
+        ([(False, 20.0), (False, 20.0), (False, 20.0)], None, False),  # never give up
+        (GPU_THREADS[:3], 2, False),
+        (GPU_THREADS, 2, True),  # 4 and 8 threads added nothing: 16 would not either
     ],
 )
-def test_gave_up_after_misses_in_a_row(kept: list[bool], give_up_after: int | None, gave: bool) -> None:
-    assert gave_up([{"kept_target": k} for k in kept], give_up_after) is gave
+def test_gave_up_after_misses_that_add_no_frames(
+    counts: list[tuple[bool, float]], give_up_after: int | None, gave: bool
+) -> None:
+    runs = [{"kept_target": k, "fps_total": fps} for k, fps in counts]
+    assert gave_up(runs, give_up_after) is gave
 
 
-def test_larger_counts_are_left_out_once_given_up() -> None:
+def test_larger_counts_are_left_out_once_given_up(monkeypatch) -> None:
+    monkeypatch.setattr("pipelines.streams_bench.GROWTH", 1e9)  # no count adds enough: the misses decide
     report = run_streams(
         CONFIG, _frames(12), [1, 2, 3, 4], target_fps=1e6, model=_BlobModel(), give_up_after=2
     )
-    assert [r["streams"] for r in report["runs"]] == [1, 2] and report["streams_kept"] == 0
+    assert [r["streams"] for r in report["runs"]] == [1, 2, 3] and report[
+        "streams_kept"
+    ] == 0  # 2 and 3 missed
 
 
 def _row(streams: int, kept: bool, busy: float, cores: float) -> dict:
