@@ -44,7 +44,8 @@ def run_streams(
     """For each stream count: every stream's fps over ``frames``, the detector's figures, the cores
     used; and the largest count whose streams all kept ``target_fps``, with what limits the next.
     ``model``: the loaded detector network (default: the config's, loaded once here);
-    ``give_up_after``: leave the larger counts out once this many counts in a row missed the target;
+    ``give_up_after``: leave the larger counts out once this many counts in a row missed the target
+    and added no frames (:func:`gave_up`);
     ``prepare_ahead``: each stream's frames prepared one ahead on a second thread, as a live server
     does (None: as its default, where this process may use two CPUs or more)."""
     from pipelines.builder import build_detector_model, build_pipeline
