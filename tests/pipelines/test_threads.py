@@ -52,15 +52,14 @@ def test_every_pool_is_capped(threads: int) -> None:
 
 
 def test_uncapped_pools_are_the_libraries_own() -> None:
-    """What the cap changes: left alone, torch and OpenCV take every core (the test above is no
-    tautology where the box has more than one)."""
-    import os
-
-    cores = len(os.sched_getaffinity(0))
-    if cores < 2:
-        pytest.skip("one core: a cap of one changes nothing to see")
+    """What the cap changes: left alone, torch and OpenCV take several threads (the tests around are
+    no tautology where the box has more than one core)."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: a cap of one changes nothing to see")
     seen = _probe("")
-    assert seen["torch"] == cores and seen["opencv"] >= 2
+    if seen["torch"] < 2:  # torch counts physical cores: two hyperthreads of one core give it one
+        pytest.skip(f"torch takes one thread here by itself ({seen})")
+    assert seen["opencv"] >= 2
 
 
 @pytest.mark.parametrize(
