@@ -92,7 +92,10 @@ def process_tree(root: int, pss: bool = True) -> dict[int, dict[str, Any]]:
 
 
 class ServerProcess:
-    def __init__(self, args: argparse.Namespace, data_dir: Path, token: str) -> None:
+    def __init__(
+        self, args: argparse.Namespace, data_dir: Path, token: str, settings: dict[str, str] | None = None
+    ) -> None:
+        """``settings``: more of the server's environment (``AIRPATROL_*``), over the defaults here."""
         import socket
 
         port = args.port
@@ -117,6 +120,7 @@ class ServerProcess:
             env["AIRPATROL_PROCESS_MAX_WIDTH"] = str(args.process_max_width)
         if args.detector_factory and args.detector_factory.lower() != "none":
             env["AIRPATROL_DETECTOR_FACTORY"] = args.detector_factory
+        env.update(settings or {})
         cmd = [
             sys.executable,
             "-m",

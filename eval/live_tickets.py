@@ -231,14 +231,10 @@ async def run(
 ) -> list[dict[str, Any]]:
     """Each flight streamed in turn to one server; with ``speeds`` each run also carries its
     ``speed_samples`` (the server recording every frame's tracks)."""
-    import os
-
     from edge_client.bench_server import ServerProcess
 
     token = secrets.token_urlsafe(16)
     out = []
-    if speeds:
-        os.environ["AIRPATROL_RECORD_TRACKS"] = "true"  # the server's environment, made from ours
     with tempfile.TemporaryDirectory(prefix="airpatrol-live-tickets-") as tmp:
         # the simulated pilots took off on the road and say so (docs/calibration.md): a site value
         site = Path(tmp) / "site.yaml"
@@ -254,7 +250,8 @@ async def run(
             config=site,
             server_cpus=server_cpus,
         )
-        server = ServerProcess(server_args, Path(tmp), token)
+        record_tracks = {"AIRPATROL_RECORD_TRACKS": "true"} if speeds else None
+        server = ServerProcess(server_args, Path(tmp), token, settings=record_tracks)
         try:
             server.wait_ready()
             for flight in flights:
@@ -278,7 +275,6 @@ async def run(
                 log.info("%s: %d violations, %s", flight.path.name, len(rows), summarize(rows))
         finally:
             server.stop()
-            os.environ.pop("AIRPATROL_RECORD_TRACKS", None)
     return out
 
 

@@ -218,9 +218,11 @@ async def test_a_killed_server_is_noticed_in_seconds(tmp_path) -> None:
     args = argparse.Namespace(
         port=0, streams=[1], process_max_width=None, detector_factory=DEFAULT_DETECTOR, config=None
     )
-    server = ServerProcess(args, tmp_path / "server", TOKEN)
+    # more settings reach the server's environment (eval.live_tickets --speeds records its tracks so)
+    server = ServerProcess(args, tmp_path / "server", TOKEN, settings={"AIRPATROL_RECORD_TRACKS": "true"})
     try:
         server.wait_ready()
+        assert b"AIRPATROL_RECORD_TRACKS=true\0" in Path(f"/proc/{server.proc.pid}/environ").read_bytes()
         task = asyncio.create_task(publish("synthetic", server.url, TOKEN, max_seconds=60.0))
         # mid-stream: the server has received frames (a slow machine answers the offer late, and a
         # kill before the answer is a refused start, not a lost server)
