@@ -432,7 +432,7 @@ async def test_a_blocked_web_server_loop_does_not_stall_frame_receipt(server) ->
     processed."""
     import threading
 
-    task = asyncio.create_task(publish("synthetic", server.url, TOKEN, max_seconds=8.0))
+    task = asyncio.create_task(publish("synthetic", server.url, TOKEN, max_seconds=5.5))
     try:
         session = await wait_for(
             lambda: next((s for s in server.manager.sessions.values() if s.stats.processed > 10), None)
