@@ -52,22 +52,27 @@ def worker_detector(dcfg: DetectorConfig) -> Any:
 
 def configure_worker(config: PipelineConfig) -> None:
     """CPU threads of this process as ``config.detector.threads`` says (a batch task sharing the
-    box's cores; None: the libraries' defaults, as in a single run). OpenCV gets them (optical
-    flow, resizing), OpenVINO gets them through the detector config. torch gets them only when it
-    runs the detector itself (weights other than OpenVINO/ONNX on the CPU); otherwise it only moves
-    tensors around OpenVINO and gets one: under Ray (which sets OMP_NUM_THREADS to the task's CPUs)
-    its idle OpenMP threads spun against OpenVINO's, +50 % CPU per frame on a worker's second
-    flight on the 2-core dev VM."""
+    box's cores; None: the libraries' defaults, as in a single run): OpenCV's (optical flow,
+    resizing), torch's and the BLAS libraries' pools capped at them
+    (:func:`pipelines.threads.limit_threads`, as a live server's engine processes), OpenVINO's through
+    the detector config. torch keeps them only when it runs the detector itself (weights other than
+    OpenVINO/ONNX on the CPU, ``device: auto`` included where there is no GPU); otherwise it only moves tensors around OpenVINO and gets one: under
+    Ray (which sets OMP_NUM_THREADS to the task's CPUs) its idle OpenMP threads spun against
+    OpenVINO's, +50 % CPU per frame on a worker's second flight on the 2-core dev VM."""
     threads = config.detector.threads
     if not threads:
         return
-    import cv2
     import torch
 
+    from pipelines.devices import resolve_device
+    from pipelines.threads import limit_threads
+
+    limit_threads(threads)
     weights = str(config.detector.weights or "")
-    torch_runs_it = config.detector.device == "cpu" and weights.endswith((".pt", ".pth", ".torchscript"))
-    torch.set_num_threads(threads if torch_runs_it else 1)
-    cv2.setNumThreads(threads)
+    on_cpu = resolve_device(config.detector.device, "the detector") == "cpu"
+    torch_runs_it = on_cpu and weights.endswith((".pt", ".pth", ".torchscript"))
+    if not torch_runs_it:
+        torch.set_num_threads(1)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipelines.procfs import cpu_seconds, memory_mb
+
 
 def children(pid: int) -> list[int]:
     kids: list[int] = []
@@ -25,31 +27,8 @@ def children(pid: int) -> list[int]:
     return kids
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (NaN when unreadable)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
 # the detector service's process name (/proc/PID/comm), as edge_server.engines.detector_service sets it
 SERVICE_COMM = "ap-detector"
-
-
-def _memory_mb(pid: int, pss: bool) -> dict[str, float]:
-    """RSS (``/proc/PID/statm``: cheap) or RSS and PSS (``smaps_rollup``: it walks every mapping of
-    the process, 22-37 ms for an engine process on the 2-core VM) in MB."""
-    if not pss:
-        pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
-        return {"rss_mb": round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)}
-    mem = {}
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
-        key, _, rest = line.partition(":")
-        if key in ("Rss", "Pss"):
-            mem[key.lower() + "_mb"] = round(int(rest.split()[0]) / 1024.0, 1)
-    return mem
 
 
 def process_info(pid: int, pss: bool = True) -> dict[str, Any] | None:
@@ -58,10 +37,12 @@ def process_info(pid: int, pss: bool = True) -> dict[str, Any] | None:
     cpu = cpu_seconds(pid)
     if math.isnan(cpu):
         return None
+    mem = memory_mb(pid, pss)
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        mem = _memory_mb(pid, pss)
-    except (OSError, ValueError, IndexError):
+    except OSError:
+        return None
+    if mem is None:
         return None
     text = b" ".join(cmd).decode(errors="replace")
     role = "fork server" if "forkserver" in text else Path(cmd[0].decode(errors="replace")).name or "?"

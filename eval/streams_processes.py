@@ -107,7 +107,7 @@ def run_streams_processes(
 
 def _cpu_s(pids: Sequence[int]) -> float:
     """The CPU seconds (user + system) the processes ``pids`` have used so far (one gone counts 0)."""
-    from edge_client.bench_server import cpu_seconds
+    from pipelines.procfs import cpu_seconds
 
     return sum(cpu for pid in pids if not math.isnan(cpu := cpu_seconds(pid)))
 

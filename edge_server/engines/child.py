@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import signal
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edge_server.engines.slots import FrameMeta, FrameSlot, open_slot
-from edge_server.priority import lower_thread_priority
+from edge_server.priority import lower_thread_priority, setup_worker_process
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -68,19 +67,7 @@ class PreparedRef:
 
 
 def _setup(spec: EngineSpec) -> None:
-    # The server ends its engines through their pipes (flushing each stream): a Ctrl-C or a SIGTERM
-    # sent to the whole process group must not kill them first.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    logging.basicConfig(
-        level=spec.log_level,
-        format=f"%(asctime)s %(levelname)s {spec.name}[%(process)d] %(name)s: %(message)s",
-    )
-    lower_thread_priority(spec.nice)  # this thread's, before any other starts: the whole process's
-    if spec.threads:  # OpenCV's, torch's and the BLAS libraries' pools (pipelines.threads)
-        from pipelines.threads import limit_threads
-
-        limit_threads(spec.threads)
+    setup_worker_process(spec.name, spec.log_level, spec.nice, spec.threads)
 
 
 _models: dict[str, Any] = {}  # this process's detector network, loaded once for stream after stream

@@ -24,7 +24,6 @@ import contextlib
 import logging
 import os
 import secrets
-import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ import numpy as np
 
 from edge_server.engine_link import describe_exit
 from edge_server.engines.slots import FrameSlot, open_slot, to_slot
-from edge_server.priority import lower_thread_priority
+from edge_server.priority import setup_worker_process
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -234,17 +233,7 @@ def _name_process() -> None:
 
 def _setup(spec: ServiceSpec) -> None:
     _name_process()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server ends it through its pipe
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    logging.basicConfig(
-        level=spec.log_level,
-        format="%(asctime)s %(levelname)s detector-service[%(process)d] %(name)s: %(message)s",
-    )
-    lower_thread_priority(spec.nice)  # before any other thread starts: the whole process's
-    if spec.threads:  # OpenCV's, torch's and the BLAS libraries' pools (pipelines.threads)
-        from pipelines.threads import limit_threads
-
-        limit_threads(spec.threads)
+    setup_worker_process("detector-service", spec.log_level, spec.nice, spec.threads)
 
 
 def main(spec: ServiceSpec, address: str, authkey: bytes, control: Connection) -> None:

@@ -19,7 +19,6 @@ import pickle
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edge_server.engine_link import EngineLost
@@ -28,6 +27,7 @@ from edge_server.engines.detector_service import DetectorService, DetectorServic
 from edge_server.engines.remote import EngineProcess, EngineStartError, RemotePipeline
 from edge_server.engines.slots import sweep_stale
 from edge_server.settings import SettingsError
+from pipelines.procfs import memory_mb
 
 if TYPE_CHECKING:
     from edge_server.metrics import Metrics
@@ -44,21 +44,6 @@ PRELOAD = ["edge_server.engines.preload"]
 # /healthz of five engines took 342 ms, and four publishers asking it every second (their liveness
 # check) cost the server about half a core during a four-stream run.
 MEMORY_MAX_AGE_S = 15.0
-
-
-def process_memory_mb(pid: int) -> dict[str, float] | None:
-    """A process's resident memory and its proportional share (PSS: shared pages divided among the
-    processes sharing them), in MB, from ``/proc`` (Linux); None when unreadable. It costs tens of
-    milliseconds for an engine (see :data:`MEMORY_MAX_AGE_S`)."""
-    out: dict[str, float] = {}
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            key, _, rest = line.partition(":")
-            if key in ("Rss", "Pss"):
-                out[key.lower() + "_mb"] = round(int(rest.split()[0]) / 1024.0, 1)
-    except (OSError, ValueError, IndexError):
-        return None
-    return out or None
 
 
 def context() -> multiprocessing.context.BaseContext:
@@ -217,7 +202,7 @@ class EngineProcesses:
             cached = self._memory.get(pid)
             if cached is not None and now - cached[0] < MEMORY_MAX_AGE_S:
                 return cached[1]
-        figures = process_memory_mb(pid) or {}
+        figures = memory_mb(pid) or {}
         with self._lock:
             self._memory = {p: m for p, m in self._memory.items() if p in self._all}
             self._memory[pid] = (now, figures)
@@ -286,4 +271,4 @@ def engine_factory(
     return lambda: engines.start(dataclasses.replace(spec, name=f"engine-{next(numbers)}"))
 
 
-__all__ = ["EngineProcesses", "context", "engine_factory", "process_memory_mb"]
+__all__ = ["EngineProcesses", "context", "engine_factory"]

@@ -318,7 +318,7 @@ def test_an_engines_memory_in_healthz_is_read_at_most_every_15_s(monkeypatch) ->
     from edge_server.engines import supervisor
 
     reads: list[int] = []
-    monkeypatch.setattr(supervisor, "process_memory_mb", lambda pid: reads.append(pid) or {"rss_mb": 800.0})
+    monkeypatch.setattr(supervisor, "memory_mb", lambda pid: reads.append(pid) or {"rss_mb": 800.0})
     pool = EngineProcesses(timeout_s=1.0, start_timeout_s=1.0)
     pool._all[4242] = None  # type: ignore[assignment] - a process it serves, as far as the cache goes
     t0 = 1000.0

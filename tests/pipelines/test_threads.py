@@ -88,3 +88,23 @@ def test_engine_threads_caps_torch_and_blas_too(setup: str, what: str) -> None:
 def test_a_cap_below_one_is_refused(bad: int) -> None:
     with pytest.raises(ValueError, match="threads must be >= 1"):
         limit_threads(bad)
+
+
+@pytest.mark.parametrize(
+    ("weights", "torch_threads"),
+    [("weights/detector_openvino_model", 1), ("weights/detector.pt", 2)],
+    ids=["openvino runs the detector", "torch runs it"],
+)
+def test_a_batch_worker_caps_every_pool_torch_only_where_it_runs_the_detector(
+    weights: str, torch_threads: int
+) -> None:
+    """batch.jobs.configure_worker (``detector.threads`` of a batch task) through the same cap; torch
+    keeps one thread where OpenVINO runs the detector (its idle OpenMP threads spun against
+    OpenVINO's under Ray)."""
+    seen = _probe(
+        "from batch.jobs import configure_worker\n"
+        "from pipelines.config import PipelineConfig\n"
+        f"configure_worker(PipelineConfig.from_dict({{'detector': {{'threads': 2, 'weights': '{weights}'}}}}))"
+    )
+    assert seen["opencv"] == 2 and seen["torch"] == torch_threads
+    assert seen["blas"] and all(n == 2 for n in seen["blas"])
