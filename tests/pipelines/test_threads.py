@@ -90,21 +90,36 @@ def test_a_cap_below_one_is_refused(bad: int) -> None:
         limit_threads(bad)
 
 
-@pytest.mark.parametrize(
-    ("weights", "torch_threads"),
-    [("weights/detector_openvino_model", 1), ("weights/detector.pt", 2)],
-    ids=["openvino runs the detector", "torch runs it"],
-)
-def test_a_batch_worker_caps_every_pool_torch_only_where_it_runs_the_detector(
-    weights: str, torch_threads: int
-) -> None:
+BATCH_PROBE = """
+import json
+import cv2, torch
+from threadpoolctl import threadpool_info
+from batch.jobs import configure_worker
+from pipelines.config import PipelineConfig
+seen = {}
+for threads, weights in ((1, "weights/detector_openvino_model"), (2, "weights/detector.pt")):
+    configure_worker(PipelineConfig.from_dict({"detector": {"threads": threads, "weights": weights}}))
+    blas = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
+    seen[weights] = {"opencv": cv2.getNumThreads(), "torch": torch.get_num_threads(), "blas": blas}
+print(json.dumps(seen))
+"""
+
+
+def test_a_batch_worker_caps_every_pool_torch_only_where_it_runs_the_detector() -> None:
     """batch.jobs.configure_worker (``detector.threads`` of a batch task) through the same cap; torch
-    keeps one thread where OpenVINO runs the detector (its idle OpenMP threads spun against
-    OpenVINO's under Ray)."""
-    seen = _probe(
-        "from batch.jobs import configure_worker\n"
-        "from pipelines.config import PipelineConfig\n"
-        f"configure_worker(PipelineConfig.from_dict({{'detector': {{'threads': 2, 'weights': '{weights}'}}}}))"
+    keeps them where it runs the detector (PyTorch weights, ``device: auto`` on a CPU), and one where
+    OpenVINO does (its idle OpenMP threads spun against OpenVINO's under Ray). One process: a worker
+    set up for a flight of each, one thread for the first (below the libraries' own on two cores or
+    more), two for the second (above the first's)."""
+    env = {k: v for k, v in os.environ.items() if k not in POOL_VARIABLES}
+    out = subprocess.run(
+        [sys.executable, "-c", BATCH_PROBE], capture_output=True, text=True, timeout=120, check=True, env=env
     )
-    assert seen["opencv"] == 2 and seen["torch"] == torch_threads
-    assert seen["blas"] and all(n == 2 for n in seen["blas"])
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    for weights, threads, torch_threads in (
+        ("weights/detector_openvino_model", 1, 1),
+        ("weights/detector.pt", 2, 2),
+    ):
+        pools = seen[weights]
+        assert pools["opencv"] == threads and pools["torch"] == torch_threads, (weights, pools)
+        assert pools["blas"] and all(n == threads for n in pools["blas"]), (weights, pools)
