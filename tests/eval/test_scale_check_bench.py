@@ -75,3 +75,37 @@ def test_the_lanes_join_the_sessions_and_scale_with_the_error() -> None:
     assert both["0.85"]["suspect_at_30"] == 1.0
     assert both["1.00"]["ever_suspect_30min"] == 0.0
     assert both["pool_lane_ratio"] == pytest.approx(1.0, abs=0.005)
+
+
+def test_score_runs_the_variants_named_each_with_its_margin_and_tolerance(tmp_path, capsys) -> None:
+    """``score --variants``: only those, each cell's own calibrated margin for a ``cells`` variant, the
+    shipped one for a ``default`` one, the cells' pooled one otherwise; a variant's tolerance is its
+    own (cars 25-60 px whose margin is known judge a right scale ok to 5 %, never to 3 %). An
+    unknown name is refused."""
+    import json
+
+    from eval.scale_check_bench import CELLS, main
+
+    (tmp_path / "records").mkdir()
+    for seed in (2, 3):  # the calibration flight (_s00) is not scored
+        rec = _record(seed) | {"cell": "nadir-60", "seed": seed, "duration_s": 30.0}
+        (tmp_path / "records" / f"nadir-60_s{seed:02d}.json").write_text(json.dumps(rec))
+    # the recorded boxes' own margin (1.4 px) for the cell; another pooled
+    cal = {"per_cell": dict.fromkeys(CELLS, [2.5, 1.0]) | {"nadir-60": [1.4, 1.0]}, "pooled": [1.9, 1.1]}
+    (tmp_path / "calibration.json").write_text(json.dumps(cal))
+    keys = ["cells", "cells_tol3", "pooled_tol3", "default_site_lanes"]
+    args = ["score", str(tmp_path), "--sessions", "4", "--jobs", "1", "--variants", ",".join(keys)]
+    assert main(args) == 0
+    table = json.loads((tmp_path / f"scores_{'_'.join(keys)}.json").read_text())
+    assert set(table) == {"calibration", *keys}
+    cell = {key: table[key]["nadir-60"] for key in keys}
+    assert {key: r["box_margin_px"] for key, r in cell.items()} == {
+        "cells": 1.4,
+        "cells_tol3": 1.4,
+        "pooled_tol3": 1.9,
+        "default_site_lanes": 1.4,
+    }
+    assert cell["cells"]["1.00"]["ok_at_100"] == 1.0 and cell["cells_tol3"]["1.00"]["ok_at_100"] == 0.0
+    assert "tolerance 3 %" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no variant nope"):
+        main(["score", str(tmp_path), "--variants", "cells,nope"])
