@@ -417,6 +417,12 @@ class ScaleCheckConfig(_Section):
     box_sigma_px: float = Field(1.1, gt=0, le=20)
     box_vehicle_sigma_px: float = Field(1.0, ge=0, le=20)
     tolerance: float = Field(0.05, gt=0, lt=0.5)  # the share the scale may be off and still be ok
+    # the share beyond which (z standard errors included) it is suspect; None: the tolerance. With the
+    # site's lanes measured (lane_width_sigma_m 0.05: the lanes +-1.75 %) and the detector's margin
+    # measured, 0.03 calls a 10 % error suspect within a minute in 0.82-1.00 of simulated sessions
+    # (0.37-0.97 at 0.05), right ones in 0-6.7 % (0-1.7 %), and still says ok within the tolerance; a
+    # margin 1.7 px off made 48 % of right sessions suspect at 100 m (docs/calibration.md)
+    suspect_tolerance: float | None = Field(None, gt=0, lt=0.5)
     z: float = Field(2.5, gt=0, le=10)
     max_spread: float = Field(2.5, gt=0)  # tracks' scatter over the prior's: beyond it, unverified
     # the lanes as a second ruler (pipelines.lane_ruler): the distance between the painted lane lines
@@ -444,6 +450,11 @@ class ScaleCheckConfig(_Section):
     derive_start_m: float = Field(60.0, gt=1, le=1500)
     derive_max_sigma: float = Field(0.06, gt=0, lt=0.5)
     fleet_sigma: float = Field(0.03, ge=0, lt=0.5)
+
+    @property
+    def suspect_share(self) -> float:
+        """The share beyond which a scale is suspect: ``suspect_tolerance``, else ``tolerance``."""
+        return self.tolerance if self.suspect_tolerance is None else self.suspect_tolerance
 
 
 class CheckpointConfig(_Section):

@@ -104,7 +104,7 @@ def disagreement(
         f"the cars ({math.exp(cars.mu):.2f}) and the lanes ({math.exp(lane.mu):.2f}) disagree beyond their "
         "uncertainty"
     )
-    tol = math.log1p(cfg.tolerance)
+    tol = math.log1p(cfg.suspect_share)
     off = [e for e in (lane, cars) if _beyond(e.mu, e.se, cfg)]
     if not off:
         return ScaleCheckResult(
@@ -120,8 +120,9 @@ def disagreement(
 
 
 def _beyond(mu: float, se: float, cfg: ScaleCheckConfig) -> bool:
-    """A log ratio off by more than the tolerance beyond ``z`` standard errors: suspect."""
-    return abs(mu) > math.log1p(cfg.tolerance) + cfg.z * se
+    """A log ratio off by more than the suspect share (``suspect_tolerance``, else the tolerance)
+    beyond ``z`` standard errors: suspect."""
+    return abs(mu) > math.log1p(cfg.suspect_share) + cfg.z * se
 
 
 def _off_reason(what: str, lanes_only: bool, mu: float) -> str:
@@ -185,8 +186,9 @@ def judge(
     lanes: np.ndarray | None = None,
 ) -> ScaleCheckResult:
     """The check's result (:func:`combine`'s rulers) against the tolerance: suspect when off by more
-    than it beyond ``z`` standard errors, ok when within it ``z`` included, else unverified (the
-    rulers too coarse for the tolerance, or not yet determined to it)."""
+    than the suspect share (``suspect_tolerance``, else the tolerance) beyond ``z`` standard errors,
+    ok when within the tolerance ``z`` included, else unverified (the rulers too coarse for the
+    tolerance, or not yet determined to it)."""
     est = combine(values, cfg, too_few, lanes)
     if isinstance(est, ScaleCheckResult):
         return est

@@ -410,6 +410,7 @@ class ScaleCheck:
             "height_m": self.prior.height_m,
         }
         out["tolerance"] = self.cfg.tolerance
+        out["suspect_tolerance"] = self.cfg.suspect_share
         out["skipped"] = dict(self._skipped)
         out["restarts"] = self.resets
         out["vehicles_open"] = len(self._tracks)  # still followed; the others kept as their values

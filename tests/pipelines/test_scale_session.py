@@ -199,6 +199,11 @@ def _lanes(check: ScaleCheck, k: float, frames: int = 12, seed: int = 0) -> None
         # a region's standard (0.2 m) is too coarse alone: 5.9 % a lane, never within 5 % for sure
         ({}, 1.0, 12, "unverified", "the rulers are too coarse to judge to 5%: the lanes alone leave +-6 %"),
         ({}, 1.12, 12, "unverified", "the rulers are too coarse"),
+        # 9 % off: within 5 % beyond 2.5 sigmas (1.75 %) for sure? neither; beyond 3 %: suspect, and a
+        # right scale still ok within the tolerance
+        (SITE_LANES, 1.09, 12, "unverified", "not yet determined to 5%"),
+        (SITE_LANES | {"suspect_tolerance": 0.03}, 1.09, 12, "suspect", "its scale looks 9 % too large"),
+        (SITE_LANES | {"suspect_tolerance": 0.03}, 1.0, 12, "ok", ""),
     ],
 )
 def test_the_lanes_alone_judge_the_scale(cfg: dict, k: float, frames: int, status: str, words: str) -> None:
@@ -212,6 +217,7 @@ def test_the_lanes_alone_judge_the_scale(cfg: dict, k: float, frames: int, statu
         assert (lanes.ruler, lanes.n) == ("lanes", frames)
         assert lanes.ratio == pytest.approx(k, abs=0.005)
         assert check.summary()["lanes"]["measured_width_m"] == pytest.approx(3.5 * k, abs=0.02)
+        assert check.summary()["suspect_tolerance"] == cfg.get("suspect_tolerance", 0.05)
 
 
 def test_the_cars_and_the_lanes_together() -> None:
