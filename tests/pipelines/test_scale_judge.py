@@ -1,0 +1,56 @@
+"""pipelines.scale_judge: two rulers that agree within their uncertainty, one of them off on its own."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pipelines.config import ScaleCheckConfig
+from pipelines.scale_judge import combine, judge
+
+
+def _cars(log_ratio: float, margin_share: float = 0.05, n: int = 40) -> np.ndarray:
+    """Track rows (log ratio, its sd, steady, sensitivity to a pixel of margin) of ``n`` cars spread
+    evenly +-5 % about ``log_ratio``; the margin's 0.6 px makes their floor 0.6 x ``margin_share``."""
+    x = log_ratio + np.linspace(-0.05, 0.05, n)
+    return np.column_stack([x, np.full(n, 0.05), np.ones(n), np.full(n, margin_share)])
+
+
+def _lanes(log_ratio: float, frames: int = 20) -> np.ndarray:
+    return log_ratio + np.linspace(-0.003, 0.003, frames)
+
+
+@pytest.mark.parametrize(
+    ("cars", "lanes", "status", "words"),
+    [
+        # lanes 10.5 % wide (+-1.75 %: the site's width), cars 2 % (+-3 %, tight boxes): within their
+        # uncertainty of each other, together 8.3 % (+-1.5 %), not beyond 5 % for sure; the lanes alone are
+        (0.02, 0.10, "suspect", "the lanes alone measure 1.11 times the width they are built to"),
+        # both right: ok
+        (0.0, 0.0, "ok", ""),
+        # the lanes 4 % wide alone: neither beyond
+        (0.02, 0.04, "unverified", "not yet determined to 5%"),
+    ],
+)
+def test_a_ruler_off_on_its_own_is_suspect_where_the_two_agree(
+    cars: float, lanes: float, status: str, words: str
+) -> None:
+    cfg = ScaleCheckConfig(lane_width_sigma_m=0.05)
+    est = combine(_cars(cars), cfg, lambda n: "too few", _lanes(lanes))
+    assert est.ruler == "cars and the lanes" and [e.ruler for e in est.alone] == ["cars", "lanes"]
+    r = judge(_cars(cars), cfg, lambda n: "too few", _lanes(lanes))
+    assert r.status == status, r
+    assert words in r.reason
+    if status == "suspect":  # the ruler's own reading, and the two together named
+        assert r.ratio == pytest.approx(math.exp(lanes)) and r.sigma == pytest.approx(
+            r.ratio * est.alone[1].se
+        )
+        assert f"(the cars and the lanes together: {math.exp(est.mu):.2f})" in r.reason
+        assert [x.ruler for x in r.rulers] == ["cars", "lanes"]
+
+
+def test_one_ruler_has_nothing_alone() -> None:
+    cfg = ScaleCheckConfig(lane_width_sigma_m=0.05)
+    assert combine(_cars(0.0), cfg, lambda n: "too few", None).alone == ()
