@@ -98,26 +98,32 @@ def disagreement(
     cars: Estimate, lane: Estimate, readings: tuple[RulerReading, ...], n: int, cfg: ScaleCheckConfig
 ) -> ScaleCheckResult:
     """Two rulers that disagree beyond their uncertainty: ``suspect`` when either alone is off by
-    more than the tolerance beyond its own ``z`` standard errors (the ratio is that ruler's; its
+    more than the suspect share beyond its own ``z`` standard errors (the ratio is that ruler's; its
     session's tickets are held for review: a review costs less than a wrong ticket), else
     ``unverified``."""
     both = (
         f"the cars ({math.exp(cars.mu):.2f}) and the lanes ({math.exp(lane.mu):.2f}) disagree beyond their "
         "uncertainty"
     )
-    tol = math.log1p(cfg.suspect_share)
-    off = [e for e in (lane, cars) if _beyond(e.mu, e.se, cfg)]
-    if not off:
+    e = _most_off((lane, cars), cfg)
+    if e is None:
         return ScaleCheckResult(
             UNVERIFIED,
             n=n,
             rulers=readings,
             reason=f"{both}: lanes narrower or wider than the site's, or the detector's boxes looser than it allows",
         )
-    e = max(off, key=lambda r: (abs(r.mu) - tol) / r.se)
     ratio = math.exp(e.mu)
     reason = f"{_off_reason(f'{e.ruler} alone', e.ruler == 'lanes', e.mu)} ({both})"
     return ScaleCheckResult(SUSPECT, ratio, ratio * e.se, n, reason=reason, rulers=readings)
+
+
+def _most_off(rulers: tuple[Estimate, ...], cfg: ScaleCheckConfig) -> Estimate | None:
+    """Of ``rulers``, each judged alone, the one furthest beyond the suspect share in its own
+    standard errors; None where none is beyond."""
+    off = [e for e in rulers if _beyond(e.mu, e.se, cfg)]
+    tol = math.log1p(cfg.suspect_share)
+    return max(off, key=lambda r: (abs(r.mu) - tol) / r.se) if off else None
 
 
 def _beyond(mu: float, se: float, cfg: ScaleCheckConfig) -> bool:
@@ -208,8 +214,7 @@ def judge(
     # rulers that agree within their uncertainty, one of them off on its own: the other's bias may
     # have pulled the mean back (cars whose boxes are tighter than the margin allows, beside lanes
     # that read 10 % wide); a review costs less than a wrong ticket
-    if off_alone := [e for e in est.alone if _beyond(e.mu, e.se, cfg)]:
-        e = max(off_alone, key=lambda r: (abs(r.mu) - math.log1p(cfg.suspect_share)) / r.se)
+    if (e := _most_off(est.alone, cfg)) is not None:
         return dataclasses.replace(
             base,
             status=SUSPECT,
