@@ -419,12 +419,16 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 SITE_LANES = {"lane_width_sigma_m": 0.05}  # the site's lanes measured
+SURVEYED_LANES = {"lane_width_sigma_m": 0.02}  # ... surveyed
 CARS_ONLY = {"lanes": False}
 TOL3 = {"tolerance": 0.03}  # the tickets' own 3 %: a scale off by more lets a car at the limit be ticketed
 SUSPECT3 = {"suspect_tolerance": 0.03}  # suspect beyond 3 %, ok within the 5 % tolerance
 # the margin's spread from cell to cell in the simulator (1.2-3.1 px: sd 0.9) rather than real footage's
 # from clip to clip (0.6): the pooled margin's own uncertainty here
 MARGIN09 = {"box_margin_sigma_px": 0.9}
+# ... and its spread from flight to flight (the simulated sun against the road: 12 flights, -0.03 to
+# 3.94 px a side, sd 1.44), 2.5 times real footage's from clip to clip
+MARGIN145 = {"box_margin_sigma_px": 1.45}
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # name: (title, the check's settings beyond the margin); the name's start says the margin
     "cells": ("each cell's own margin, cars only", CARS_ONLY),
@@ -461,6 +465,16 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "the shipped margin, cars and the site's lanes (0.05 m), suspect beyond 3 %, ok within 5 %",
         SITE_LANES | SUSPECT3,
     ),
+    "pooled_surveyed_lanes_s3": (
+        "pooled margin, cars and the site's lanes surveyed (0.02 m), suspect beyond 3 %, ok within 5 %",
+        SURVEYED_LANES | SUSPECT3,
+    ),
+    "pooled_surveyed_lanes": ("pooled margin, cars and the site's lanes surveyed (0.02 m)", SURVEYED_LANES),
+    "pooled_site_lanes_s3_m145": (
+        "pooled margin known to 1.45 px, cars and the site's lanes (0.05 m), suspect beyond 3 %, ok within 5 %",
+        SITE_LANES | SUSPECT3 | MARGIN145,
+    ),
+    "pooled_m145": ("pooled margin known to 1.45 px, cars only", CARS_ONLY | MARGIN145),
     "cells_tol3": ("each cell's own margin, cars only, tolerance 3 %", CARS_ONLY | TOL3),
     "cells_site_lanes_tol3": (
         "each cell's own margin, cars and the site's lanes (0.05 m), tolerance 3 %",

@@ -421,7 +421,8 @@ class ScaleCheckConfig(_Section):
     # site's lanes measured (lane_width_sigma_m 0.05: the lanes +-1.75 %) and the detector's margin
     # measured, 0.03 calls a 10 % error suspect within a minute in 0.87-1.00 of simulated sessions
     # (0.52-1.00 at 0.05), right ones in 0-6.7 % (0-1.7 %), and still says ok within the tolerance; a
-    # margin 1.7 px off made 50 % of right sessions suspect at 100 m (docs/calibration.md)
+    # margin 1.7 px off made 50 % of right sessions suspect at 100 m; lanes surveyed to 0.02 m call
+    # every 10 % error at the tolerance alone (docs/calibration.md)
     suspect_tolerance: float | None = Field(None, gt=0, lt=0.5)
     z: float = Field(2.5, gt=0, le=10)
     max_spread: float = Field(2.5, gt=0)  # tracks' scatter over the prior's: beyond it, unverified
