@@ -56,9 +56,10 @@ def configure_worker(config: PipelineConfig) -> None:
     resizing), torch's and the BLAS libraries' pools capped at them
     (:func:`pipelines.threads.limit_threads`, as a live server's engine processes), OpenVINO's through
     the detector config. torch keeps them only when it runs the detector itself (weights other than
-    OpenVINO/ONNX on the CPU, ``device: auto`` included where there is no GPU); otherwise it only moves tensors around OpenVINO and gets one: under
-    Ray (which sets OMP_NUM_THREADS to the task's CPUs) its idle OpenMP threads spun against
-    OpenVINO's, +50 % CPU per frame on a worker's second flight on the 2-core dev VM."""
+    OpenVINO/ONNX on the CPU, ``device: auto`` included where there is no GPU); otherwise it only
+    moves tensors around OpenVINO and gets one: under Ray (which sets OMP_NUM_THREADS to the task's
+    CPUs) its idle OpenMP threads spun against OpenVINO's, +50 % CPU per frame on a worker's second
+    flight on the 2-core dev VM."""
     threads = config.detector.threads
     if not threads:
         return

@@ -38,11 +38,11 @@ def process_info(pid: int, pss: bool = True) -> dict[str, Any] | None:
     if math.isnan(cpu):
         return None
     mem = memory_mb(pid, pss)
+    if mem is None:
+        return None
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        return None
-    if mem is None:
         return None
     text = b" ".join(cmd).decode(errors="replace")
     role = "fork server" if "forkserver" in text else Path(cmd[0].decode(errors="replace")).name or "?"

@@ -40,11 +40,15 @@ class Estimate:
     se: float
     floor: float
     n: int
-    parts: tuple[RulerReading, ...] = ()  # a combination's rulers, each one's reading
-    alone: tuple[Estimate, ...] = ()  # a combination's rulers, each one's own estimate
+    rulers: tuple[Estimate, ...] = ()  # a combination's rulers, each one's own estimate
 
     def reading(self) -> RulerReading:
         return RulerReading(self.ruler, math.exp(self.mu), math.exp(self.mu) * self.se, self.n)
+
+    @property
+    def parts(self) -> tuple[RulerReading, ...]:
+        """A combination's rulers, each one's reading."""
+        return tuple(e.reading() for e in self.rulers)
 
 
 def car_estimate(
@@ -170,21 +174,19 @@ def combine(
     rulers = [e for e in (cars, lane) if e is not None]
     if not rulers:
         return car  # the cars' own unverified result
-    readings = tuple(e.reading() for e in rulers)
     if (
         cars is not None
         and lane is not None
         and abs(cars.mu - lane.mu) > cfg.z * math.hypot(cars.se, lane.se)
     ):
-        return disagreement(cars, lane, readings, car.n, cfg)
+        return disagreement(cars, lane, tuple(e.reading() for e in rulers), car.n, cfg)
     weights = [1.0 / e.se**2 for e in rulers]
     mu = sum(w * e.mu for w, e in zip(weights, rulers, strict=True)) / sum(weights)
     floor = (
         0.0 if any(e.floor <= 0 for e in rulers) else 1.0 / math.sqrt(sum(1.0 / e.floor**2 for e in rulers))
     )
     what = " and the ".join(e.ruler for e in rulers)
-    alone = tuple(rulers) if len(rulers) > 1 else ()
-    return Estimate(what, mu, 1.0 / math.sqrt(sum(weights)), floor, car.n, readings, alone)
+    return Estimate(what, mu, 1.0 / math.sqrt(sum(weights)), floor, car.n, tuple(rulers))
 
 
 def judge(
@@ -214,7 +216,7 @@ def judge(
     # rulers that agree within their uncertainty, one of them off on its own: the other's bias may
     # have pulled the mean back (cars whose boxes are tighter than the margin allows, beside lanes
     # that read 10 % wide); a review costs less than a wrong ticket
-    if (e := _most_off(est.alone, cfg)) is not None:
+    if len(est.rulers) > 1 and (e := _most_off(est.rulers, cfg)) is not None:
         return dataclasses.replace(
             base,
             status=SUSPECT,

@@ -39,18 +39,19 @@ def test_a_ruler_off_on_its_own_is_suspect_where_the_two_agree(
 ) -> None:
     cfg = ScaleCheckConfig(lane_width_sigma_m=0.05)
     est = combine(_cars(cars), cfg, lambda n: "too few", _lanes(lanes))
-    assert est.ruler == "cars and the lanes" and [e.ruler for e in est.alone] == ["cars", "lanes"]
+    assert est.ruler == "cars and the lanes" and [e.ruler for e in est.rulers] == ["cars", "lanes"]
     r = judge(_cars(cars), cfg, lambda n: "too few", _lanes(lanes))
     assert r.status == status, r
     assert words in r.reason
     if status == "suspect":  # the ruler's own reading, and the two together named
         assert r.ratio == pytest.approx(math.exp(lanes)) and r.sigma == pytest.approx(
-            r.ratio * est.alone[1].se
+            r.ratio * est.rulers[1].se
         )
         assert f"(the cars and the lanes together: {math.exp(est.mu):.2f})" in r.reason
         assert [x.ruler for x in r.rulers] == ["cars", "lanes"]
 
 
-def test_one_ruler_has_nothing_alone() -> None:
+def test_one_ruler_is_its_own_reading() -> None:
     cfg = ScaleCheckConfig(lane_width_sigma_m=0.05)
-    assert combine(_cars(0.0), cfg, lambda n: "too few", None).alone == ()
+    est = combine(_cars(0.0), cfg, lambda n: "too few", None)
+    assert [e.ruler for e in est.rulers] == ["cars"] and est.parts == (est.rulers[0].reading(),)
