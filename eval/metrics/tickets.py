@@ -96,6 +96,7 @@ class TicketRecord:
     true_max_kmh: float  # its highest true speed over every frame it was visible
     peak_true_kmh: float  # its highest true speed over the violation's frames
     scale_source: str = ""  # the scale its ticket rests on (pipelines.height): flight, site, lrf ...
+    status_reason: str = ""  # why it is not enforceable ("" when it is)
 
     @property
     def enforceable(self) -> bool:
@@ -145,7 +146,7 @@ class TicketRecord:
         values = {}
         for f in fields(TicketRecord):
             v = d.get(f.name)
-            if f.name in ("sequence", "status", "scale_source"):
+            if f.name in ("sequence", "status", "scale_source", "status_reason"):
                 values[f.name] = str(v or "")
             elif f.name in ("track_id", "gt_id"):
                 values[f.name] = None if v is None else int(v)
@@ -339,6 +340,7 @@ def _record(
         true_max_kmh=true_max,
         peak_true_kmh=peak_true,
         scale_source="" if v.scale is None else v.scale.source,
+        status_reason=v.status_reason,
     )
 
 
@@ -425,6 +427,25 @@ def _ticket_errors(scored: Sequence[TicketRecord]) -> dict:
     return out
 
 
+def reason_kind(reason: str) -> str:
+    """What kind of reason a violation's ``status_reason`` is: its lead clause ("within the
+    tolerance", "measuring base too short", "uncertainty too large"; a hold with its cause, "held
+    for review: scale check suspect"); "" for none."""
+    parts = [p.strip() for p in str(reason or "").split(":")]
+    if parts[0] == "held for review" and len(parts) > 1:
+        return f"held for review: {parts[1]}"
+    return parts[0]
+
+
+def not_enforceable_why(records: Iterable[TicketRecord]) -> dict[str, int]:
+    """How many violations were not enforceable for each kind of reason (:func:`reason_kind`),
+    most first; "(no reason recorded)" for records from before reasons were kept."""
+    kinds = Counter(
+        reason_kind(r.status_reason) or "(no reason recorded)" for r in records if not r.enforceable
+    )
+    return dict(kinds.most_common())
+
+
 def summarize_tickets(samples: TicketSamples) -> dict:
     """The figures of :mod:`eval.metrics.tickets` (module docstring) over ``samples``."""
     recs = samples.records
@@ -456,6 +477,7 @@ def summarize_tickets(samples: TicketSamples) -> dict:
         "ticket_error_accelerating": _errors([r.error_kmh for r in scored if r.accelerating]),
         "ticket_error_steady": _errors([r.error_kmh for r in scored if not r.accelerating]),
         "peak_error": _errors([r.peak_error_kmh for r in scored if math.isfinite(r.peak_true_kmh)]),
+        "not_enforceable": not_enforceable_why(recs),
         "lower_bound": {
             "tickets": len(lower),
             "unmatched": len(lower) - len(lower_scored),
@@ -474,6 +496,8 @@ __all__ = [
     "VehicleCounts",
     "binomial_upper",
     "clear_speeder",
+    "not_enforceable_why",
+    "reason_kind",
     "summarize_tickets",
     "ticket_samples",
     "track_gt_frames",

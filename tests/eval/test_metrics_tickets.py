@@ -25,6 +25,8 @@ from eval.metrics.tickets import (
     _VehicleTruth,
     binomial_upper,
     clear_speeder,
+    not_enforceable_why,
+    reason_kind,
     vehicle_of,
 )
 from pipelines.serialize import to_jsonable
@@ -242,6 +244,41 @@ def test_json_round_trip_and_concat():
     assert two["wrong_per_1000"] == pytest.approx(one["wrong_per_1000"])
     assert two["wrong_per_1000_upper95"] < one["wrong_per_1000_upper95"]  # more vehicles, tighter bound
     assert two["ticket_error"]["median_kmh"] == pytest.approx(one["ticket_error"]["median_kmh"])
+
+
+HELD = "held for review: scale check suspect: 1.201 +- 0.043 from 15 vehicles (the cars measure 1.20 times)"
+
+
+@pytest.mark.parametrize(
+    "reason, kind",
+    [
+        ("", ""),
+        ("within the tolerance: 52.1 - 3.0 km/h is not above the limit 50", "within the tolerance"),
+        ("measuring base too short: 0.66 s, 10.8 m, 18 positions", "measuring base too short"),
+        (HELD, "held for review: scale check suspect"),
+        ("the limits changed during the episode", "the limits changed during the episode"),
+    ],
+)
+def test_reason_kind(reason, kind):
+    assert reason_kind(reason) == kind
+
+
+def test_why_a_violation_was_not_enforceable_is_kept_and_counted():
+    """The record keeps the violation's reason through JSON; the summary counts the kinds, most first."""
+    reasons = ["within the tolerance: 50.2 - 3.0", HELD, "within the tolerance: 51.0 - 3.0", ""]
+    predicted = [
+        dataclasses.replace(_violation(102 + i, 55.0, status="not_enforceable"), status_reason=why)
+        for i, why in enumerate(reasons)
+    ] + [_violation(101, 54.0)]
+    s = _samples(predicted)
+    back = TicketSamples.from_json(json.loads(json.dumps(to_jsonable(s.to_json(), float_digits=6))))
+    assert [r.status_reason for r in back.records[:4]] == reasons
+    assert summarize_tickets(back)["not_enforceable"] == {
+        "within the tolerance": 2,
+        "held for review: scale check suspect": 1,
+        "(no reason recorded)": 1,
+    }
+    assert not_enforceable_why(r for r in back.records if r.enforceable) == {}
 
 
 def test_no_violations_still_counts_vehicles():

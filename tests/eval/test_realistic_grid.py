@@ -19,6 +19,7 @@ from eval.realistic_grid import (
     render,
     same_flight,
     target_rows,
+    why_held,
 )
 from eval.simulate import TelemetryErrors
 from eval.simulate.camera import CameraPath
@@ -134,3 +135,27 @@ def test_the_targets_count_the_cells_that_meet_them():
     assert got[2].startswith("1/2 (worst 1.4, b)") and got[3].startswith("2/2")
     assert got[4].startswith("1/2 (worst 1.5, b)") and got[5].startswith("1/2 (worst 0.99, b)")
     assert "lrf" in ARMS
+
+
+def test_why_tickets_were_not_enforceable_is_counted_per_arm():
+    def run(arm, *statuses):
+        violations = [{"status": st, "status_reason": why} for st, why in statuses]
+        return {"arm": arm, "tickets": {"vehicles": {}, "violations": violations}}
+
+    held = "held for review: scale check suspect: 1.20 +- 0.04 from 15 vehicles"
+    runs = [
+        run(
+            "base",
+            ("enforceable", ""),
+            ("not_enforceable", held),
+            ("not_enforceable", "within the tolerance: x"),
+        ),
+        run("base", ("not_enforceable", held)),
+        run("lrf", ("enforceable", "")),
+        {"arm": "site", "tickets": None},  # a failed run: nothing counted
+    ]
+    assert why_held(runs, ["base", "lrf", "site"]).splitlines() == [
+        "base: 4 violations, 1 enforceable; not: held for review: scale check suspect 2, within the tolerance 1",
+        "lrf: 1 violations, 1 enforceable; not: none",
+        "site: 0 violations, 0 enforceable; not: none",
+    ]
