@@ -48,7 +48,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 # Effective height (m) above the road of the point a vehicle of each class is measured at: half its
-# typical height, a truck's and a bus's about 0.7 (see the module docstring). "vehicle": a detection without a class.
+# typical height, a truck's and a bus's about 0.7 (see the module docstring). "vehicle": a detection
+# without a class.
 POINT_HEIGHT_M: dict[str, float] = {
     "car": 0.75,
     "van": 1.1,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import select
 import subprocess
 import sys
 import time
@@ -52,7 +53,8 @@ def test_memory_is_a_process_s_resident_set():
         before = memory_mb(child.pid, pss=False)["rss_mb"]
         child.stdin.write("go\n")
         child.stdin.flush()
-        assert child.stdout.readline().strip() == "touched"
+        ready, _, _ = select.select([child.stdout], [], [], 60.0)
+        assert ready and child.stdout.readline().strip() == "touched"
         after = memory_mb(child.pid)
         assert after["rss_mb"] >= before + 190 and after["pss_mb"] >= before + 190  # its own pages
     finally:
