@@ -176,6 +176,9 @@ def render(metrics: Mapping, markdown: bool = False) -> str:
                 f" {_fmt(metric_value(t, 'wrong_per_1000_upper95'))}), {t['missed_violations']} of"
                 f" {t['clear_speeders']} clear speeders missed, over {r.flights} flights"
             )
+            why = t.get("not_enforceable")  # metrics.json files from before reasons were kept: none
+            if why:
+                text += "; not enforceable: " + ", ".join(f"{kind} {n}" for kind, n in why.items())
     return text
 
 

@@ -4,6 +4,7 @@ over the grid; and the ticket metrics of a real simulated flight through ``airpa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import pytest
@@ -122,6 +123,22 @@ def test_render_and_main(tmp_path, capsys):
     assert main([str(path), "--markdown"]) == 0
     assert "| 100 m, -45 | base | 2 |" in capsys.readouterr().out
     assert main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_the_pooled_line_says_why_tickets_were_not_enforceable():
+    held = dataclasses.replace(
+        _record("c", 2, 51.5, 51.0, 51.0),
+        status="not_enforceable",
+        status_reason="within the tolerance: 51.5 - 3.0",
+    )
+    metrics = {
+        "variants": METRICS["variants"],
+        "sequences": [
+            _seq("alt60_pitch90_hover_steady_s01", 60.0, -90.0, [held], VehicleCounts(5, 0, 0, 1, 1))
+        ],
+    }
+    assert render(metrics).endswith("over 1 flights; not enforceable: within the tolerance 1")
+    assert "not enforceable" not in render(METRICS)  # every ticket of it enforceable
 
 
 def test_tickets_of_a_simulated_flight_end_to_end(small_flight_dir, tmp_path):
