@@ -45,7 +45,7 @@ from eval.bands import format_table
 from eval.correction import ARMS as ALL_ARMS
 from eval.error_budget import build_grid, load_runs, parse_names, run_grid
 from eval.error_budget_table import budget_rows, format_rows
-from eval.metrics.tickets import TicketSamples, not_enforceable_why
+from eval.metrics.tickets import TicketSamples, format_why, summarize_tickets
 from eval.optics_bench import BASE_SPEC, add_shared_and_table, print_table, sprites_folder
 from eval.simulate import FlightSpec, simulate_flight
 from eval.simulate.spec import SimulationError
@@ -236,17 +236,16 @@ def render_table(out: Path, markdown: bool = False) -> str:
 
 def why_held(runs: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> str:
     """Per arm, the violations that were not enforceable by the kind of their reason
-    (:func:`eval.metrics.tickets.not_enforceable_why`), over every flight-draw."""
+    (the ticket summary's ``not_enforceable``), over every flight-draw."""
     lines = []
     for arm in arms:
-        samples = [
-            TicketSamples.from_json(r["tickets"]) for r in runs if r["arm"] == arm and r.get("tickets")
-        ]
-        records = [rec for s in samples for rec in s.records]
-        why = not_enforceable_why(records)
-        enforceable = sum(1 for rec in records if rec.enforceable)
-        kinds = ", ".join(f"{kind} {n}" for kind, n in why.items()) or "none"
-        lines.append(f"{arm}: {len(records)} violations, {enforceable} enforceable; not: {kinds}")
+        t = summarize_tickets(
+            TicketSamples.concat(
+                TicketSamples.from_json(r["tickets"]) for r in runs if r["arm"] == arm and r.get("tickets")
+            )
+        )
+        why = format_why(t["not_enforceable"]) or "none"
+        lines.append(f"{arm}: {t['violations']} violations, {t['enforceable']} enforceable; not: {why}")
     return "\n".join(lines)
 
 

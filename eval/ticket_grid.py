@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from eval.bands import format_table, metric_value, table_main
-from eval.metrics.tickets import TicketSamples, summarize_tickets
+from eval.metrics.tickets import TicketSamples, format_why, summarize_tickets
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def render(metrics: Mapping, markdown: bool = False) -> str:
             )
             why = t.get("not_enforceable")  # metrics.json files from before reasons were kept: none
             if why:
-                text += "; not enforceable: " + ", ".join(f"{kind} {n}" for kind, n in why.items())
+                text += f"; not enforceable: {format_why(why)}"
     return text
 
 

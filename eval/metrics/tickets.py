@@ -446,6 +446,11 @@ def not_enforceable_why(records: Iterable[TicketRecord]) -> dict[str, int]:
     return dict(kinds.most_common())
 
 
+def format_why(why: Mapping[str, int]) -> str:
+    """:func:`not_enforceable_why`'s counts on a line: "within the tolerance 3, ..."; "" for none."""
+    return ", ".join(f"{kind} {n}" for kind, n in why.items())
+
+
 def summarize_tickets(samples: TicketSamples) -> dict:
     """The figures of :mod:`eval.metrics.tickets` (module docstring) over ``samples``."""
     recs = samples.records
@@ -496,6 +501,7 @@ __all__ = [
     "VehicleCounts",
     "binomial_upper",
     "clear_speeder",
+    "format_why",
     "not_enforceable_why",
     "reason_kind",
     "summarize_tickets",
