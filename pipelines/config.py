@@ -242,6 +242,15 @@ class TrackerConfig(_Section):
 
 class SpeedConfig(_Section):
     window_s: float = Field(1.0, gt=0)  # robust fit over this trailing window
+    # a track's window grows to this (s) where the longer window's speed agrees with the window_s
+    # one within window_agree_sigma x the sum of their scatters' sigmas (the intersection of
+    # confidence intervals): noisy boxes on a steady drive take the longer fit; a change of speed
+    # the carry did not follow, or a box cut by the border, keep window_s (pipelines.speed.estimator).
+    # Realistic grid, 36 cells: MAE 0.81 -> 0.785, p95 2.41 -> 2.33 km/h; the six baseline flights
+    # 0.65 -> 0.61, p95 2.02 -> 1.82 (agree 3: 0.782 and 0.60, but exact boxes 6-7 % worse at nadir
+    # and flying forward; docs/lab/2026-11-30-issue-39-speed-window.md). None: off
+    window_max_s: float | None = Field(1.5, gt=0)
+    window_agree_sigma: float = Field(2.0, gt=0)
     # the acceleration that carries the window's speed to its last frame is estimated over this
     # longer history (pipelines.speed.velocity_now_many); at most window_s: no carry (the window
     # middle's speed, half a window late for a vehicle that speeds up or brakes)

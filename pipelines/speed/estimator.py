@@ -12,6 +12,7 @@ import itertools
 import logging
 import math
 from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +25,7 @@ from pipelines.types import SpeedEstimate
 
 logger = logging.getLogger(__name__)
 
+LONGER = "longer"  # the key of a track's fit over the longer window: (track id, LONGER)
 OUTLIER_FACTOR = 2.0  # a step faster than this multiple of max_plausible_kmh is a measurement error
 SIZE_SMOOTHING = 5  # box sizes: running median over this many samples before the trust check
 
@@ -99,6 +101,11 @@ def _recent_size(st: _TrackState) -> float:
     """The median of a track's last SIZE_SMOOTHING known box sizes (NaN when none is known)."""
     recent = [x for x in itertools.islice(reversed(st.size), SIZE_SMOOTHING) if x > 0]
     return float(np.median(recent)) if recent else math.nan
+
+
+# one track's fit: speed (m/s), its sigma, the velocity (2,), its box's size change, the window's
+# times, the sigma of the window's scatter alone (m/s), and whether a box in it was cut by the border
+_Fit = tuple[float, float, np.ndarray, float, np.ndarray, float, bool]
 
 
 @dataclass(slots=True)
@@ -278,7 +285,7 @@ class SpeedEstimator:
     @property
     def _history_s(self) -> float:
         """How far back a track's samples are kept: the speed window, or the acceleration's history."""
-        return max(self.cfg.window_s, self.cfg.accel_window_s)
+        return max(self.cfg.window_s, self.cfg.window_max_s or 0.0, self.cfg.accel_window_s)
 
     def _trim(self, st: _TrackState, now: float) -> None:
         oldest = now - self._history_s - 1e-9
@@ -287,10 +294,10 @@ class SpeedEstimator:
             st.xy.popleft()
             st.size.popleft()
 
-    def _in_window(self, st: _TrackState, now: float) -> int:
-        """How many of the track's samples lie in the speed window (the last ones: the history
-        before them only serves the acceleration)."""
-        oldest = now - self.cfg.window_s - 1e-9
+    def _in_window(self, st: _TrackState, now: float, window_s: float | None = None) -> int:
+        """How many of the track's samples lie in the speed window (``window_s``, default the
+        config's; the last ones: the history before them only serves the acceleration)."""
+        oldest = now - (self.cfg.window_s if window_s is None else window_s) - 1e-9
         n = len(st.t)
         k = 0
         while k < n and st.t[n - 1 - k] >= oldest:
@@ -316,21 +323,74 @@ class SpeedEstimator:
         return self._estimates([(tid, st)]).get(tid)
 
     def _estimates(self, tracks: list[tuple[int, _TrackState]]) -> dict[int, SpeedEstimate]:
-        """The estimates of the ready tracks, fitted together: one vectorised fit per kind (carried
-        or not, and the thinned halves' length), windows of different lengths padded at the front
+        """The estimates of the ready tracks, fitted together (:meth:`_fits`); where the config
+        allows a longer window (``window_max_s``), each track's longer fit, in the same pass,
+        replaces its ``window_s`` one where :meth:`_takes_longer`."""
+        ready = [
+            (tid, st, self._in_window(st, st.last_t)) for tid, st in tracks if self._ready(st, st.last_t)
+        ]
+        longer = self._longer_candidates(ready)
+        fits = self._fits(ready + [((tid, LONGER), st, k) for tid, st, k in longer])
+        out: dict[int, SpeedEstimate] = {}
+        for tid, st, _k in ready:
+            fit = fits[tid]
+            if (tid, LONGER) in fits and self._takes_longer(fit, fits[tid, LONGER]):
+                fit = fits[tid, LONGER]
+            speed, fit_sigma, velocity, change, window_t, _, _ = fit
+            est = self._estimate_from(tid, st, st.last_t, speed, fit_sigma, velocity, change, window_t)
+            if est is not None:
+                out[tid] = est
+        return out
+
+    def _longer_candidates(
+        self, ready: list[tuple[int, _TrackState, int]]
+    ) -> list[tuple[int, _TrackState, int]]:
+        """The ready tracks with samples beyond ``window_s`` and within ``window_max_s`` (with those
+        samples' count), unless a box jump lies in the longer window only (taken, it would make a
+        trusted speed untrusted for longer). Empty where the config has no longer window."""
+        cfg = self.cfg
+        if cfg.window_max_s is None or cfg.window_max_s <= cfg.window_s:
+            return []
+        longer = []
+        for tid, st, k in ready:
+            now = st.last_t
+            k_long = self._in_window(st, now, cfg.window_max_s)
+            jumped = (
+                st.jump_t is not None and cfg.window_s + 1e-9 < now - st.jump_t <= cfg.window_max_s + 1e-9
+            )
+            if k_long > k and not jumped:
+                longer.append((tid, st, k_long))
+        return longer
+
+    def _takes_longer(self, short: _Fit, longer: _Fit) -> bool:
+        """Whether a track's fit over ``window_max_s`` replaces its ``window_s`` one: their speeds
+        within ``window_agree_sigma`` x the sum of their scatters' sigmas - the intersection of
+        confidence intervals rule of adaptive windows (Lepski; Katkovnik's ICI): a longer window
+        only averages more noise away while its speed stays inside the shorter one's interval; a
+        change of speed the carry did not follow moves it out, and the track keeps the short
+        window. The scatters, not the full sigmas: their priors (the lag's) are what the test
+        measures, and with them exact boxes always agreed. And only where the longer window is as
+        clean as the short one: no box cut by the border in it (measured by its uncut edge, an
+        error its scatter does not show), no change of size the short window does not hold too."""
+        agree = abs(longer[0] - short[0]) <= self.cfg.window_agree_sigma * (longer[5] + short[5])
+        resized = longer[3] > self.cfg.max_box_size_change >= short[3]
+        return agree and not longer[6] and not resized
+
+    def _fits(self, ready: list[tuple[Hashable, _TrackState, int]]) -> dict[Hashable, _Fit]:
+        """Each entry's fit over its track's last ``k`` samples (entries keyed by anything: a
+        track's id, or (id, LONGER) for its longer window): one vectorised fit per kind (carried or
+        not, and the thinned halves' length), windows of different lengths padded at the front
         (:func:`velocity_now_many`'s figures for each track, to rounding). Each track's "now" is the
         time of its newest sample (its row's, with a rolling shutter)."""
-        groups: dict[tuple[int, bool], list[tuple[int, _TrackState, int]]] = {}
-        for tid, st in tracks:
-            now = st.last_t
-            if self._ready(st, now):
-                n, k = len(st.t), self._in_window(st, now)
-                # a track younger than its window has no history beyond it: no carry (its lag
-                # is a fraction of a short window's)
-                carry = self._carries(st, now) and n > k
-                key = (len(half_indices(n)[0]) if carry else 0, carry)
-                groups.setdefault(key, []).append((tid, st, k))
-        out: dict[int, SpeedEstimate] = {}
+        groups: dict[tuple[int, bool], list[tuple[Hashable, _TrackState, int]]] = {}
+        for tid, st, k in ready:
+            n = len(st.t)
+            # a track younger than its window has no history beyond it: no carry (its lag
+            # is a fraction of a short window's)
+            carry = self._carries(st, st.last_t) and n > k
+            key = (len(half_indices(n)[0]) if carry else 0, carry)
+            groups.setdefault(key, []).append((tid, st, k))
+        out: dict[Hashable, _Fit] = {}
         for (_, carry), group in groups.items():
             # a track's sample times only increase (_step folds a repeated time, restarts on one
             # going back), as the fits need; tracks of one group share their halves' shapes
@@ -351,7 +411,7 @@ class SpeedEstimator:
                 else None
             )
             padded = None if valid.all() else valid
-            v, sig = _velocity_now(
+            v, sig, noise = _velocity_now(
                 ts,
                 ys,
                 halves,
@@ -361,14 +421,14 @@ class SpeedEstimator:
                 self.cfg.accel_sigma_mps2,
             )
             changes = _window_size_changes(sizes, valid)
-            for g, (tid, st, k) in enumerate(group):
+            # a box cut by the frame's border has no size (measured by its uncut edge instead)
+            cut = (valid & ~(np.isfinite(sizes) & (sizes > 0))).any(axis=1)
+            for g, (tid, _st, k) in enumerate(group):
                 speed, fit_sigma, velocity = _speed_and_sigma(v[g], float(sig[g, 0]), float(sig[g, 1]))
-                window_t = ts[g, ts.shape[1] - k :]
-                est = self._estimate_from(
-                    tid, st, st.last_t, speed, fit_sigma, velocity, float(changes[g]), window_t
-                )
-                if est is not None:
-                    out[tid] = est
+                scatter = _speed_and_sigma(v[g], float(noise[g, 0]), float(noise[g, 1]))[1]
+                out[tid] = (
+                    speed, fit_sigma, velocity, float(changes[g]), ts[g, ts.shape[1] - k :], scatter, bool(cut[g])
+                )  # fmt: skip
         return out
 
     def _estimate_from(
@@ -401,7 +461,7 @@ class SpeedEstimator:
         st.velocity = velocity
         scale_frac = st.scale_frac if math.isfinite(st.scale_frac) else self.cfg.altitude_sigma_frac
         sigma = math.hypot(fit_sigma, scale_frac * speed)
-        doubt = self._doubt(st, now, size_change)
+        doubt = self._doubt(st, now, size_change, max(self.cfg.window_s, float(now - window_t[0])))
         st.trusted = not doubt
         return SpeedEstimate(
             track_id=tid,
@@ -420,10 +480,10 @@ class SpeedEstimator:
             point_sigma_frac=st.point_frac,
         )
 
-    def _doubt(self, st: _TrackState, now: float, size_change: float) -> str:
+    def _doubt(self, st: _TrackState, now: float, size_change: float, window_s: float) -> str:
         """Why the track's speed cannot be trusted now ("" when it can). ``size_change``: the
-        track's :func:`size_changes` over the speed window."""
-        if st.jump_t is not None and now - st.jump_t <= self.cfg.window_s + 1e-9:
+        track's :func:`size_changes` over its speed window, ``window_s`` long."""
+        if st.jump_t is not None and now - st.jump_t <= window_s + 1e-9:
             return "box jumped (another vehicle, or part of one)"
         if size_change > self.cfg.max_box_size_change:
             return f"box size changed by {size_change:.0%} (partial or merged box)"

@@ -147,7 +147,7 @@ def velocity_now_many(
     n_speed = n if n_speed is None else int(n_speed)
     first, second = half_indices(n)
     halves = (t[:, first], xy[:, first], t[:, second], xy[:, second]) if carry and n > n_speed else None
-    return _velocity_now(
+    v, sig, _ = _velocity_now(
         t[:, n - n_speed :],
         xy[:, n - n_speed :],
         halves,
@@ -155,6 +155,7 @@ def velocity_now_many(
         error_correlation_s,
         accel_sigma_mps2=accel_sigma_mps2,
     )
+    return v, sig
 
 
 @lru_cache(maxsize=256)
@@ -175,12 +176,13 @@ def _velocity_now(
     error_correlation_s: float,
     valid: np.ndarray | None = None,
     accel_sigma_mps2: float = ACCEL_SIGMA_MPS2,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`velocity_now_many` of G tracks given their speed windows ``ts`` (G, K), ``ys``
     (G, K, 2), the (thinned) halves of their histories (times and positions of each, or None: no
     carry) and each history's length in seconds (G,). ``valid`` (G, K): windows of different
     lengths padded at the front (the padding finite, its times before the window's; None: none)
-    - the figures of each window fitted alone, to rounding."""
+    - the figures of each window fitted alone, to rounding. Third: the per-axis standard error
+    of the window's scatter alone (G, 2), without the carry's and the lag's terms."""
     v, resid = _line_fits(ts, ys, valid)
     mask = None if valid is None else valid[:, :, None]
     # without a carry (a young track: its window is its history) the window is short enough for
@@ -196,7 +198,8 @@ def _velocity_now(
         # what the window itself says of its lag (not applied: too noisy, measured): from its two
         # halves, each a slope over half the samples and half the time span (8 x the variance),
         # their middles half a window apart, as far as the lead
-        return v, np.sqrt((unseen * sig) ** 2 + _lag_variance(prior, CARRY_NOISE_FACTOR * 16.0 * sig**2))
+        lag = _lag_variance(prior, CARRY_NOISE_FACTOR * 16.0 * sig**2)
+        return v, np.sqrt((unseen * sig) ** 2 + lag), unseen * sig
     t1, y1, t2, y2 = halves
     v1, v2 = _slopes(t1, y1), _slopes(t2, y2)
     k = ts.shape[1] if valid is None else valid.sum(axis=1, keepdims=True)
@@ -204,12 +207,10 @@ def _velocity_now(
     sig1 = _slope_sigma(var_noise, per_sample * t1.shape[1], _sxx(t1), infl)
     sig2 = _slope_sigma(var_noise, per_sample * t2.shape[1], _sxx(t2), infl)
     gap = (t2.mean(axis=1) - t1.mean(axis=1))[:, None]
-    corr = (v2 - v1) / gap * lead
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         var_corr = CARRY_NOISE_FACTOR * (sig1**2 + sig2**2) * (lead / gap) ** 2
-        known = np.isfinite(var_corr)  # else (a half with too few inliers): no carry
-        w = np.where(known, np.nan_to_num(corr**2 / (corr**2 + var_corr)), 0.0)
-    carried = w * corr
+        v_now = _carry(v, (v2 - v1) / gap * lead, v1 + v2, var_corr)
+    carried = v_now - v
     # the history measured the lag: what the carry moved the speed by it may be wrong by (an
     # acceleration that changed over the history); and what it could not measure of the lag (the
     # carry shrunk towards 0 where noisy) is left, with a prior of CARRIED_LAG_FRACTION of
@@ -217,8 +218,37 @@ def _velocity_now(
     # (its carry just begun, from a short history) had 50-54 % of its errors within 1 sigma,
     # against 73-78 % just younger (speed grid, shipped detector, pooled)
     prior = (CARRIED_LAG_FRACTION * accel_sigma_mps2 * lead) ** 2
-    v_now = v + carried
-    return v_now, np.sqrt((unseen * sig) ** 2 + _along(carried, v_now) ** 2 + _lag_variance(prior, var_corr))
+    total = np.sqrt((unseen * sig) ** 2 + _along(carried, v_now) ** 2 + _lag_variance(prior, var_corr))
+    return v_now, total, unseen * sig
+
+
+def _carry(v: np.ndarray, corr: np.ndarray, bisector: np.ndarray, var_corr: np.ndarray) -> np.ndarray:
+    """G velocities ``v`` (G, 2) carried by the change ``corr`` (G, 2; per-axis variance
+    ``var_corr``) between the halves of their histories, whose velocities sum to ``bisector``.
+    The speed changes by the change of *speed* alone: the component of ``corr`` along the halves'
+    bisector, shrunk by ``w = c^2 / (c^2 + V)`` (V its variance there). The direction turns as
+    the change, shrunk per axis the same way, turns it. A velocity that only turned - a vehicle
+    on a bend, every track in the frame of a yawing drone - keeps its speed: its halves' difference
+    is perpendicular to their bisector. (Carried as one vector, a turn's change added to the
+    speed: a car at 40 km/h on a 50 m bend read 41.2 km/h from exact positions, +3 %; the
+    simulated oblique flight on a curved road, exact boxes, 0.557 km/h MAE against 0.453 now.)
+    Where the halves' or the window's velocity is 0 the change is carried as a vector; NaN
+    ``var_corr`` (a half with too few inliers): no carry."""
+    known = np.isfinite(var_corr).all(axis=1, keepdims=True)
+    corr = np.where(known, corr, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        w = np.where(known, np.nan_to_num(corr**2 / (corr**2 + var_corr)), 0.0)
+        turned = v + w * corr  # the carry as one vector: its direction is kept
+        b_norm = np.linalg.norm(bisector, axis=1, keepdims=True)
+        v_norm = np.linalg.norm(v, axis=1, keepdims=True)
+        t_norm = np.linalg.norm(turned, axis=1, keepdims=True)
+        moving = known & (b_norm > 0) & (v_norm > 0) & (t_norm > 0)
+        ub = bisector / np.where(moving, b_norm, 1.0)
+        c = (corr * ub).sum(axis=1, keepdims=True)  # the change of speed
+        var_c = (np.where(known, var_corr, 0.0) * ub**2).sum(axis=1, keepdims=True)
+        speed = np.maximum(v_norm + np.nan_to_num(c**2 / (c**2 + var_c)) * c, 0.0)
+        along = turned / np.where(moving, t_norm, 1.0) * speed
+    return np.where(moving, along, turned)
 
 
 def _along(d: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -27,6 +27,19 @@ def run_track(
     return out
 
 
+def run_sized(
+    est: SpeedEstimator, times: np.ndarray, positions: np.ndarray, sizes: np.ndarray
+) -> list[tuple[float, object]]:
+    """Track 1's positions and box sizes fed frame by frame (its first frame starts it); return
+    (t, estimate or None) per frame."""
+    out = []
+    for k, t in enumerate(times):
+        d = np.full(2, np.nan) if k == 0 else positions[k] - positions[k - 1]
+        res = est.update(float(t), np.array([1]), d[None], np.array([sizes[k]]))
+        out.append((float(t), res.get(1)))
+    return out
+
+
 def straight(speed_kmh: float, heading_deg: float, times: np.ndarray, start=(3.0, -7.0)) -> np.ndarray:
     v = m_per_s(speed_kmh)
     h = math.radians(heading_deg)

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from speed_tracks import run_track, straight
+from speed_tracks import run_sized, run_track, straight
 
 import pipelines.speed.estimator as estimator_module
 from pipelines.config import SpeedConfig
@@ -79,7 +79,10 @@ def test_altitude_sigma_adds_in_quadrature() -> None:
 def test_accelerating_vehicle_speed_now(window_s: float, accel_window_s: float, accel: float) -> None:
     """A vehicle speeding up or braking: the speed is its speed at the last frame (the window's
     speed carried by the estimated acceleration); without the carry (accel_window_s 0) it is
-    the speed at the window's middle, half a window late."""
+    the speed at the window's middle, half a window late. The carry is the change of speed,
+    applied along the velocity (a turn carries nothing): exact for this test's straight drive
+    until its sideways 0.3 m/s turns the velocity as it brakes to walking pace (-0.05 km/h at
+    4 km/h: within 1.5 % there)."""
     fps, v0 = 30.0, m_per_s(40.0)
     times = np.arange(int(5 * fps)) / fps
     pos = np.column_stack([v0 * times + 0.5 * accel * times**2, 0.3 * times])
@@ -96,7 +99,8 @@ def test_accelerating_vehicle_speed_now(window_s: float, accel_window_s: float, 
         # carried to the last frame once the history reaches beyond the window (a younger
         # track's is the window: its middle's speed, a fraction of a short window late)
         at = t if accel_window_s > 0 and t > window_s + 1e-9 else t - min(window_s, t) / 2
-        assert e.speed_kmh == pytest.approx(kmh(math.hypot(v0 + accel * at, 0.3)), abs=0.05)
+        expected = kmh(math.hypot(v0 + accel * at, 0.3))
+        assert e.speed_kmh == pytest.approx(expected, abs=max(0.05, 0.015 * expected))
         assert e.window_s == pytest.approx(min(window_s, t), abs=1e-9)
     first, last = got[0][1].speed_kmh, got[-1][1].speed_kmh
     assert (last - first) * np.sign(accel) > kmh(abs(accel)) * 3.5  # follows, never locked
@@ -253,13 +257,7 @@ RNG_SIZES = np.random.default_rng(3)
 
 
 def _feed(positions: np.ndarray, sizes: np.ndarray, cfg: SpeedConfig | None = None):
-    est = SpeedEstimator(cfg or SpeedConfig(altitude_sigma_frac=0.0))
-    out = []
-    for k, t in enumerate(T):
-        d = np.full(2, np.nan) if k == 0 else positions[k] - positions[k - 1]
-        res = est.update(float(t), np.array([1]), d[None], np.array([sizes[k]]))
-        out.append((float(t), res.get(1)))
-    return out
+    return run_sized(SpeedEstimator(cfg or SpeedConfig(altitude_sigma_frac=0.0)), T, positions, sizes)
 
 
 def _jump(offset_m: tuple[float, float], at_s: float = 2.0, back_s: float | None = None) -> np.ndarray:
@@ -328,8 +326,9 @@ def test_a_jump_is_a_confident_wrong_speed_unless_flagged() -> None:
     assert max(abs(e.speed_kmh - 50.0) for e in lenient_out) > 10.0 and all(e.trusted for e in lenient_out)
     out = [e for _, e in _feed(_jump((4.0, 0.0)), SIZE) if e is not None]
     # the check changes no figure, except that a jump in the history stops the acceleration carry
-    # (a jump reads as an acceleration): without the carry the figures are the same
-    no_carry = {"accel_window_s": 0.0}
+    # (a jump reads as an acceleration) and keeps a track's window short while the jump lies in
+    # its longer one: without the carry and the longer window the figures are the same
+    no_carry = {"accel_window_s": 0.0, "window_max_s": None}
     plain = [e for _, e in _feed(_jump((4.0, 0.0)), SIZE, SpeedConfig(**no_carry)) if e is not None]
     lenient_plain = [
         e for _, e in _feed(_jump((4.0, 0.0)), SIZE, lenient.model_copy(update=no_carry)) if e is not None
