@@ -136,7 +136,9 @@ class SpeedEstimator:
 
     A step implying more than ``2 x max_plausible_kmh`` is a measurement error: it is dropped from
     the fit and the position is carried forward with the last fitted velocity (or integration
-    restarts when there is none yet). Samples older than ``window_s`` (by timestamp) leave the fit.
+    restarts when there is none yet). Samples older than ``window_s`` (by timestamp) leave the fit,
+    or older than ``window_max_s`` where the track's longer fit agrees with its shorter one
+    (:meth:`_takes_longer`: noisy boxes on a steady drive; ``SpeedEstimate.window_s`` says which).
 
     Trust: an estimate is ``trusted=False`` (with ``doubt`` saying why) while a jump lies within
     its window - a step landing more than ``max_step_jump_m`` from where the track's fitted
