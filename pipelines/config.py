@@ -247,7 +247,7 @@ class SpeedConfig(_Section):
     # confidence intervals): noisy boxes on a steady drive take the longer fit; a change of speed
     # the carry did not follow, or a box cut by the border, keep window_s (pipelines.speed.estimator).
     # Realistic grid, 36 cells: MAE 0.81 -> 0.785, p95 2.41 -> 2.33 km/h; the six baseline flights
-    # 0.65 -> 0.61, p95 2.02 -> 1.82 (agree 3: 0.782 and 0.60, but exact boxes 6-7 % worse at nadir
+    # 0.65 -> 0.61, p95 2.02 -> 1.83 (agree 3: 0.782 and 0.60, but exact boxes 6-7 % worse at nadir
     # and flying forward; docs/lab/2026-11-30-issue-39-speed-window.md). None: off
     window_max_s: float | None = Field(1.5, gt=0)
     window_agree_sigma: float = Field(2.0, gt=0)

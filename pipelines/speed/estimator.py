@@ -14,6 +14,7 @@ import math
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -103,9 +104,16 @@ def _recent_size(st: _TrackState) -> float:
     return float(np.median(recent)) if recent else math.nan
 
 
-# one track's fit: speed (m/s), its sigma, the velocity (2,), its box's size change, the window's
-# times, the sigma of the window's scatter alone (m/s), and whether a box in it was cut by the border
-_Fit = tuple[float, float, np.ndarray, float, np.ndarray, float, bool]
+class _Fit(NamedTuple):
+    """One track's fit over one window (:meth:`SpeedEstimator._fits`)."""
+
+    speed: float  # m/s
+    fit_sigma: float  # its sigma (m/s), the carry's and the lag's terms in
+    velocity: np.ndarray  # (2,)
+    size_change: float  # its box's size change over the window (size_changes)
+    window_t: np.ndarray  # the window's times
+    scatter: float  # the sigma of the window's scatter alone (m/s)
+    cut: bool  # whether a box in the window was cut by the frame's border
 
 
 @dataclass(slots=True)
@@ -338,8 +346,9 @@ class SpeedEstimator:
             fit = fits[tid]
             if (tid, LONGER) in fits and self._takes_longer(fit, fits[tid, LONGER]):
                 fit = fits[tid, LONGER]
-            speed, fit_sigma, velocity, change, window_t, _, _ = fit
-            est = self._estimate_from(tid, st, st.last_t, speed, fit_sigma, velocity, change, window_t)
+            est = self._estimate_from(
+                tid, st, st.last_t, fit.speed, fit.fit_sigma, fit.velocity, fit.size_change, fit.window_t
+            )
             if est is not None:
                 out[tid] = est
         return out
@@ -374,9 +383,11 @@ class SpeedEstimator:
         measures, and with them exact boxes always agreed. And only where the longer window is as
         clean as the short one: no box cut by the border in it (measured by its uncut edge, an
         error its scatter does not show), no change of size the short window does not hold too."""
-        agree = abs(longer[0] - short[0]) <= self.cfg.window_agree_sigma * (longer[5] + short[5])
-        resized = longer[3] > self.cfg.max_box_size_change >= short[3]
-        return agree and not longer[6] and not resized
+        agree = abs(longer.speed - short.speed) <= self.cfg.window_agree_sigma * (
+            longer.scatter + short.scatter
+        )
+        resized = longer.size_change > self.cfg.max_box_size_change >= short.size_change
+        return agree and not longer.cut and not resized
 
     def _fits(self, ready: list[tuple[Hashable, _TrackState, int]]) -> dict[Hashable, _Fit]:
         """Each entry's fit over its track's last ``k`` samples (entries keyed by anything: a
@@ -428,9 +439,15 @@ class SpeedEstimator:
             for g, (tid, _st, k) in enumerate(group):
                 speed, fit_sigma, velocity = _speed_and_sigma(v[g], float(sig[g, 0]), float(sig[g, 1]))
                 scatter = _speed_and_sigma(v[g], float(noise[g, 0]), float(noise[g, 1]))[1]
-                out[tid] = (
-                    speed, fit_sigma, velocity, float(changes[g]), ts[g, ts.shape[1] - k :], scatter, bool(cut[g])
-                )  # fmt: skip
+                out[tid] = _Fit(
+                    speed,
+                    fit_sigma,
+                    velocity,
+                    float(changes[g]),
+                    ts[g, ts.shape[1] - k :],
+                    scatter,
+                    bool(cut[g]),
+                )
         return out
 
     def _estimate_from(

@@ -237,7 +237,7 @@ def _carry(v: np.ndarray, corr: np.ndarray, bisector: np.ndarray, var_corr: np.n
     known = np.isfinite(var_corr).all(axis=1, keepdims=True)
     corr = np.where(known, corr, 0.0)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        w = np.where(known, np.nan_to_num(corr**2 / (corr**2 + var_corr)), 0.0)
+        w = np.nan_to_num(corr**2 / (corr**2 + var_corr))  # 0 where not known (corr 0)
         turned = v + w * corr  # the carry as one vector: its direction is kept
         b_norm = np.linalg.norm(bisector, axis=1, keepdims=True)
         v_norm = np.linalg.norm(v, axis=1, keepdims=True)
@@ -245,7 +245,7 @@ def _carry(v: np.ndarray, corr: np.ndarray, bisector: np.ndarray, var_corr: np.n
         moving = known & (b_norm > 0) & (v_norm > 0) & (t_norm > 0)
         ub = bisector / np.where(moving, b_norm, 1.0)
         c = (corr * ub).sum(axis=1, keepdims=True)  # the change of speed
-        var_c = (np.where(known, var_corr, 0.0) * ub**2).sum(axis=1, keepdims=True)
+        var_c = (var_corr * ub**2).sum(axis=1, keepdims=True)  # NaN only where not moving
         speed = np.maximum(v_norm + np.nan_to_num(c**2 / (c**2 + var_c)) * c, 0.0)
         along = turned / np.where(moving, t_norm, 1.0) * speed
     return np.where(moving, along, turned)
