@@ -22,7 +22,12 @@ from pipelines.config_camera import (  # noqa: F401 (re-exported)
     _Section,
 )
 from pipelines.errors import AirPatrolError
-from pipelines.vehicle_height import MAX_POINT_HEIGHT_M, POINT_HEIGHT_M, POINT_HEIGHT_SIGMA_FRAC
+from pipelines.vehicle_height import (
+    MAX_POINT_HEIGHT_M,
+    POINT_HEIGHT_M,
+    POINT_HEIGHT_SIGMA_FRAC,
+    POINT_SIZE_BOUNDS_M,
+)
 
 if TYPE_CHECKING:
     pass
@@ -290,6 +295,10 @@ class SpeedConfig(_Section):
     # docs/lab/2026-11-28-issue-39-vehicle-height.md). All 0: vehicles flat on the road.
     point_height_m: dict[str, float] = Field(default_factory=lambda: dict(POINT_HEIGHT_M))
     point_height_sigma_frac: float = Field(POINT_HEIGHT_SIGMA_FRAC, ge=0, le=1)
+    # a box's size on the ground bounds its class's point (m; sqrt of the box's area): smaller than the
+    # first, no higher than a van's point; at least the second, no lower than a truck's (a car the
+    # detector calls a bus reads 5 % slow at 30 m, a box truck called a car fast). null: the class alone
+    point_size_bounds_m: tuple[float, float] | None = POINT_SIZE_BOUNDS_M
 
     @field_validator("point_height_m")
     @classmethod
@@ -299,6 +308,13 @@ class SpeedConfig(_Section):
             raise ValueError(
                 f"each class's point height must be within 0..{MAX_POINT_HEIGHT_M:g} m, got {bad}"
             )
+        return value
+
+    @field_validator("point_size_bounds_m")
+    @classmethod
+    def _point_size_bounds(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not (0.0 < value[0] <= value[1] <= 50.0):
+            raise ValueError(f"point_size_bounds_m must be two sizes 0 < small <= large <= 50 m, got {value}")
         return value
 
 

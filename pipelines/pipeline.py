@@ -61,7 +61,7 @@ from pipelines.types import (
     SpeedEstimate,
     Violation,
 )
-from pipelines.vehicle_height import moving_camera_factor, point_heights, sigma_frac
+from pipelines.vehicle_height import measured_points, moving_camera_factor, sigma_frac
 
 log = logging.getLogger(__name__)
 
@@ -263,10 +263,13 @@ class Pipeline:
             m_flow = None if flow is None else np.asarray(flow)[measurable]
             names = tracked.data.get("class_name")  # each class's measured point above the road
             names = None if names is None else np.asarray(names)[measurable]
-            heights = point_heights(names, self.config.speed.point_height_m, len(m_ids))
+            sizes = ground_sizes(m_xyxy, proj, frame) if proj is not None else None
+            cfg = self.config.speed
+            heights, told = measured_points(
+                names, sizes, cfg.point_height_m, cfg.point_size_bounds_m, len(m_ids)
+            )
             positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, m_flow, heights)
             if proj is not None:
-                sizes = ground_sizes(m_xyxy, proj, frame)
                 seen = frame.timestamp_s + proj.row_times(positions)  # each row's time (lens.py)
                 # a relinked track (a box of the size it had) is carried over its gap at its speed
                 # and measured from its new box on: where on the vehicle that box sits is no motion
@@ -285,7 +288,7 @@ class Pipeline:
                     disp[keep],
                     sizes[keep],
                     scale_sigma_frac=self._scale_terms(
-                        m_ids[keep], positions[keep], disp[keep], proj, heights[keep], keep
+                        m_ids[keep], positions[keep], disp[keep], proj, heights[keep], told[keep], keep
                     ),
                     scale_source=scale.source if scale is not None else "",
                     row_times_s=seen[keep] - frame.timestamp_s if proj.readout_s else None,
@@ -347,18 +350,22 @@ class Pipeline:
         timings["scale_check"] = (time.perf_counter() - t0) * 1e3
         return speeds, ground_xy
 
-    def _scale_terms(self, ids, pixels, disp, proj: GroundProjector, heights, keep) -> ScaleTerms | None:
+    def _scale_terms(
+        self, ids, pixels, disp, proj: GroundProjector, heights, told, keep
+    ) -> ScaleTerms | None:
         """Each track's scale sigma now (pipelines.height.ScaleTerms): the height's and the gimbal
         pitch's at its ground point along its direction of travel (its fitted velocity, else this
         step's displacement, else the worse axis), its measured point's height above the road
-        (pipelines.vehicle_height; under a moving camera on its motion relative to the camera's)
-        in quadrature. ``keep``: which of the displacement stage's measured tracks these are."""
+        (pipelines.vehicle_height; ``told``: its class's, the sigma's where higher; under a moving
+        camera on its motion relative to the camera's) in quadrature. ``keep``: which of the
+        displacement stage's measured tracks these are."""
         if not len(ids):
             return None
         ground = proj.to_ground(pixels)
         directions = travel_directions([self.speed.velocity(int(t)) for t in ids], disp)
         cfg = self.config.speed
-        point = sigma_frac(heights, proj.height_above_ground(ground), cfg.point_height_sigma_frac)
+        clearance = proj.height_above_ground(ground)
+        point = sigma_frac(heights, clearance, cfg.point_height_sigma_frac, np.maximum(heights, told))
         point = point * moving_camera_factor(disp, self.displacement.camera_steps[keep])
         model = self.ground.scale_model
         return track_scale_terms(self.ground.scale, model, ground, directions, point, cfg.altitude_sigma_frac)

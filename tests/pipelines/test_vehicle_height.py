@@ -9,11 +9,19 @@ import math
 import numpy as np
 import pytest
 
+from eval.groundtruth import load_mot_gt
+from eval.metrics import box_iou
+from eval.oracle import OracleDetector
+from eval.simulate import SIM_CLASS_NAMES, FlightSpec, simulate_flight
+from pipelines.builder import build_pipeline
 from pipelines.camera import get_profile, intrinsics_for
 from pipelines.config import ConfigError, PipelineConfig
 from pipelines.geometry import GroundProjector, apply_homography, ground_to_image_homography
+from pipelines.runner import load_frames
 from pipelines.vehicle_height import (
     POINT_HEIGHT_M,
+    POINT_SIZE_BOUNDS_M,
+    bounded_by_size,
     moving_camera_factor,
     point_heights,
     sigma_frac,
@@ -55,6 +63,13 @@ def test_sigma_frac_is_the_point_height_s_sigma_over_the_camera_s_clearance(h, b
     assert sigma_frac(np.array([h]), np.array([big_h]), share)[0] == pytest.approx(frac, nan_ok=True)
 
 
+def test_a_point_its_box_s_size_lowered_keeps_its_class_s_sigma():
+    h, told, big_h = np.array([1.1, 0.75]), np.array([2.3, 0.75]), np.array([30.0, 30.0])
+    got = sigma_frac(h, big_h, 0.4, np.maximum(h, told))
+    assert got == pytest.approx([0.4 * 2.3 / (30 - 1.1), 0.4 * 0.75 / 29.25])
+    assert sigma_frac(h, big_h, 0.4) == pytest.approx([0.4 * 1.1 / 28.9, 0.4 * 0.75 / 29.25])
+
+
 def test_point_heights_by_class_fall_back_to_vehicle():
     table = {"car": 0.75, "bus": 1.55, "vehicle": 0.7}
     got = point_heights(np.array(["car", "bus", "tractor"], dtype=object), table, 3)
@@ -62,6 +77,35 @@ def test_point_heights_by_class_fall_back_to_vehicle():
     np.testing.assert_allclose(point_heights(None, table, 2), [0.7, 0.7])
     np.testing.assert_allclose(point_heights(["car"], {"car": 0.75}, 1), [0.75])
     np.testing.assert_allclose(point_heights(["tractor"], {"car": 0.75}, 1), [0.0])
+
+
+@pytest.mark.parametrize(
+    ("name", "size", "expected"),
+    [
+        ("bus", 3.9, 1.1),  # a car-sized box the detector called a bus: no higher than a van
+        ("truck", 4.5, 1.1),
+        ("car", 3.9, 0.75),  # a cap only lowers
+        ("motorcycle", 2.0, 0.6),
+        ("van", 5.5, 1.1),  # between the bounds: its class's
+        ("bus", 5.5, 2.3),
+        ("car", 6.6, 2.3),  # a box truck called a car: no lower than a truck
+        ("van", 7.5, 2.3),
+        ("bus", 8.0, 2.3),  # a floor only raises
+        ("car", math.nan, 0.75),  # cut by the border: its size says nothing
+        ("bus", math.nan, 2.3),
+    ],
+)
+def test_a_box_s_size_bounds_its_class_s_point(name, size, expected):
+    h = point_heights([name], POINT_HEIGHT_M, 1)
+    got = bounded_by_size(h, np.array([size]), POINT_HEIGHT_M, POINT_SIZE_BOUNDS_M)
+    assert got == pytest.approx([expected])
+    assert bounded_by_size(h, np.array([size]), POINT_HEIGHT_M, None) == pytest.approx(h)
+
+
+def test_a_size_bound_keeps_a_world_of_flat_vehicles_flat():
+    flat = dict.fromkeys(POINT_HEIGHT_M, 0.0)
+    h = point_heights(["car", "bus"], flat, 2)
+    assert bounded_by_size(h, np.array([3.0, 9.0]), flat, POINT_SIZE_BOUNDS_M) == pytest.approx([0, 0])
 
 
 @pytest.mark.parametrize(
@@ -122,3 +166,70 @@ def test_the_defaults_and_a_bad_height_in_the_configuration():
     for bad in ({"car": -0.5}, {"bus": 7.0}):
         with pytest.raises(ConfigError, match="point height must be within 0..5 m"):
             cfg.with_overrides(speed={"point_height_m": bad})
+    assert cfg.speed.point_size_bounds_m == POINT_SIZE_BOUNDS_M
+    off = PipelineConfig.from_dict({"speed": {"point_size_bounds_m": None}})
+    assert off.speed.point_size_bounds_m is None
+    for bad in ((6.5, 5.0), (0.0, 5.0), (5.0, 80.0)):
+        with pytest.raises(ConfigError, match="point_size_bounds_m must be two sizes"):
+            cfg.with_overrides(speed={"point_size_bounds_m": list(bad)})
+
+
+CLOSE = FlightSpec(  # low and straight down: where a point's height weighs most (1.5 m is 5 % at 30 m)
+    seed=11,
+    duration_s=4.0,
+    width=960,
+    height=540,
+    altitude_m=30.0,
+    pitch_deg=-90.0,
+    drift_mps=(0.0, 0.0),
+    yaw_rate_dps=0.0,
+    n_vehicles=10,
+    mask_every=0,
+    preset="ultrafast",
+    vehicle_sizes="realistic",
+    vehicle_height=True,
+)
+
+
+@pytest.fixture(scope="module")
+def close_flight(tmp_path_factory):
+    return simulate_flight(CLOSE, tmp_path_factory.mktemp("close"))
+
+
+def _speeds_by_truth(flight, bounds, label: str | None) -> dict[tuple[int, int], float]:
+    """Every speed the pipeline reports for a car, keyed by (frame, true vehicle), with the oracle's
+    exact boxes given the class ``label`` (None: the simulator's own)."""
+    names = None if label is None else dict.fromkeys(SIM_CLASS_NAMES, label)
+    detector = OracleDetector.from_mot(flight.gt, class_names=names, jitter_px=0.3, seed=1)
+    config = PipelineConfig.from_dict({"road": {"enabled": False}, "speed": {"point_size_bounds_m": bounds}})
+    pipeline = build_pipeline(config, detector=detector)
+    truth = load_mot_gt(flight.gt, class_names=SIM_CLASS_NAMES).by_frame()
+    source, frames, _ = load_frames(flight.video, flight.srt, camera=flight.spec.camera)
+    out = {}
+    with source:
+        for frame in frames:
+            det = pipeline.process(frame).detections
+            gt = truth.get(frame.number)
+            if gt is None or not len(det) or not len(gt.ids):
+                continue
+            iou = box_iou(det.xyxy, gt.xyxy)
+            for row, speed in enumerate(det.data["speed_kmh"]):
+                j = int(np.argmax(iou[row]))
+                if np.isfinite(speed) and iou[row, j] > 0.7 and gt.class_names[j] == "car":
+                    out[(frame.number, int(gt.ids[j]))] = float(speed)
+    return out
+
+
+def test_a_car_the_detector_calls_a_bus_is_measured_by_its_box_s_size(close_flight):
+    """Every car-sized box called a bus: measured at a bus's 2.3 m point it reads 5 % slow at 30 m;
+    its box's size bounds it to a van's 1.1 m, 1.2 % from a car's own."""
+    own = _speeds_by_truth(close_flight, list(POINT_SIZE_BOUNDS_M), None)
+    bounded = _speeds_by_truth(close_flight, list(POINT_SIZE_BOUNDS_M), "bus")
+    unbounded = _speeds_by_truth(close_flight, None, "bus")
+    cars = {k for k in own if k in bounded and k in unbounded}
+    assert len(cars) > 100
+    ratio = {
+        name: np.median([runs[k] / own[k] for k in cars]) for name, runs in (("b", bounded), ("u", unbounded))
+    }
+    assert ratio["u"] == pytest.approx((30 - 2.3) / (30 - 0.75), abs=0.01), ratio
+    assert ratio["b"] == pytest.approx((30 - 1.1) / (30 - 0.75), abs=0.005), ratio
