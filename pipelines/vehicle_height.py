@@ -48,9 +48,9 @@ area) is measured no higher than a van's point, one of 6.5 m or more no lower th
 realistic grid (the shipped detector, 82,688 matched boxes) cars' and SUVs' boxes are 2.9-5.0 m (5th
 to 95th percentile; those called a bus or a truck 3.3-4.7), vans' 3.5-5.9, trucks' and buses'
 5.0-9.5 (those called a car 4.3-6.9); the whole outline of a car at 30 m straight down (the oracle's
-exact boxes) 4.1-5.0. The lower bound
-only lowers a bus's or a truck's point, the direction that reads fast, so its sigma stays the
-class's (:func:`measured_points`); the upper one only raises (docs/lab/2026-11-30-issue-39-size-bounds.md).
+exact boxes) 4.1-5.0. The lower bound only lowers a bus's or a truck's point, the direction that
+reads fast, so its sigma stays the class's (:func:`measured_points`); the upper one only raises
+(docs/lab/2026-11-30-issue-39-size-bounds.md).
 """
 
 from __future__ import annotations
