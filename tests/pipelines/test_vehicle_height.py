@@ -176,9 +176,9 @@ def test_the_defaults_and_a_bad_height_in_the_configuration():
 
 CLOSE = FlightSpec(  # low and straight down: where a point's height weighs most (1.5 m is 5 % at 30 m)
     seed=11,
-    duration_s=4.0,
-    width=960,
-    height=540,
+    duration_s=3.0,
+    width=640,
+    height=360,
     altitude_m=30.0,
     pitch_deg=-90.0,
     drift_mps=(0.0, 0.0),
