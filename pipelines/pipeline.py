@@ -265,7 +265,7 @@ class Pipeline:
             names = None if names is None else np.asarray(names)[measurable]
             sizes = ground_sizes(m_xyxy, proj, frame) if proj is not None else None
             cfg = self.config.speed
-            heights, told = measured_points(
+            heights, sig_heights = measured_points(
                 names, sizes, cfg.point_height_m, cfg.point_size_bounds_m, len(m_ids)
             )
             positions, disp = self.displacement.measure(gray, m_ids, m_xyxy, ego, proj, m_flow, heights)
@@ -288,7 +288,7 @@ class Pipeline:
                     disp[keep],
                     sizes[keep],
                     scale_sigma_frac=self._scale_terms(
-                        m_ids[keep], positions[keep], disp[keep], proj, heights[keep], told[keep], keep
+                        m_ids[keep], positions[keep], disp[keep], proj, heights[keep], sig_heights[keep], keep
                     ),
                     scale_source=scale.source if scale is not None else "",
                     row_times_s=seen[keep] - frame.timestamp_s if proj.readout_s else None,
@@ -351,13 +351,13 @@ class Pipeline:
         return speeds, ground_xy
 
     def _scale_terms(
-        self, ids, pixels, disp, proj: GroundProjector, heights, told, keep
+        self, ids, pixels, disp, proj: GroundProjector, heights, sig_heights, keep
     ) -> ScaleTerms | None:
         """Each track's scale sigma now (pipelines.height.ScaleTerms): the height's and the gimbal
         pitch's at its ground point along its direction of travel (its fitted velocity, else this
         step's displacement, else the worse axis), its measured point's height above the road
-        (pipelines.vehicle_height; ``told``: its class's, the sigma's where higher; under a moving
-        camera on its motion relative to the camera's) in quadrature. ``keep``: which of the
+        (pipelines.vehicle_height; ``sig_heights``: the heights whose share is its sigma; under a
+        moving camera on its motion relative to the camera's) in quadrature. ``keep``: which of the
         displacement stage's measured tracks these are."""
         if not len(ids):
             return None
@@ -365,7 +365,7 @@ class Pipeline:
         directions = travel_directions([self.speed.velocity(int(t)) for t in ids], disp)
         cfg = self.config.speed
         clearance = proj.height_above_ground(ground)
-        point = sigma_frac(heights, clearance, cfg.point_height_sigma_frac, np.maximum(heights, told))
+        point = sigma_frac(heights, clearance, cfg.point_height_sigma_frac, sig_heights)
         point = point * moving_camera_factor(disp, self.displacement.camera_steps[keep])
         model = self.ground.scale_model
         return track_scale_terms(self.ground.scale, model, ground, directions, point, cfg.altitude_sigma_frac)

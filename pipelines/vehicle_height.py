@@ -127,10 +127,12 @@ def measured_points(
     n: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """((n,) the height each detection's point is measured at: its class's bounded by its box's size
-    (:func:`bounded_by_size`; ``sizes_m`` None: unbounded), (n,) its class's: the speed's sigma
-    takes the higher of the two, so a point its size lowered keeps its class's uncertainty)."""
+    (:func:`bounded_by_size`; ``sizes_m`` None: unbounded), (n,) the height whose share is its
+    sigma (:func:`sigma_frac`): the higher of that and its class's, so a point its size lowered
+    keeps its class's uncertainty)."""
     told = point_heights(class_names, table, n)
-    return (told if sizes_m is None else bounded_by_size(told, sizes_m, table, bounds_m)), told
+    heights = told if sizes_m is None else bounded_by_size(told, sizes_m, table, bounds_m)
+    return heights, np.maximum(heights, told)
 
 
 def step_factor(point_height_m: np.ndarray, camera_height_m: np.ndarray) -> np.ndarray:

@@ -84,18 +84,20 @@ def _padded_windows(
     return ts, ys, sizes, valid
 
 
-def _window_size_changes(sizes: np.ndarray, valid: np.ndarray) -> np.ndarray:
+def _window_size_changes(sizes: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`size_changes` of padded windows (:func:`_padded_windows`), each over its own
-    measured sizes (a box cut by the frame's border has none): vectorised where a window's sizes
-    are all measured and at least SIZE_SMOOTHING, else one window at a time."""
+    measured sizes (a box cut by the frame's border has none: it is measured by its uncut edge),
+    and whether a window holds such a box: vectorised where a window's sizes are all measured and
+    at least SIZE_SMOOTHING, else one window at a time."""
     measured = np.isfinite(sizes) & (sizes > 0)
-    whole = (measured == valid).all(axis=1) & (valid.sum(axis=1) >= SIZE_SMOOTHING)
+    cut = (valid & ~measured).any(axis=1)
+    whole = ~cut & (valid.sum(axis=1) >= SIZE_SMOOTHING)
     changes = np.empty(len(sizes))
     if whole.any():
         changes[whole] = size_changes(sizes[whole], valid[whole])
     for g in np.flatnonzero(~whole):
         changes[g] = size_changes(sizes[g][measured[g]][None])[0]
-    return changes
+    return changes, cut
 
 
 def _recent_size(st: _TrackState) -> float:
@@ -319,10 +321,11 @@ class SpeedEstimator:
         jump lies in the history the acceleration is estimated from (a jump reads as one)."""
         return self.cfg.accel_window_s > 0 and (st.jump_t is None or now - st.jump_t > self._history_s + 1e-9)
 
-    def _ready(self, st: _TrackState, now: float) -> bool:
-        """Whether the track has the samples for an estimate (and the age, unless it may be
-        reported early: ``early_max_sigma_kmh``, checked once fitted)."""
-        return self._in_window(st, now) >= self.cfg.min_samples and (
+    def _ready(self, st: _TrackState, now: float, in_window: int) -> bool:
+        """Whether the track, ``in_window`` of its samples in the speed window, has the samples for
+        an estimate (and the age, unless it may be reported early: ``early_max_sigma_kmh``, checked
+        once fitted)."""
+        return in_window >= self.cfg.min_samples and (
             self.cfg.early_max_sigma_kmh is not None or self._of_age(st, now)
         )
 
@@ -336,9 +339,8 @@ class SpeedEstimator:
         """The estimates of the ready tracks, fitted together (:meth:`_fits`); where the config
         allows a longer window (``window_max_s``), each track's longer fit, in the same pass,
         replaces its ``window_s`` one where :meth:`_takes_longer`."""
-        ready = [
-            (tid, st, self._in_window(st, st.last_t)) for tid, st in tracks if self._ready(st, st.last_t)
-        ]
+        windows = ((tid, st, self._in_window(st, st.last_t)) for tid, st in tracks)
+        ready = [(tid, st, k) for tid, st, k in windows if self._ready(st, st.last_t, k)]
         longer = self._longer_candidates(ready)
         fits = self._fits(ready + [((tid, LONGER), st, k) for tid, st, k in longer])
         out: dict[int, SpeedEstimate] = {}
@@ -433,9 +435,7 @@ class SpeedEstimator:
                 padded,
                 self.cfg.accel_sigma_mps2,
             )
-            changes = _window_size_changes(sizes, valid)
-            # a box cut by the frame's border has no size (measured by its uncut edge instead)
-            cut = (valid & ~(np.isfinite(sizes) & (sizes > 0))).any(axis=1)
+            changes, cut = _window_size_changes(sizes, valid)
             for g, (tid, _st, k) in enumerate(group):
                 speed, fit_sigma, velocity = _speed_and_sigma(v[g], float(sig[g, 0]), float(sig[g, 1]))
                 scatter = _speed_and_sigma(v[g], float(noise[g, 0]), float(noise[g, 1]))[1]

@@ -22,6 +22,7 @@ from pipelines.vehicle_height import (
     POINT_HEIGHT_M,
     POINT_SIZE_BOUNDS_M,
     bounded_by_size,
+    measured_points,
     moving_camera_factor,
     point_heights,
     sigma_frac,
@@ -68,6 +69,10 @@ def test_a_point_its_box_s_size_lowered_keeps_its_class_s_sigma():
     got = sigma_frac(h, big_h, 0.4, np.maximum(h, told))
     assert got == pytest.approx([0.4 * 2.3 / (30 - 1.1), 0.4 * 0.75 / 29.25])
     assert sigma_frac(h, big_h, 0.4) == pytest.approx([0.4 * 1.1 / 28.9, 0.4 * 0.75 / 29.25])
+    heights, sig_heights = measured_points(
+        ["bus", "car"], np.array([4.0, 4.0]), POINT_HEIGHT_M, (5.0, 6.5), 2
+    )
+    assert heights == pytest.approx(h) and sig_heights == pytest.approx([2.3, 0.75])
 
 
 def test_point_heights_by_class_fall_back_to_vehicle():
