@@ -94,6 +94,11 @@ class MeasuringBaseOut(BaseModel):
         None, description="the frame of the base the box and snapshot are from"
     )
     snapshot_time_s: float | None = Field(None, description="... and its stream time")
+    track_id: int | None = Field(
+        None,
+        description="the track it was measured on, where not the violation's own: another track of the "
+        "same vehicle (its box split, or the tracker restarted it) that followed it longer",
+    )
 
     @classmethod
     def from_stored(cls, data: dict[str, Any] | None) -> MeasuringBaseOut | None:

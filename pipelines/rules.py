@@ -140,6 +140,8 @@ class ViolationDetector:
         self._trails: dict[int, deque[tuple[float, float, float]]] = {}  # tid -> (t, x, y) on the ground
         self._logs: dict[int, TrackLog] = {}
         self._same: dict[int, int] = {}  # track -> the track whose vehicle it is
+        # a violation's track -> the other tracks found to be its vehicle (kept while it is measured)
+        self._parts: dict[int, set[int]] = {}
         self.n_emitted = 0
         self.n_cleared = 0  # candidates measured at or below the limit over their base
 
@@ -150,6 +152,7 @@ class ViolationDetector:
         self._trails.clear()
         self._logs.clear()
         self._same.clear()
+        self._parts.clear()
 
     @property
     def open_track_ids(self) -> list[int]:
@@ -177,8 +180,7 @@ class ViolationDetector:
         """A candidate's violation over its measuring base (None: measured within the limit).
         ``held``: a reason it may not be enforceable whatever it measures (the limit changed)."""
         self._pending.pop((ep.track_id, ep.zone), None)
-        log = self._logs.get(ep.track_id)
-        run = longest_run(log.samples if log is not None else (), ep.zone)
+        measured_on, log, run = self._measured_run(ep)
         samples = [base_sample(s) for s in run]
         m = ticket.measure(samples, self.cfg, scale_sigma_frac=self.scale_sigma_frac)
         if m is not None and m.speed_kmh <= ep.limit_kmh:
@@ -203,6 +205,8 @@ class ViolationDetector:
         base = None if m is None else m.base
         if base is not None and shown is not None and base.start_time_s <= shown.t <= base.end_time_s:
             base = dataclasses.replace(base, snapshot_frame=shown.frame, snapshot_time_s=shown.t)
+        if base is not None and measured_on != ep.track_id:
+            base = dataclasses.replace(base, track_id=measured_on)
         self.n_emitted += 1
         v = Violation(
             track_id=ep.track_id,
@@ -246,6 +250,27 @@ class ViolationDetector:
             f" ({v.status_reason})" if v.status_reason else "",
         )
         return v
+
+    def _measured_run(self, ep: _Episode) -> tuple[int, TrackLog | None, list[TrackSample]]:
+        """(track, its log, the run) a candidate is measured over: the longest run in its zone of
+        any of its vehicle's tracks (its own first on a tie). Where a vehicle's box split or the
+        tracker restarted it, the violation's track may have seen it for a moment only (a part of a
+        van boxed again: 12 % slow over its 0.6 s) while another followed it for seconds; the run
+        is chosen by its length in time, never by what it measures."""
+
+        def span(run: list[TrackSample]) -> float:
+            return run[-1].t - run[0].t if run else -1.0
+
+        best: tuple[int, TrackLog | None, list[TrackSample]] | None = None
+        for tid in (ep.track_id, *sorted(self._parts.get(ep.track_id, ()))):
+            log = self._logs.get(tid)
+            run = longest_run(log.samples if log is not None else (), ep.zone)
+            if best is None or span(run) > span(best[2]):
+                best = (tid, log, run)
+        assert best is not None
+        if best[0] != ep.track_id:
+            logger.info("track %d is measured on track %d, its vehicle's longer run", ep.track_id, best[0])
+        return best
 
     def _status(
         self,
@@ -405,6 +430,9 @@ class ViolationDetector:
         """Drop the positions of tracks gone for longer than any rule looks back."""
         keep_s = max(self.lost_after_s, self.cfg.same_vehicle_gap_s)
         busy = set(self._open) | {tid for tid, _ in self._pending}
+        for root in [r for r in self._parts if r not in busy]:
+            del self._parts[root]
+        busy |= {tid for parts in self._parts.values() for tid in parts}  # a busy track's vehicle's
         for tid, log in list(self._logs.items()):
             if tid not in busy and now - log.last_seen > keep_s + 1e-9:
                 del self._logs[tid]
@@ -494,6 +522,7 @@ class ViolationDetector:
                 best, best_d = root, along + across
         if best is not None:
             self._same[tid] = best
+            self._parts.setdefault(best, set()).add(tid)
             logger.info(
                 "track %d is track %d's vehicle (%.1f m away): no second violation", tid, best, best_d
             )

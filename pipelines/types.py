@@ -312,6 +312,9 @@ class MeasuringBase:
     # the frame of the base the violation's box and snapshot were taken from (its number and time)
     snapshot_frame: int | None = None
     snapshot_time_s: float | None = None
+    # the track it was measured on where that is not the violation's own: another track of the same
+    # vehicle (its box split, or the tracker restarted it) that followed it longer
+    track_id: int | None = None
 
     @property
     def duration_s(self) -> float:
@@ -330,6 +333,7 @@ class MeasuringBase:
             "of": self.of,
             "snapshot_frame": self.snapshot_frame,
             "snapshot_time_s": None if self.snapshot_time_s is None else round(self.snapshot_time_s, 4),
+            "track_id": self.track_id,
         }
 
 

@@ -206,7 +206,7 @@ def summary_html(manifest: dict, stored: dict, record: dict | None, files: list[
         _row("Ticket speed", speed),
         _row("Tolerance", None if t["tolerance_kmh"] is None else f"{_fmt(t['tolerance_kmh'])} km/h ({t['rule']})"),
         _row("Status", f"{t['status']}" + (f": {t['status_reason']}" if t["status_reason"] else "")),
-        _row("Measuring base", f"{base.get('duration_s')} s, {base.get('distance_m')} m, {base.get('n_samples')} positions" if base else "none"),
+        _row("Measuring base", f"{base.get('duration_s')} s, {base.get('distance_m')} m, {base.get('n_samples')} positions" + (f", measured on track {base['track_id']} (the same vehicle's longer run)" if base.get("track_id") is not None else "") if base else "none"),
         _row("Scale", f"{scale.get('source')}: {scale.get('height_above_road_m')} ± {scale.get('height_sigma_m')} m above the road" if scale else "not recorded"),
         _row("Scale check", ScaleCheckResult.from_dict(check).describe() if check else "off"),
         _row("Software", f"{prov.get('name', 'airpatrol')} {prov.get('version', '?')}, commit {prov.get('commit') or 'unknown'}"),

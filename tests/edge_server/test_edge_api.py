@@ -325,7 +325,7 @@ def test_violation_filters_and_detail(seeded: RunningServer) -> None:
         assert detail["base"] == {
             "start_time_s": 0.0, "end_time_s": 1.5, "duration_s": 1.5, "start_frame": 1, "end_frame": 46,
             "distance_m": 30.0, "n_samples": 46, "index": 1, "of": 1, "snapshot_frame": 23,
-            "snapshot_time_s": 0.7333,
+            "snapshot_time_s": 0.7333, "track_id": None,  # measured on its own track
         }  # fmt: skip
         assert detail["occurred_at"].startswith("2025-06-01T12:00:00")
         assert detail["snapshot_url"] == f"/api/v1/violations/{vid}/snapshot.jpg"

@@ -227,3 +227,51 @@ def test_the_violation_carries_its_tracks_record(untrusted: set[int], in_base: i
     assert (based[0].frame, based[-1].frame) == (v.base.start_frame, v.base.end_frame)
     assert all(p.trusted for p in based) and not any(p.in_base for p in v.trace if not p.trusted)
     assert v.trace[5].ground_xy_m == (0.0, 10.0) and np.isnan(v.trace[5].gsd_m_per_px)  # no projector column
+
+
+def two_tracks_of_one_van(det: ViolationDetector, part_frames: range, whole_frames: range) -> list:
+    """A van boxed twice: track 1 on a part of it that slides along it (its positions read 52 km/h),
+    track 2 on the whole van (60 km/h, 2 m ahead on the ground): one vehicle to the rules."""
+    out = []
+    part_box, whole_box = (230.0, 100.0, 250.0, 115.0), (220.0, 100.0, 260.0, 130.0)
+    for i in range(max(part_frames.stop, whole_frames.stop) + int(1.2 * FPS)):
+        t = 2.0 + i / FPS
+        rows, speeds, gxy = [], {}, []
+        for tid, frames, kmh, box, ahead in (
+            (1, part_frames, 52.0, part_box, 0.0),
+            (2, whole_frames, 60.0, whole_box, 2.0),
+        ):
+            if i not in frames:
+                continue
+            y = kmh / 3.6 * i / FPS + ahead
+            speeds[tid] = SpeedEstimate(tid, kmh, 1.0, 30, 1.0, position_m=(0.0, y), position_t=t, segment=1)
+            rows.append((tid, box))
+            gxy.append((0.0, 60.0 / 3.6 * i / FPS + ahead))
+        d = sv.Detections(
+            xyxy=np.array([b for _, b in rows], float).reshape(-1, 4),
+            tracker_id=np.array([tid for tid, _ in rows], dtype=int),
+            data={"class_name": np.array(["van"] * len(rows))},
+        )
+        out += det.update(frame_at(i), d, speeds, np.array(gxy).reshape(-1, 2))
+    return out + det.finish()
+
+
+@pytest.mark.parametrize(
+    ("part_frames", "whole_frames", "ticket_kmh", "measured_on"),
+    [
+        (range(0, 45), range(15, 120), 60.0, 2),  # the whole van followed longer: its run is measured
+        (range(0, 90), range(15, 40), 52.0, None),  # the violation's own track's run is the longer
+    ],
+)
+def test_a_vehicle_boxed_twice_is_measured_on_its_longer_run(
+    part_frames: range, whole_frames: range, ticket_kmh: float, measured_on: int | None
+) -> None:
+    """One violation (track 1's), its ticket measured over the longest run of any of its vehicle's
+    tracks, chosen by time, not by speed; the base names the track it was measured on."""
+    (v,) = two_tracks_of_one_van(
+        ViolationDetector(RulesConfig(speed_limit_kmh=50.0)), part_frames, whole_frames
+    )
+    assert v.track_id == 1 and v.ticket_speed_kmh == pytest.approx(ticket_kmh, abs=1e-6)
+    assert v.base.track_id == measured_on and v.to_dict()["base"]["track_id"] == measured_on
+    assert v.bbox_xyxy == ((220.0, 100.0, 260.0, 130.0) if measured_on == 2 else (230.0, 100.0, 250.0, 115.0))
+    assert v.base.n_samples == len([p for p in v.trace if p.in_base])  # the record is the measured track's

@@ -181,7 +181,7 @@ export function mount(container, { events, params }) {
       [
         "Measuring base",
         base
-          ? `${num(base.start_time_s, 2)}–${num(base.end_time_s, 2)} s (${num(base.duration_s, 2)} s), frames ${base.start_frame}–${base.end_frame}, ${num(base.distance_m)} m, ${base.n_samples} positions${base.of > 1 ? `; base ${base.index} of ${base.of}` : ""}`
+          ? `${num(base.start_time_s, 2)}–${num(base.end_time_s, 2)} s (${num(base.duration_s, 2)} s), frames ${base.start_frame}–${base.end_frame}, ${num(base.distance_m)} m, ${base.n_samples} positions${base.of > 1 ? `; base ${base.index} of ${base.of}` : ""}${base.track_id != null ? `; measured on track ${base.track_id}, the same vehicle's longer run` : ""}`
           : "none",
       ],
       ["Peak per frame", `${num(v.peak_speed_kmh)} km/h ± ${num(v.sigma_kmh)} (mean ${num(v.mean_speed_kmh)}; informative, not the ticket speed)`],
