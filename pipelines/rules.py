@@ -254,9 +254,9 @@ class ViolationDetector:
     def _measured_run(self, ep: _Episode) -> tuple[int, TrackLog | None, list[TrackSample]]:
         """(track, its log, the run) a candidate is measured over: the longest run in its zone of
         any of its vehicle's tracks (its own first on a tie). Where a vehicle's box split or the
-        tracker restarted it, the violation's track may have seen it for a moment only (a part of a
-        van boxed again: 12 % slow over its 0.6 s) while another followed it for seconds; the run
-        is chosen by its length in time, never by what it measures."""
+        tracker restarted it, the violation's track may have seen it for a moment only (a box on a
+        part of a van, sliding along it: 12 % slow over its one second) while another followed the
+        whole van for four; the run is chosen by its length in time, never by what it measures."""
 
         def span(run: list[TrackSample]) -> float:
             return run[-1].t - run[0].t if run else -1.0
