@@ -11,6 +11,7 @@ helpers (:func:`point_in_zone`, :func:`zone_for_point`, :func:`limit_for_point`,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 from collections import deque
@@ -23,7 +24,16 @@ import supervision as sv
 from pipelines import ticket
 from pipelines.config import RulesConfig, ZoneConfig
 from pipelines.height import reference_key, run_scale, scale_status
-from pipelines.track_log import TrackLog, TrackSample, base_sample, longest_run, shown_sample, trace_of
+from pipelines.track_log import (
+    SeenBox,
+    TrackLog,
+    TrackSample,
+    base_sample,
+    earlier_samples,
+    longest_run,
+    shown_sample,
+    trace_of,
+)
 from pipelines.types import (
     PROPAGATED_KEY,
     Frame,
@@ -40,6 +50,7 @@ from pipelines.zones import (
     point_in_zone,
     vehicle_position,
     zone_for_point,
+    zone_of_box,
 )
 
 logger = logging.getLogger(__name__)
@@ -316,11 +327,13 @@ class ViolationDetector:
             self._remember(now, ids, speeds, gxy)
             for i in range(n):
                 tid = int(ids[i])
+                seen = SeenBox.of(frame, detections, i, gxy, _column(detections, "gsd_m_per_px", i))
+                self._logs.setdefault(tid, TrackLog()).seen.append(seen)
                 est = speeds.get(tid)
                 if est is None:
                     continue
                 zl = limit_for_point(self.cfg, points[i])
-                self._log(frame, detections, i, est, zl, gxy, scale)
+                self._log(frame, detections, i, est, zl, seen, scale)
                 if self.cfg.require_trusted and not est.trusted:
                     continue  # an untrusted speed neither extends nor breaks an episode
                 ep = self._open.get(tid)
@@ -380,7 +393,7 @@ class ViolationDetector:
         i: int,
         est: SpeedEstimate,
         zl: tuple[str, float] | None,
-        gxy: np.ndarray | None,
+        seen: SeenBox,
         scale: ScaleInfo | None = None,
     ) -> None:
         """Keep the track's measured ground position of this frame (its base is chosen from these),
@@ -392,11 +405,6 @@ class ViolationDetector:
             return
         if log.samples and est.position_t <= log.samples[-1].t:
             return  # no new position measured (carried, or a repeated frame)
-        box = detections.xyxy[i]
-        names = detections.data.get("class_name") if detections.data else None
-        ground = None
-        if gxy is not None and i < len(gxy) and np.all(np.isfinite(gxy[i])):
-            ground = (float(gxy[i, 0]), float(gxy[i, 1]))
         sample = TrackSample(
             t=float(est.position_t),
             frame=frame.number,
@@ -405,22 +413,26 @@ class ViolationDetector:
             segment=est.segment,
             trusted=bool(est.trusted),
             zone=None if zl is None else zl[0],
-            bbox=(float(box[0]), float(box[1]), float(box[2]), float(box[3])),
-            ground=ground,
+            bbox=seen.bbox,
+            ground=seen.ground,
             telemetry=frame.telemetry,
-            class_name=str(names[i]) if names is not None else "vehicle",
+            class_name=seen.class_name,
             scale_frac=est.scale_sigma_frac,
             scale_per_deg=est.scale_per_deg,
             point_frac=est.point_sigma_frac,
             scale=scale,
             speed_kmh=float(est.speed_kmh),
             sigma_kmh=float(est.sigma_kmh),
-            gsd_m_per_px=_column(detections, "gsd_m_per_px", i),
+            gsd_m_per_px=seen.gsd_m_per_px,
         )
+        if est.earlier and (not log.samples or log.samples[-1].segment != est.segment):
+            # the positions its first estimate's window held: the base may begin at the first of them
+            before = earlier_samples(est.earlier, log.seen, functools.partial(zone_of_box, self.cfg), sample)
+            log.samples.extend(b for b in before if not log.samples or b.t > log.samples[-1].t)
         candidate = tid in self._open or (tid, sample.zone) in self._pending
         near = zl is not None and est.speed_kmh >= SNAPSHOT_SHARE * zl[1]
         if (candidate or near) and sample.t - log.last_snapshot >= SNAPSHOT_EVERY_S - 1e-9:
-            sample.snapshot = crop_with_margin(frame.image, box, self.cfg.snapshot_margin_px)
+            sample.snapshot = crop_with_margin(frame.image, detections.xyxy[i], self.cfg.snapshot_margin_px)
             log.last_snapshot = sample.t
         log.samples.append(sample)
         while log.samples and log.samples[0].t < sample.t - TICKET_HISTORY_S:
@@ -434,7 +446,8 @@ class ViolationDetector:
             del self._parts[root]
         busy |= {tid for parts in self._parts.values() for tid in parts}  # a busy track's vehicle's
         for tid, log in list(self._logs.items()):
-            if tid not in busy and now - log.last_seen > keep_s + 1e-9:
+            last = max(log.last_seen, log.seen[-1].t if log.seen else -math.inf)
+            if tid not in busy and now - last > keep_s + 1e-9:
                 del self._logs[tid]
 
     def _extend(

@@ -8,15 +8,17 @@ Pure data and functions; imports only the engine's types.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from pipelines.ticket import BaseSample
-from pipelines.types import MeasuringBase, ScaleInfo, Telemetry, TrackPoint
+from pipelines.types import Frame, MeasuringBase, ScaleInfo, Telemetry, TrackPoint
 
 
 @dataclass(slots=True, eq=False)
@@ -44,9 +46,70 @@ class TrackSample:
     gsd_m_per_px: float = math.nan  # the local ground size of a pixel at the box's anchor
 
 
+@dataclass(frozen=True, slots=True)
+class SeenBox:
+    """A track's box in one frame, kept for a while whether or not it had a speed: what a sample
+    the speed stage hands in later (:attr:`~pipelines.types.SpeedEstimate.earlier`) shows of its frame."""
+
+    t: float
+    frame: int
+    bbox: tuple[float, float, float, float]
+    ground: tuple[float, float] | None
+    telemetry: Telemetry | None
+    class_name: str
+    gsd_m_per_px: float = math.nan
+
+    @classmethod
+    def of(cls, frame: Frame, detections: Any, i: int, gxy: np.ndarray | None, gsd: float) -> SeenBox:
+        """Detection ``i``'s (of supervision's ``Detections``) in ``frame``; ``gxy``: the frame's
+        positions below the drone."""
+        box = detections.xyxy[i]
+        names = detections.data.get("class_name") if detections.data else None
+        ground = None
+        if gxy is not None and i < len(gxy) and np.all(np.isfinite(gxy[i])):
+            ground = (float(gxy[i, 0]), float(gxy[i, 1]))
+        bbox = (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
+        name = str(names[i]) if names is not None else "vehicle"
+        return cls(frame.timestamp_s, frame.number, bbox, ground, frame.telemetry, name, gsd)
+
+
+SEEN_KEPT = 90  # frames of a track's boxes kept for its earlier positions (3 s at 30 fps)
+SEEN_MATCH_S = 0.05  # an earlier position's time (its frame's, plus its row's readout) to its frame's
+
+
+def earlier_samples(
+    earlier: Sequence[tuple[float, float, float]],
+    seen: Sequence[SeenBox],
+    zone_of: Callable[[tuple[float, float, float, float]], str | None],
+    template: TrackSample,
+) -> list[TrackSample]:
+    """The samples of a segment's positions before its first estimate (``earlier``: time, x, y), each
+    with its own frame's box, position below the drone, telemetry and zone (``zone_of`` its box), the
+    rest (segment, trust, scale) the first estimate's sample's (``template``), no per-frame speed; a
+    position whose frame was not seen is left out."""
+    out: list[TrackSample] = []
+    times = np.array([b.t for b in seen], dtype=np.float64)
+    for t, x, y in earlier:
+        if not len(times):
+            break
+        k = int(np.argmin(np.abs(times - t)))
+        if abs(times[k] - t) > SEEN_MATCH_S or (out and t <= out[-1].t):
+            continue
+        b = seen[k]
+        out.append(
+            dataclasses.replace(
+                template, t=float(t), frame=b.frame, x=float(x), y=float(y), zone=zone_of(b.bbox),
+                bbox=b.bbox, ground=b.ground, telemetry=b.telemetry, class_name=b.class_name,
+                snapshot=None, speed_kmh=math.nan, sigma_kmh=math.nan, gsd_m_per_px=b.gsd_m_per_px,
+            )
+        )  # fmt: skip
+    return out
+
+
 @dataclass(slots=True, eq=False)
 class TrackLog:
     samples: deque[TrackSample] = field(default_factory=deque)
+    seen: deque[SeenBox] = field(default_factory=lambda: deque(maxlen=SEEN_KEPT))  # its recent boxes
     last_seen: float = -math.inf
     last_snapshot: float = -math.inf
 

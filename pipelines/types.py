@@ -169,6 +169,10 @@ class SpeedEstimate:
     # relative change of its displacement per degree of pitch, its measured point's height's sigma
     scale_per_deg: float = float("nan")
     point_sigma_frac: float = float("nan")
+    # on a segment's first estimate: the segment's positions before ``position_m`` (time, x, y) that its
+    # window held and no estimate carried (a young track's, before it was old enough to report): the
+    # measuring base may begin there (pipelines.rules); their trust is this estimate's
+    earlier: tuple[tuple[float, float, float], ...] = ()
 
 
 # where a speed's scale came from (Violation.scale.source, SpeedEstimate.scale_source, the store's

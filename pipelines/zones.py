@@ -53,6 +53,12 @@ def limit_for_point(cfg: RulesConfig, xy: tuple[float, float] | np.ndarray) -> t
     return None
 
 
+def zone_of_box(cfg: RulesConfig, xyxy: Sequence[float]) -> str | None:
+    """The name of the zone a box's bottom centre lies in (its limit's: :func:`limit_for_point`)."""
+    zl = limit_for_point(cfg, bottom_centre(np.asarray(xyxy, dtype=np.float64).reshape(1, 4))[0])
+    return None if zl is None else zl[0]
+
+
 def is_speeding(speed_kmh: float, limit_kmh: float) -> bool:
     """True when a per-frame speed is above the limit (a candidate; the ticket is measured over a
     base, :mod:`pipelines.ticket`). Unknown speeds (NaN) never count."""

@@ -132,6 +132,8 @@ class _TrackState:
     # which continuous measurement its positions belong to: a new number wherever the
     # integration restarted or a position was carried rather than measured (SpeedEstimate.segment)
     segment: int = 0
+    segment_t: float = -math.inf  # the time its segment's first position may have (SpeedEstimate.earlier)
+    reported: int = -1  # the segment of its last estimate
     scale_frac: float = math.nan  # the scale's relative sigma at its last update (nan: the config's)
     scale_per_deg: float = math.nan  # ... its pitch sensitivity there, and its point height's sigma
     point_frac: float = math.nan  # (pipelines.height.ScaleTerms)
@@ -211,6 +213,7 @@ class SpeedEstimator:
         st.pos = st.pos + st.velocity * (timestamp_s - st.last_t)
         st.last_t = float(timestamp_s)
         st.segment = next(self._segments)  # a carried position: no base spans it
+        st.segment_t = math.nextafter(st.last_t, math.inf)
         return True
 
     def velocity(self, track_id: int) -> np.ndarray | None:
@@ -241,7 +244,7 @@ class SpeedEstimator:
         self._tracks.clear()
 
     def _restart(self, tid: int, t: float, size: float = math.nan) -> _TrackState:
-        st = _TrackState(start_t=t, last_t=t, pos=np.zeros(2), segment=next(self._segments))
+        st = _TrackState(start_t=t, last_t=t, pos=np.zeros(2), segment=next(self._segments), segment_t=t)
         st.t.append(t)
         st.xy.append((0.0, 0.0))
         st.size.append(size)
@@ -273,6 +276,7 @@ class SpeedEstimator:
             st.pos = st.pos + st.velocity * dt  # carry on at the fitted velocity, no sample
             st.last_t = t
             st.segment = next(self._segments)  # a carried position: no base spans it
+            st.segment_t = math.nextafter(t, math.inf)
             return st
         st.pos = st.pos + d
         st.last_t = t
@@ -482,6 +486,13 @@ class SpeedEstimator:
         sigma = math.hypot(fit_sigma, scale_frac * speed)
         doubt = self._doubt(st, now, size_change, max(self.cfg.window_s, float(now - window_t[0])))
         st.trusted = not doubt
+        earlier: tuple[tuple[float, float, float], ...] = ()
+        if st.reported != st.segment:  # its segment's first estimate: the positions its window held before
+            since = max(st.segment_t, float(window_t[0]))
+            earlier = tuple(
+                (t, xy[0], xy[1]) for t, xy in zip(st.t, st.xy, strict=True) if since <= t < st.t[-1]
+            )
+            st.reported = st.segment
         return SpeedEstimate(
             track_id=tid,
             speed_kmh=speed_kmh,
@@ -497,6 +508,7 @@ class SpeedEstimator:
             scale_source=self._scale_source,
             scale_per_deg=st.scale_per_deg,
             point_sigma_frac=st.point_frac,
+            earlier=earlier,
         )
 
     def _doubt(self, st: _TrackState, now: float, size_change: float, window_s: float) -> str:

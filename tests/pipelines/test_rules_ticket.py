@@ -3,6 +3,8 @@ vehicle leaves its zone, never the peak of the per-frame speeds."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import supervision as sv
@@ -275,3 +277,56 @@ def test_a_vehicle_boxed_twice_is_measured_on_its_longer_run(
     assert v.base.track_id == measured_on and v.to_dict()["base"]["track_id"] == measured_on
     assert v.bbox_xyxy == ((220.0, 100.0, 260.0, 130.0) if measured_on == 2 else (230.0, 100.0, 250.0, 115.0))
     assert v.base.n_samples == len([p for p in v.trace if p.in_base])  # the record is the measured track's
+
+
+@pytest.mark.parametrize(
+    ("young_frames", "status", "base_start"), [(15, "enforceable", 1), (0, "not_enforceable", 16)]
+)
+def test_a_young_track_s_first_positions_reach_its_base(
+    young_frames: int, status: str, base_start: int
+) -> None:
+    """A vehicle seen for 1.3 s at 60 km/h whose first 15 frames had no speed yet (a young track): its
+    first estimate hands in those positions (SpeedEstimate.earlier) and the base starts at its first
+    frame, each earlier sample with its own frame's box and no per-frame speed. Without them the run is
+    0.83 s, too short for a base."""
+    det = ViolationDetector(RulesConfig(speed_limit_kmh=50.0))
+    out = []
+    for i in range(40 + int(1.2 * FPS)):
+        t, y = 2.0 + i / FPS, 60.0 / 3.6 * i / FPS
+        if i >= 40:
+            out += det.update(frame_at(i), sv.Detections.empty(), {})
+            continue
+        box = (220.0, 100.0 + i, 260.0, 130.0 + i)
+        d = sv.Detections(
+            xyxy=np.array([box]), tracker_id=np.array([1]), data={"class_name": np.array(["car"])}
+        )
+        speeds = {}
+        if i >= 15:
+            before = tuple((2.0 + j / FPS, 0.0, 60.0 / 3.6 * j / FPS) for j in range(15 - young_frames, 15))
+            speeds[1] = SpeedEstimate(
+                1,
+                60.0,
+                1.0,
+                30,
+                1.0,
+                position_m=(0.0, y),
+                position_t=t,
+                segment=1,
+                earlier=before if i == 15 else (),
+            )
+        out += det.update(frame_at(i), d, speeds, np.array([[0.0, 5.0 + i]]))
+    (v,) = out + det.finish()
+    assert v.status == status
+    first = v.trace[0]
+    assert first.frame == base_start and first.bbox_xyxy == (
+        220.0,
+        100.0 + base_start - 1,
+        260.0,
+        130.0 + base_start - 1,
+    )
+    if young_frames:
+        assert v.ticket_speed_kmh == pytest.approx(60.0) and (v.base.start_frame, v.base.end_frame) == (1, 40)
+        assert all(math.isnan(p.speed_kmh) for p in v.trace[:15]) and v.trace[15].speed_kmh == 60.0
+        assert [p.ground_xy_m for p in v.trace[:2]] == [(0.0, 5.0), (0.0, 6.0)]  # each its own frame's
+    else:
+        assert "measuring base too short" in v.status_reason

@@ -195,6 +195,22 @@ def test_early_report_once_precise(noise_m: float, early: float | None, first_re
     assert all(abs(e.speed_kmh - 50.0) < 3 * e.sigma_kmh + 1e-6 for _, e in got)
 
 
+@pytest.mark.parametrize(("min_age", "n_earlier"), [(0.5, 15), (0.0, 5)])
+def test_a_segment_s_first_estimate_hands_in_the_positions_before_it(min_age: float, n_earlier: int) -> None:
+    """A young track's positions before its first estimate (no estimate carried them) come with that
+    estimate, each where the speed stage had it; no later estimate repeats them."""
+    times = 100.0 + np.arange(60) / 30.0
+    pos = straight(60.0, 0.0, times)
+    cfg = SpeedConfig(min_track_age_s=min_age, min_samples=6, early_max_sigma_kmh=None)
+    got = [(t, e) for t, e in run_track(SpeedEstimator(cfg), times, pos) if e is not None]
+    (t0, first), rest = got[0], got[1:]
+    assert len(first.earlier) == n_earlier and first.earlier[-1][0] < first.position_t == t0
+    assert [t for t, _, _ in first.earlier] == pytest.approx(list(times[:n_earlier]))
+    steps = np.diff(np.array([(x, y) for _, x, y in first.earlier] + [first.position_m]), axis=0)
+    assert np.hypot(*steps.T) == pytest.approx(60.0 / 3.6 / 30.0)  # the integrated positions themselves
+    assert all(e.earlier == () for _, e in rest) and all(e.segment == first.segment for _, e in rest)
+
+
 @pytest.mark.parametrize(
     "true_kmh, cap, reported", [(240.0, 250.0, True), (300.0, 250.0, False), (130.0, 120.0, False)]
 )
