@@ -333,7 +333,7 @@ class ViolationDetector:
                 if est is None:
                     continue
                 zl = limit_for_point(self.cfg, points[i])
-                self._log(frame, detections, i, est, zl, seen, scale)
+                self._log(frame, est, zl, seen, scale)
                 if self.cfg.require_trusted and not est.trusted:
                     continue  # an untrusted speed neither extends nor breaks an episode
                 ep = self._open.get(tid)
@@ -389,8 +389,6 @@ class ViolationDetector:
     def _log(
         self,
         frame: Frame,
-        detections: sv.Detections,
-        i: int,
         est: SpeedEstimate,
         zl: tuple[str, float] | None,
         seen: SeenBox,
@@ -432,7 +430,7 @@ class ViolationDetector:
         candidate = tid in self._open or (tid, sample.zone) in self._pending
         near = zl is not None and est.speed_kmh >= SNAPSHOT_SHARE * zl[1]
         if (candidate or near) and sample.t - log.last_snapshot >= SNAPSHOT_EVERY_S - 1e-9:
-            sample.snapshot = crop_with_margin(frame.image, detections.xyxy[i], self.cfg.snapshot_margin_px)
+            sample.snapshot = crop_with_margin(frame.image, seen.bbox, self.cfg.snapshot_margin_px)
             log.last_snapshot = sample.t
         log.samples.append(sample)
         while log.samples and log.samples[0].t < sample.t - TICKET_HISTORY_S:

@@ -212,8 +212,7 @@ class SpeedEstimator:
             return False
         st.pos = st.pos + st.velocity * (timestamp_s - st.last_t)
         st.last_t = float(timestamp_s)
-        st.segment = next(self._segments)  # a carried position: no base spans it
-        st.segment_t = math.nextafter(st.last_t, math.inf)
+        self._carried(st)
         return True
 
     def velocity(self, track_id: int) -> np.ndarray | None:
@@ -242,6 +241,12 @@ class SpeedEstimator:
 
     def reset(self) -> None:
         self._tracks.clear()
+
+    def _carried(self, st: _TrackState) -> None:
+        """The track's position was carried to ``last_t``, not measured: a new segment (no base spans
+        it) whose positions are those measured after it."""
+        st.segment = next(self._segments)
+        st.segment_t = math.nextafter(st.last_t, math.inf)
 
     def _restart(self, tid: int, t: float, size: float = math.nan) -> _TrackState:
         st = _TrackState(start_t=t, last_t=t, pos=np.zeros(2), segment=next(self._segments), segment_t=t)
@@ -275,8 +280,7 @@ class SpeedEstimator:
                 return self._restart(tid, t, size)
             st.pos = st.pos + st.velocity * dt  # carry on at the fitted velocity, no sample
             st.last_t = t
-            st.segment = next(self._segments)  # a carried position: no base spans it
-            st.segment_t = math.nextafter(t, math.inf)
+            self._carried(st)
             return st
         st.pos = st.pos + d
         st.last_t = t
