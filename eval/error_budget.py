@@ -269,6 +269,7 @@ def run_job(
         "speed": _speeds(r),
         "tickets": r.ticket_samples.to_json() if r.ticket_samples is not None else None,
         "scale": _scales(r),
+        "scale_check": _check(r.pipeline.get("scale_check")),
     }
     path = Path(job.result)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -276,6 +277,13 @@ def run_job(
     tmp.write_text(json.dumps(data, allow_nan=True))
     tmp.replace(path)
     return f"{job.scenario}/{job.arm}/{job.flight}: {len(data['speed']['gt_kmh'])} speeds in {data['wall_s']:.1f} s"
+
+
+def _check(summary: dict | None) -> dict | None:
+    """The session's scale check as it ended (its status, ratio, sigma, vehicles and reason)."""
+    if summary is None:
+        return None
+    return {k: summary.get(k) for k in ("status", "ratio", "sigma", "n", "reason")}
 
 
 def _succeeded(path: Path) -> bool:

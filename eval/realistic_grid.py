@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -231,7 +232,24 @@ def render_table(out: Path, markdown: bool = False) -> str:
     return (
         f"{format_rows(rows, markdown=markdown)}\n\npooled over every flight-draw:\n{pooled}\n\n"
         f"targets (cells meeting each):\n{targets}\n\nwhy tickets were not enforceable:\n{why_held(runs, arms)}"
+        f"\n\nthe scale check at each flight's end:\n{checks_at_end(runs, arms)}"
     )
+
+
+def checks_at_end(runs: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> str:
+    """Per arm, the flights' scale checks as they ended, by status (and by reason, shortened, for
+    those not ok); flights run before the check was recorded count as "not recorded"."""
+    lines = []
+    for arm in arms:
+        checks = [r.get("scale_check") for r in runs if r["arm"] == arm]
+        status = Counter("not recorded" if c is None else c["status"] for c in checks)
+        why = Counter(
+            (c.get("reason") or "").split(":")[0].split(" (")[0] for c in checks if c and c["status"] != "ok"
+        )
+        text = ", ".join(f"{k} {v}" for k, v in sorted(status.items()))
+        reasons = "; ".join(f"{k} ({v})" for k, v in why.most_common())
+        lines.append(f"{arm}: {text}" + (f"; not ok: {reasons}" if reasons else ""))
+    return "\n".join(lines)
 
 
 def why_held(runs: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> str:

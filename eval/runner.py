@@ -184,10 +184,12 @@ def run_sequence(
 def _run_metadata(
     pipeline: Any, summary: dict, cached: Any, n_frames: int, cfg: PipelineConfig, notes: list[str]
 ):
-    """The pipeline's metadata, the laser's readings (used, refused and why) and the detection cache's
-    (a recording is written now; the report says which it was)."""
+    """The pipeline's metadata, the laser's readings (used, refused and why), the scale check at the end
+    and the detection cache's (a recording is written now; the report says which it was)."""
     lrf = summary["scale"]["rangefinder"]
     metadata = dict(pipeline.metadata) | ({"rangefinder": lrf} if lrf is not None else {})
+    if summary.get("scale_check") is not None:  # the session's scale check as it ended
+        metadata["scale_check"] = summary["scale_check"]
     if cached is not None:
         cached.finish(n_frames, cfg)
         metadata["detection_cache"] = cached.metadata()

@@ -48,6 +48,7 @@ from pipelines.lane_ruler import LaneMeasure
 from pipelines.scale_check import observe
 from pipelines.scale_judge import judge
 from pipelines.scale_session import (
+    COLUMNS,
     MAX_OBSERVATIONS,
     OBSERVE_GAP,
     ScaleCheck,
@@ -199,6 +200,8 @@ class TrackValue(NamedTuple):
     sd: float
     steady: bool
     per_margin: float
+    loose: float
+    loose_sd: float
     label: str
     n: int
 
@@ -251,9 +254,11 @@ def recorded_projector(camera: np.ndarray, k: float = 1.0) -> GroundProjector:
 
 
 def value_table(tracks: Sequence[TrackValue], cfg: ScaleCheckConfig) -> tuple[np.ndarray, np.ndarray]:
-    """The tracks' values as the check's rows (n, 4: :func:`~pipelines.scale_session.track_value`'s),
+    """The tracks' values as the check's rows (n, 6: :func:`~pipelines.scale_session.track_value`'s),
     and which of them the check counts (its classes, a value)."""
-    arr = np.array([(t.mid, t.sd, 1.0 if t.steady else 0.0, t.per_margin) for t in tracks]).reshape(-1, 4)
+    arr = np.array(
+        [(t.mid, t.sd, 1.0 if t.steady else 0.0, t.per_margin, t.loose, t.loose_sd) for t in tracks]
+    ).reshape(-1, COLUMNS)
     counted = np.array([t.label in cfg.classes and np.isfinite(t.mid) for t in tracks], dtype=bool)
     return arr, counted
 
@@ -274,6 +279,7 @@ def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, Tra
     obs_var = np.full(len(rows), np.nan)
     obs_prior = np.full(len(rows), np.nan)
     obs_margin = np.full(len(rows), np.nan)
+    obs_loose = np.full((len(rows), 3), np.nan)
     prior = prior_of(cfg)
     for cam in np.unique(cams[keep], axis=0):
         sel = keep & np.all(cams == cam, axis=1)
@@ -293,6 +299,7 @@ def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, Tra
             o.var_prior,
             o.per_margin_px,
         )
+        obs_loose[sel] = np.column_stack([o.loose_px, o.loose_var, o.loose_var_prior])
     out: dict[int, TrackValue] = {}
     for tid in np.unique(ids):
         sel = (ids == tid) & np.isfinite(obs_log)
@@ -300,10 +307,12 @@ def track_values(record: dict, cfg: ScaleCheckConfig, k: float) -> dict[int, Tra
         label = max(set(labels), key=labels.count)
         first = np.flatnonzero(sel)[:MAX_OBSERVATIONS]  # as the check keeps them
         if len(first) >= cfg.min_observations:
-            value = track_value(obs_log[first], obs_var[first], obs_prior[first], obs_margin[first])
+            value = track_value(
+                obs_log[first], obs_var[first], obs_prior[first], obs_margin[first], obs_loose[first]
+            )
             out[int(tid)] = TrackValue(*value, label, int(sel.sum()))
         else:
-            out[int(tid)] = TrackValue(np.nan, np.nan, False, np.nan, label, int(sel.sum()))
+            out[int(tid)] = TrackValue(np.nan, np.nan, False, np.nan, np.nan, np.nan, label, int(sel.sum()))
     return out
 
 

@@ -181,12 +181,19 @@ class Observation:
     the prediction's (log), ``var`` (N,) its variance, ``var_prior`` (N,) the part of it that is the
     vehicle's own size (the same on every frame of one vehicle), ``per_margin_px`` (N,) how much
     the log ratio moves per pixel the detector's margin is off (the same sign on every box of a
-    session: it does not average out); NaN where a box cannot be compared."""
+    session: it does not average out); NaN where a box cannot be compared. ``loose_px``: how much
+    looser than ``margin_px`` the box is for a car's shape (:func:`observe`)."""
 
     log_ratio: np.ndarray
     var: np.ndarray
     var_prior: np.ndarray
     per_margin_px: np.ndarray
+    # the box's shape against the car's: the margin (px a side, beyond ``margin_px``) that would make
+    # its two extents read one scale (a scale moves both alike, a margin the shorter one more), its
+    # variance and the part of it that is the vehicle's own; NaN where the extents are alike
+    loose_px: np.ndarray
+    loose_var: np.ndarray
+    loose_var_prior: np.ndarray
 
 
 def observe(
@@ -209,7 +216,7 @@ def observe(
     n = len(xyxy)
     if not n:
         empty = np.zeros(0)
-        return Observation(empty, empty, empty, empty)
+        return Observation(empty, empty, empty, empty, empty, empty, empty)
     centres = place_vehicles(proj, xyxy, headings, prior.mean)
     dims = np.vstack([prior.mean, prior.mean + np.diag(prior.sd)])  # the mean, then +1 sd of each
     z = ground_under(proj, centres)
@@ -241,10 +248,20 @@ def observe(
         w = a / total[:, None]  # the combination's weights: the prior's share of its variance
         var_prior = np.einsum("ni,nij,nj->n", w, cov_prior, w)
         per_margin = (w * 2.0 / pred).sum(axis=1)  # both sides of each extent
+        # a wrong scale k makes both extents k times the car's, a margin m adds 2 m px to each: the
+        # two extents (less the margin already allowed) give both, m the margin the box's shape
+        # says it has beyond margin_px (shadows boxed with the car, another detector's margin)
+        car, net = ext[0], seen - 2.0 * margin_px
+        lever = 2.0 * (car[:, 0] - car[:, 1])
+        lever = np.where(lever != 0, lever, np.nan)
+        loose = (net[:, 1] * car[:, 0] - net[:, 0] * car[:, 1]) / lever
+        grad = np.column_stack([-car[:, 1] * seen[:, 0], car[:, 0] * seen[:, 1]]) / lever[:, None]  # per log
+        loose_var = np.einsum("ni,nij,nj->n", grad, cov, grad)
+        loose_var_prior = np.einsum("ni,nij,nj->n", grad, cov_prior, grad)
     bad = ~(np.isfinite(log_ratio) & np.isfinite(var) & (var > 0) & (seen > 0).all(axis=1))
-    for arr in (log_ratio, var, var_prior, per_margin):
+    for arr in (log_ratio, var, var_prior, per_margin, loose, loose_var, loose_var_prior):
         arr[bad] = np.nan
-    return Observation(log_ratio, var, var_prior, per_margin)
+    return Observation(log_ratio, var, var_prior, per_margin, loose, loose_var, loose_var_prior)
 
 
 @dataclass(frozen=True, slots=True)

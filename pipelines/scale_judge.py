@@ -20,7 +20,7 @@ import numpy as np
 
 from pipelines.config import ScaleCheckConfig
 from pipelines.pitch_fit import row_trend
-from pipelines.scale_check import OK, SUSPECT, UNVERIFIED, ScaleCheckResult, robust_ratio
+from pipelines.scale_check import OK, SUSPECT, UNVERIFIED, RobustRatio, ScaleCheckResult, robust_ratio
 from pipelines.types import RulerReading
 
 # how well the lane lines give the lane width through exact telemetry (log), beyond the lane width's
@@ -71,6 +71,9 @@ def car_estimate(
         return ScaleCheckResult(UNVERIFIED, n=len(steady), reason="the vehicles' sizes disagree")
     margin_se = cfg.box_margin_sigma_px * float(np.mean(steady[:, 3]))
     se = math.hypot(est.se, margin_se)
+    if (loose := loose_boxes(steady, cfg)) is not None:
+        ratio = math.exp(est.mu)
+        return ScaleCheckResult(UNVERIFIED, ratio, ratio * se, est.n, reason=loose)
     if est.spread > cfg.max_spread:
         ratio = math.exp(est.mu)
         return ScaleCheckResult(
@@ -82,6 +85,41 @@ def car_estimate(
             "partial or mislabelled boxes to judge the scale",
         )
     return Estimate("cars", est.mu, se, margin_se, est.n)
+
+
+def box_shape(values: np.ndarray, cfg: ScaleCheckConfig) -> RobustRatio | None:
+    """The margin (px a side beyond ``box_margin_px``) the cars' boxes' shape says they have, pooled
+    over the vehicles (their :func:`track_value` rows' last two columns; ``mu`` px, ``se``); None with
+    fewer than ``min_vehicles`` that tell it."""
+    if values.ndim != 2 or values.shape[1] < 6:
+        return None
+    ok = np.isfinite(values[:, 4]) & np.isfinite(values[:, 5]) & (values[:, 5] > 0)
+    if ok.sum() < cfg.min_vehicles:
+        return None
+    est = robust_ratio(values[ok, 4], values[ok, 5])
+    return est if est is not None and math.isfinite(est.se) else None
+
+
+def loose_boxes(values: np.ndarray, cfg: ScaleCheckConfig) -> str | None:
+    """Why the cars cannot be a ruler where their boxes' shape says so, else None: a wrong scale
+    makes a car's box longer and wider alike, a margin other than ``box_margin_px`` (shadows boxed
+    with the cars, another detector's, another fleet's shape) its shorter extent more. The vehicles'
+    looseness (their :func:`track_value` rows' last two columns: px a side beyond the margin, sd)
+    pooled: beyond ``z`` standard errors and the margin's own sigma, and moving the cars' reading by
+    more than half the tolerance, the cars' size says nothing about the scale."""
+    est = box_shape(values, cfg)
+    if est is None:
+        return None
+    ok = np.isfinite(values[:, 4]) & np.isfinite(values[:, 5]) & (values[:, 5] > 0)
+    shift = abs(est.mu) * float(np.mean(values[ok, 3]))  # what it moves the cars' log ratio by
+    if abs(est.mu) <= cfg.z * math.hypot(est.se, cfg.box_margin_sigma_px) or shift <= cfg.tolerance / 2:
+        return None
+    return (
+        f"the cars' boxes are not shaped like cars: their length and width disagree by what a margin "
+        f"{est.mu:+.1f} px a side beyond the detector's ({cfg.box_margin_px:g} px) would make (+-{est.se:.1f} px, "
+        f"{est.n} vehicles): shadows boxed with the cars, another detector's margin or another fleet's cars; "
+        "their size cannot tell the scale"
+    )
 
 
 def lane_estimate(log_ratios: np.ndarray, cfg: ScaleCheckConfig) -> Estimate | None:
@@ -304,11 +342,13 @@ def derived_result(est: Estimate | ScaleCheckResult, height_m: float) -> ScaleCh
 __all__ = [
     "LANE_FLOOR",
     "Estimate",
+    "box_shape",
     "car_estimate",
     "combine",
     "derived_result",
     "disagreement",
     "judge",
     "lane_estimate",
+    "loose_boxes",
     "view_check",
 ]

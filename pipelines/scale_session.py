@@ -36,7 +36,7 @@ from pipelines.lagged import LaggedWork
 from pipelines.lane_ruler import LaneMeasure, lane_search, measure_frame
 from pipelines.pitch_fit import PitchFinder, PitchFit, fit_pitch
 from pipelines.scale_check import CAR_PRIORS, UNVERIFIED, ScaleCheckResult, VehiclePrior, observe
-from pipelines.scale_judge import Estimate, combine, derived_result, judge, view_check
+from pipelines.scale_judge import Estimate, box_shape, combine, derived_result, judge, view_check
 from pipelines.types import (
     EXTRAPOLATED_KEY,
     NOT_ENFORCEABLE,
@@ -56,27 +56,48 @@ OBSERVE_GAP = 3  # frames between two observations of one vehicle
 STEADY_SIGMAS, STEADY_FLOOR = 3.0, 0.08
 
 
+# a vehicle's row in the check's table: median log ratio, its sd, steady (1/0), per margin px, and
+# how much looser than the margin its boxes are for a car's shape (px a side) with its sd
+TrackValueRow = tuple[float, float, bool, float, float, float]
+COLUMNS = 6
+
+
 @dataclass
 class _Track:
     log_ratios: list[float] = field(default_factory=list)
     var: list[float] = field(default_factory=list)
     var_prior: list[float] = field(default_factory=list)
     per_margin: list[float] = field(default_factory=list)
+    loose: list[tuple[float, float, float]] = field(default_factory=list)  # Observation's loose_*
     labels: Counter = field(default_factory=Counter)
     rows: list[float] = field(default_factory=list)  # its boxes' centre rows (share of the height, centre 0)
     last_frame: int = 0  # the check's frame count when last observed
-    _value: tuple[float, float, bool, float] | None = None  # cached until the next observation
+    _value: TrackValueRow | None = None  # cached until the next observation
 
-    def add(self, log_ratio: float, var: float, var_prior: float, per_margin: float) -> None:
+    def add(
+        self,
+        log_ratio: float,
+        var: float,
+        var_prior: float,
+        per_margin: float,
+        loose: tuple[float, float, float],
+    ) -> None:
         self.log_ratios.append(log_ratio)
         self.var.append(var)
         self.var_prior.append(var_prior)
         self.per_margin.append(per_margin)
+        self.loose.append(loose)
         self._value = None
 
-    def value(self) -> tuple[float, float, bool, float]:
+    def value(self) -> TrackValueRow:
         if self._value is None:
-            self._value = track_value(self.log_ratios, self.var, self.var_prior, self.per_margin)
+            self._value = track_value(
+                self.log_ratios,
+                self.var,
+                self.var_prior,
+                self.per_margin,
+                np.array(self.loose).reshape(-1, 3),
+            )
         return self._value
 
 
@@ -85,21 +106,35 @@ def track_value(
     var: Sequence[float] | np.ndarray,
     var_prior: Sequence[float] | np.ndarray,
     per_margin: Sequence[float] | np.ndarray,
-) -> tuple[float, float, bool, float]:
+    loose: np.ndarray | None = None,
+) -> TrackValueRow:
     """One vehicle's (median log ratio, its sd, whether its boxes hold their size, how much it moves
-    per pixel of the detector's margin) from its frames (pipelines.scale_check.observe): the
-    vehicle's own size part of the sd does not average out over frames, the pixel noise does. A
-    vehicle's box keeps its size from frame to frame within the pixel noise; a false or partial box
-    does not."""
+    per pixel of the detector's margin, how much looser than the margin its boxes are for a car's
+    shape and that one's sd) from its frames (pipelines.scale_check.observe; ``loose`` (n, 3): each
+    frame's ``loose_px``, ``loose_var``, ``loose_var_prior``; None: NaN): the vehicle's own size part
+    of an sd does not average out over frames, the pixel noise does. A vehicle's box keeps its size
+    from frame to frame within the pixel noise; a false or partial box does not."""
     x = np.asarray(log_ratios, dtype=float)
     var, var_prior = np.asarray(var, dtype=float), np.asarray(var_prior, dtype=float)
-    prior = float(np.median(var_prior))
+    mid, sd = _median_sd(x, var, var_prior)
     noise = float(np.median(np.clip(var - var_prior, 0.0, None)))
-    mid = float(np.median(x))
     within = 1.4826 * float(np.median(np.abs(x - mid)))
     steady = within <= max(STEADY_SIGMAS * math.sqrt(noise), STEADY_FLOOR)
-    sd = math.sqrt(prior + noise / len(x) * math.pi / 2)  # a median's efficiency
-    return mid, sd, steady, float(np.median(per_margin))
+    loose_mid = loose_sd = math.nan
+    if loose is not None:
+        lo = np.asarray(loose, dtype=float).reshape(-1, 3)
+        lo = lo[np.isfinite(lo).all(axis=1)]
+        if len(lo):
+            loose_mid, loose_sd = _median_sd(lo[:, 0], lo[:, 1], lo[:, 2])
+    return mid, sd, steady, float(np.median(per_margin)), loose_mid, loose_sd
+
+
+def _median_sd(x: np.ndarray, var: np.ndarray, var_prior: np.ndarray) -> tuple[float, float]:
+    """Frames' values ``x`` of one vehicle: their median and its sd, of which ``var_prior`` (the
+    vehicle's own) does not average out over frames and the rest (pixel noise) does."""
+    prior = float(np.median(var_prior))
+    noise = float(np.median(np.clip(var - var_prior, 0.0, None)))
+    return float(np.median(x)), math.sqrt(prior + noise / len(x) * math.pi / 2)  # a median's efficiency
 
 
 def prior_of(cfg: ScaleCheckConfig) -> VehiclePrior:
@@ -144,7 +179,7 @@ class ScaleCheck:
     def reset(self, why: str = "") -> None:
         self._session += 1
         self._tracks: dict[int, _Track] = {}
-        self._done: list[tuple[float, float, bool, float]] = []  # the values of finished vehicles it counts
+        self._done: list[TrackValueRow] = []  # the values of finished vehicles it counts
         self._done_rows: list[float] = []  # ... and their median rows in the image
         self._frames = self._evaluated_at = 0
         self._skipped: Counter = Counter()  # why boxes were not compared, over the session
@@ -308,6 +343,7 @@ class ScaleCheck:
                     float(obs.var[j]),
                     float(obs.var_prior[j]),
                     float(obs.per_margin_px[j]),
+                    (float(obs.loose_px[j]), float(obs.loose_var[j]), float(obs.loose_var_prior[j])),
                 )
                 self._dirty = True
 
@@ -331,19 +367,33 @@ class ScaleCheck:
                 self._done.append(t.value())
                 self._done_rows.append(float(np.median(t.rows)))
 
+    def _table(self) -> np.ndarray:
+        """The counted vehicles' :func:`track_value` rows, finished and still followed."""
+        values = self._done + [t.value() for t in self._tracks.values() if self._counts(t)]
+        return np.array(values, dtype=float).reshape(-1, COLUMNS)
+
     def _evaluate(self) -> ScaleCheckResult:
         counted = [t for t in self._tracks.values() if self._counts(t)]
-        values = self._done + [t.value() for t in counted]
         lanes = np.array(self._lanes, dtype=float)
-        table = np.array(values, dtype=float).reshape(-1, 4)
+        table = self._table()
         if self._anchor is None:
             return judge(table, self.cfg, self._too_few, lanes)
         back = math.log(self._in_use / self._anchor)  # the rulers against the height in use
         table[:, 0] += back
         est = combine(table, self.cfg, self._too_few, lanes + back, fleet_sigma=self.cfg.fleet_sigma)
-        if isinstance(est, Estimate):
+        # the view's test reads the cars' sizes alone (a tilt taken for nadir also bends their shape:
+        # the tilt is the reason to give)
+        sizes = (
+            est
+            if isinstance(est, Estimate)
+            else combine(
+                table[:, :4], self.cfg, self._too_few, lanes + back, fleet_sigma=self.cfg.fleet_sigma
+            )
+        )
+        if isinstance(sizes, Estimate):
             image_rows = np.array(self._done_rows + [float(np.median(t.rows)) for t in counted])
-            est = view_check(est, table, image_rows, self.cfg, self._pitch, self._too_few)
+            tilted = view_check(sizes, table, image_rows, self.cfg, self._pitch, self._too_few)
+            est = tilted if isinstance(tilted, ScaleCheckResult) else est
         self._derived = (
             DerivedHeight(self._in_use / math.exp(est.mu), est.se, est.n, est.ruler)
             if isinstance(est, Estimate)
@@ -412,6 +462,15 @@ class ScaleCheck:
         out["tolerance"] = self.cfg.tolerance
         out["suspect_tolerance"] = self.cfg.suspect_share
         out["skipped"] = dict(self._skipped)
+        # the margin the cars' boxes' shape says they have beyond box_margin_px (px a side): where it
+        # is far off, the cars do not judge (pipelines.scale_judge.loose_boxes); a measured margin
+        table = self._table()
+        shape = box_shape(table[table[:, 2] > 0], self.cfg)
+        out["box_shape"] = (
+            None
+            if shape is None
+            else {"margin_beyond_px": round(shape.mu, 2), "sigma_px": round(shape.se, 2), "vehicles": shape.n}
+        )
         out["restarts"] = self.resets
         out["vehicles_open"] = len(self._tracks)  # still followed; the others kept as their values
         if self._anchor is not None:  # no altitude: the scale is the rulers' own

@@ -18,6 +18,7 @@ from eval.realistic_grid import (
     cell_spec,
     render,
     same_flight,
+    checks_at_end,
     target_rows,
     why_held,
 )
@@ -158,4 +159,20 @@ def test_why_tickets_were_not_enforceable_is_counted_per_arm():
         "base: 4 violations, 1 enforceable; not: held for review: scale check suspect 2, within the tolerance 1",
         "lrf: 1 violations, 1 enforceable; not: none",
         "site: 0 violations, 0 enforceable; not: none",
+    ]
+
+
+def test_the_scale_checks_at_the_flights_end_are_counted_per_arm():
+    shape = "the cars' boxes are not shaped like cars: their length and width disagree by what a margin +9.7 px"
+    runs = [
+        {"arm": "base", "scale_check": {"status": "unverified", "reason": shape}},
+        {"arm": "base", "scale_check": {"status": "unverified", "reason": shape.replace("9.7", "4.1")}},
+        {"arm": "base", "scale_check": {"status": "ok", "reason": ""}},
+        {"arm": "base", "scale_check": {"status": "suspect", "reason": "the cars measure 1.12 times (x)"}},
+        {"arm": "lrf"},  # run before the check was recorded
+    ]
+    assert checks_at_end(runs, ["base", "lrf"]).splitlines() == [
+        "base: ok 1, suspect 1, unverified 2; not ok: the cars' boxes are not shaped like cars (2); "
+        "the cars measure 1.12 times (1)",
+        "lrf: not recorded 1",
     ]

@@ -67,6 +67,31 @@ def test_the_lens_and_the_detector_margin_are_undone(lens: LensModel | None, mar
         assert np.sign(np.median(plain.log_ratio)) == np.sign(margin)
 
 
+@pytest.mark.parametrize("pitch", [-90.0, -45.0])
+@pytest.mark.parametrize("altitude", [60.0, 100.0])
+@pytest.mark.parametrize(
+    ("k", "extra"), [(1.0, 0.0), (1.1, 0.0), (0.9, 0.0), (1.0, 6.0), (1.1, 6.0), (1.0, -2.0)]
+)
+def test_a_box_shape_tells_a_margin_from_a_scale(
+    pitch: float, altitude: float, k: float, extra: float
+) -> None:
+    """A wrong scale makes a car's box longer and wider alike; a margin beyond the detector's own
+    (shadows boxed with the car) widens its shorter extent more: ``loose_px`` reads that margin
+    whatever the scale, and nothing where there is none."""
+    true = GroundProjector.create(K, altitude, pitch)
+    centres, headings = _cars(true, n=40, seed=5)
+    boxes = predicted_boxes(true, centres, headings, PRIOR.mean) + np.array([-1.4, -1.4, 1.4, 1.4])
+    boxes = boxes + extra * np.array([-1.0, -1.0, 1.0, 1.0])
+    told = GroundProjector.create(K, altitude * k, pitch)
+    obs = observe(told, boxes, headings, PRIOR, margin_px=1.4, sigma_px=0.0)
+    w = 1.0 / obs.loose_var
+    mean = float(np.nansum(w * obs.loose_px) / np.nansum(w))
+    assert mean == pytest.approx(extra, abs=0.15 + 0.05 * abs(extra))
+    # a diagonal car's two extents move alike: it says little, and its variance says so
+    spread = np.sqrt(obs.loose_var)
+    assert np.nanmax(spread) > 5 * np.nanmin(spread)
+
+
 def test_projection_inverts_the_ground_mapping_and_heights_rise_in_an_oblique_view() -> None:
     proj = GroundProjector.create(K, 60.0, -45.0, lens=LensModel(-0.1, 0.0, 0.0, 0.0, 0.0, "t"))
     px = np.array([[400.0, 300.0], [960.0, 540.0], [1500.0, 900.0]])

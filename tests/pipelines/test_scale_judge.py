@@ -55,3 +55,52 @@ def test_one_ruler_is_its_own_reading() -> None:
     cfg = ScaleCheckConfig(lane_width_sigma_m=0.05)
     est = combine(_cars(0.0), cfg, lambda n: "too few", None)
     assert [e.ruler for e in est.rulers] == ["cars"] and est.parts == (est.rulers[0].reading(),)
+
+
+def _shaped(
+    log_ratio: float, loose_px: float, loose_sd: float = 4.0, margin_share: float = 0.02
+) -> np.ndarray:
+    """Cars as :func:`_cars`, each with how much looser than the margin its boxes are for a car's
+    shape: spread evenly about ``loose_px``, each +-``loose_sd`` px."""
+    rows = _cars(log_ratio, margin_share)
+    loose = loose_px + np.linspace(-loose_sd, loose_sd, len(rows))
+    return np.column_stack([rows, loose, np.full(len(rows), loose_sd)])
+
+
+@pytest.mark.parametrize(
+    ("cars", "loose", "margin_share", "status", "words"),
+    [
+        # boxes 8 px a side looser than a car's shape allows (+-0.6 px over 40 cars): their 14 % says
+        # nothing, and with no lanes nothing judges
+        (
+            0.14,
+            8.0,
+            0.02,
+            "unverified",
+            "not shaped like cars: their length and width disagree by what a margin +8.0 px",
+        ),
+        (-0.10, -6.0, 0.02, "unverified", "a margin -6.0 px a side beyond the detector's (1.4 px)"),
+        # a shape that fits (a right margin): the cars judge, a 10 % error is suspect, none is ok
+        (0.10, 0.3, 0.02, "suspect", "the cars measure 1.11 times their usual size"),
+        (0.0, -0.3, 0.02, "ok", ""),
+        # looser, but by what moves the cars' reading under half the tolerance: they judge
+        (0.0, 2.0, 0.005, "ok", ""),
+    ],
+)
+def test_boxes_whose_shape_is_not_a_car_do_not_judge_the_scale(
+    cars: float, loose: float, margin_share: float, status: str, words: str
+) -> None:
+    cfg = ScaleCheckConfig()
+    r = judge(_shaped(cars, loose, margin_share=margin_share), cfg, lambda n: "too few")
+    assert r.status == status, r
+    assert words in r.reason
+    if status == "unverified":  # the cars' reading is still shown
+        assert r.ratio == pytest.approx(math.exp(cars), rel=0.01)
+
+
+def test_with_loose_boxes_the_lanes_judge_alone() -> None:
+    cfg = ScaleCheckConfig(lane_width_sigma_m=0.05)
+    r = judge(_shaped(0.14, 8.0), cfg, lambda n: "too few", _lanes(0.0))
+    assert r.status == "ok" and [x.ruler for x in r.rulers] == ["lanes"], r
+    r = judge(_shaped(0.0, 8.0), cfg, lambda n: "too few", _lanes(0.12))
+    assert r.status == "suspect" and "the lanes measure 1.13 times" in r.reason, r

@@ -36,9 +36,12 @@ def _traffic(
     frames_each: int = 8,
     told_pitch: float | None = None,
     pitch_known: bool = True,
+    shadow_m: tuple[float, float] | None = None,
 ) -> None:
     """``vehicles`` vehicles crossing the view one after another, ``frames_each`` frames each, seen
-    by the true camera and measured through telemetry ``k`` times its height; then the stream ends."""
+    by the true camera and measured through telemetry ``k`` times its height; then the stream ends.
+    ``shadow_m``: each vehicle's shadow on the ground (its footprint moved by that much, m), boxed
+    with it."""
     rng = np.random.default_rng(seed)
     true = GroundProjector.create(K, altitude, pitch)
     told = GroundProjector.create(K, altitude * k, pitch if told_pitch is None else told_pitch)
@@ -52,6 +55,10 @@ def _traffic(
         for step in range(frames_each):
             centre = start + heading * speed_mps * step / 30.0
             box = predicted_boxes(true, centre[None], heading[None], dims)[0]
+            if shadow_m is not None:
+                flat = dims * np.array([1.0, 1.0, 0.0, 1.0]) + np.array([0.0, 0.0, 0.02, 0.0])
+                shade = predicted_boxes(true, (centre + np.array(shadow_m))[None], heading[None], flat)[0]
+                box = np.concatenate([np.minimum(box[:2], shade[:2]), np.maximum(box[2:], shade[2:])])
             box = box + np.array([-1.4, -1.4, 1.4, 1.4]) + rng.normal(0, 1.0, 4)
             if false_boxes:  # a box of any size on a moving target: not a vehicle
                 c = (box[:2] + box[2:]) / 2
@@ -106,6 +113,32 @@ def test_the_status_follows_the_scale_error(pitch: float, k: float, statuses: tu
     assert check.summary()["vehicles_open"] < 50  # the vehicles gone 300 frames are kept as values
     assert abs(r.ratio - k) < 3 * r.sigma + 0.01
     assert 0.003 < r.sigma < 0.02
+
+
+@pytest.mark.parametrize(("pitch", "altitude"), [(-90.0, 60.0), (-90.0, 100.0), (-60.0, 60.0)])
+@pytest.mark.parametrize("k", [1.0, 1.1])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_shadows_boxed_with_the_cars_are_not_a_scale_error(
+    pitch: float, altitude: float, k: float, seed: int
+) -> None:
+    """A low sun's shadow (0.45 m by 0.30 m, the simulator's) boxed with every car makes the cars
+    look a tenth larger and wider still: their shape says so, and the check does not judge by them
+    (it would call a right scale suspect); without the shadow the same traffic judges."""
+    check = ScaleCheck(ScaleCheckConfig())
+    _traffic(check, k=k, pitch=pitch, altitude=altitude, vehicles=60, seed=seed, shadow_m=(0.45, 0.30))
+    r = check.result
+    assert r.status == "unverified", r
+    assert "the cars' boxes are not shaped like cars" in r.reason
+    assert "px a side beyond the detector's (1.4 px)" in r.reason
+    assert r.ratio > k  # the cars alone read larger: a right scale would look too large
+    shape = check.summary()["box_shape"]  # what the shape says, for the margin to be measured
+    assert shape["vehicles"] == 60 and abs(shape["margin_beyond_px"]) > 2.5 * shape["sigma_px"], shape
+    plain = ScaleCheck(ScaleCheckConfig())
+    _traffic(plain, k=k, pitch=pitch, altitude=altitude, vehicles=60, seed=seed)
+    p = plain.result
+    assert "not shaped like cars" not in p.reason and abs(p.ratio - k) < 3 * p.sigma + 0.01, p
+    shape = plain.summary()["box_shape"]
+    assert abs(shape["margin_beyond_px"]) < 3 * shape["sigma_px"] + 0.5, shape
 
 
 @pytest.mark.parametrize(
