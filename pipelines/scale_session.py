@@ -380,7 +380,10 @@ class ScaleCheck:
             return judge(table, self.cfg, self._too_few, lanes)
         back = math.log(self._in_use / self._anchor)  # the rulers against the height in use
         table[:, 0] += back
-        est = combine(table, self.cfg, self._too_few, lanes + back, fleet_sigma=self.cfg.fleet_sigma)
+        # a pitch the cars themselves fit (+-5 deg) bends their boxes' shape as much as a margin does:
+        # there the fit and the view's test judge the view, not the shape (pipelines.scale_judge.loose_boxes)
+        shaped = table[:, :4] if self._collect else table
+        est = combine(shaped, self.cfg, self._too_few, lanes + back, fleet_sigma=self.cfg.fleet_sigma)
         # the view's test reads the cars' sizes alone (a tilt taken for nadir also bends their shape:
         # the tilt is the reason to give)
         sizes = (

@@ -16,9 +16,9 @@ from eval.realistic_grid import (
     cell_names,
     cell_of,
     cell_spec,
+    checks_at_end,
     render,
     same_flight,
-    checks_at_end,
     target_rows,
     why_held,
 )
