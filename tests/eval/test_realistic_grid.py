@@ -163,7 +163,9 @@ def test_why_tickets_were_not_enforceable_is_counted_per_arm():
 
 
 def test_the_scale_checks_at_the_flights_end_are_counted_per_arm():
-    shape = "the cars' boxes are not shaped like cars: their length and width disagree by what a margin +9.7 px"
+    shape = (
+        "the cars' boxes are not shaped like cars: their length and width disagree by what a margin +9.7 px"
+    )
     runs = [
         {"arm": "base", "scale_check": {"status": "unverified", "reason": shape}},
         {"arm": "base", "scale_check": {"status": "unverified", "reason": shape.replace("9.7", "4.1")}},
