@@ -54,8 +54,9 @@ class Estimate:
 def car_estimate(
     values: np.ndarray, cfg: ScaleCheckConfig, too_few: Callable[[int], str]
 ) -> Estimate | ScaleCheckResult:
-    """The cars' ruler from their :func:`track_value` rows (n, 4), or why there is none: the
-    unverified result the cars alone would give."""
+    """The cars' ruler from their :func:`track_value` rows (n, 6; n, 4 without their boxes' shape,
+    which is then not judged), or why there is none: the unverified result the cars alone would
+    give (boxes not shaped like cars among the reasons: :func:`loose_boxes`)."""
     steady = values[values[:, 2] > 0] if len(values) else np.zeros((0, 4))
     if len(values) >= cfg.min_vehicles and len(steady) < len(values) / 2:
         return ScaleCheckResult(
@@ -192,7 +193,7 @@ def combine(
     lanes: np.ndarray | None = None,
     fleet_sigma: float = 0.0,
 ) -> Estimate | ScaleCheckResult:
-    """The rulers' reading from the vehicles' :func:`track_value` rows (n, 4) and the lane frames'
+    """The rulers' reading from the vehicles' :func:`track_value` rows (n, 6) and the lane frames'
     log ratios (``lanes``): the inverse-variance mean of those that read (``ruler`` "cars", "lanes"
     or "cars and the lanes", ``parts`` each one's reading), or the result that says why there is
     none: unverified while neither ruler has enough (``too_few(n)`` says why for the cars), when the

@@ -8,7 +8,8 @@ frames (its median), and the session's ratio is the biweight mean over tracks. I
 
 * ``unverified``, with the reason: no usable view, too few cars yet, the vehicles stand still (a jam,
   a car park), only other classes, sizes scattered far beyond a car fleet's (false or partial boxes),
-  or not yet determined to the tolerance;
+  boxes not shaped like cars (shadows boxed with them, another detector's margin: the cars withdrawn,
+  :func:`pipelines.scale_judge.loose_boxes`), or not yet determined to the tolerance;
 * ``ok``: the ratio is within ``tolerance`` of 1, ``z`` standard errors included;
 * ``suspect``: it is off by more than ``tolerance`` beyond ``z`` standard errors.
 
