@@ -92,13 +92,18 @@ def box_shape(values: np.ndarray, cfg: ScaleCheckConfig) -> RobustRatio | None:
     """The margin (px a side beyond ``box_margin_px``) the cars' boxes' shape says they have, pooled
     over the vehicles (their :func:`track_value` rows' last two columns; ``mu`` px, ``se``); None with
     fewer than ``min_vehicles`` that tell it."""
-    if values.ndim != 2 or values.shape[1] < 6:
+    rows = _shaped(values)
+    if len(rows) < cfg.min_vehicles:
         return None
-    ok = np.isfinite(values[:, 4]) & np.isfinite(values[:, 5]) & (values[:, 5] > 0)
-    if ok.sum() < cfg.min_vehicles:
-        return None
-    est = robust_ratio(values[ok, 4], values[ok, 5])
+    est = robust_ratio(rows[:, 4], rows[:, 5])
     return est if est is not None and math.isfinite(est.se) else None
+
+
+def _shaped(values: np.ndarray) -> np.ndarray:
+    """The rows whose boxes' shape tells a margin (a finite value and sd); none without the columns."""
+    if values.ndim != 2 or values.shape[1] < 6:
+        return np.zeros((0, 6))
+    return values[np.isfinite(values[:, 4]) & np.isfinite(values[:, 5]) & (values[:, 5] > 0)]
 
 
 def loose_boxes(values: np.ndarray, cfg: ScaleCheckConfig) -> str | None:
@@ -111,8 +116,7 @@ def loose_boxes(values: np.ndarray, cfg: ScaleCheckConfig) -> str | None:
     est = box_shape(values, cfg)
     if est is None:
         return None
-    ok = np.isfinite(values[:, 4]) & np.isfinite(values[:, 5]) & (values[:, 5] > 0)
-    shift = abs(est.mu) * float(np.mean(values[ok, 3]))  # what it moves the cars' log ratio by
+    shift = abs(est.mu) * float(np.mean(_shaped(values)[:, 3]))  # what it moves the cars' log ratio by
     if abs(est.mu) <= cfg.z * math.hypot(est.se, cfg.box_margin_sigma_px) or shift <= cfg.tolerance / 2:
         return None
     return (

@@ -117,8 +117,7 @@ def track_value(
     from frame to frame within the pixel noise; a false or partial box does not."""
     x = np.asarray(log_ratios, dtype=float)
     var, var_prior = np.asarray(var, dtype=float), np.asarray(var_prior, dtype=float)
-    mid, sd = _median_sd(x, var, var_prior)
-    noise = float(np.median(np.clip(var - var_prior, 0.0, None)))
+    mid, sd, noise = _median_sd(x, var, var_prior)
     within = 1.4826 * float(np.median(np.abs(x - mid)))
     steady = within <= max(STEADY_SIGMAS * math.sqrt(noise), STEADY_FLOOR)
     loose_mid = loose_sd = math.nan
@@ -126,16 +125,18 @@ def track_value(
         lo = np.asarray(loose, dtype=float).reshape(-1, 3)
         lo = lo[np.isfinite(lo).all(axis=1)]
         if len(lo):
-            loose_mid, loose_sd = _median_sd(lo[:, 0], lo[:, 1], lo[:, 2])
+            loose_mid, loose_sd, _ = _median_sd(lo[:, 0], lo[:, 1], lo[:, 2])
     return mid, sd, steady, float(np.median(per_margin)), loose_mid, loose_sd
 
 
-def _median_sd(x: np.ndarray, var: np.ndarray, var_prior: np.ndarray) -> tuple[float, float]:
-    """Frames' values ``x`` of one vehicle: their median and its sd, of which ``var_prior`` (the
-    vehicle's own) does not average out over frames and the rest (pixel noise) does."""
+def _median_sd(x: np.ndarray, var: np.ndarray, var_prior: np.ndarray) -> tuple[float, float, float]:
+    """Frames' values ``x`` of one vehicle: their median, its sd, of which ``var_prior`` (the
+    vehicle's own) does not average out over frames and the rest (pixel noise) does, and that
+    noise's variance (median over the frames)."""
     prior = float(np.median(var_prior))
     noise = float(np.median(np.clip(var - var_prior, 0.0, None)))
-    return float(np.median(x)), math.sqrt(prior + noise / len(x) * math.pi / 2)  # a median's efficiency
+    sd = math.sqrt(prior + noise / len(x) * math.pi / 2)  # a median's efficiency
+    return float(np.median(x)), sd, noise
 
 
 def prior_of(cfg: ScaleCheckConfig) -> VehiclePrior:
@@ -368,15 +369,18 @@ class ScaleCheck:
                 self._done.append(t.value())
                 self._done_rows.append(float(np.median(t.rows)))
 
-    def _table(self) -> np.ndarray:
-        """The counted vehicles' :func:`track_value` rows, finished and still followed."""
-        values = self._done + [t.value() for t in self._tracks.values() if self._counts(t)]
-        return np.array(values, dtype=float).reshape(-1, COLUMNS)
+    def _table(self, counted: list[_Track]) -> np.ndarray:
+        """The :func:`track_value` rows of the finished vehicles and of ``counted``, those still
+        followed that count."""
+        return np.array(self._done + [t.value() for t in counted], dtype=float).reshape(-1, COLUMNS)
+
+    def _counted(self) -> list[_Track]:
+        return [t for t in self._tracks.values() if self._counts(t)]
 
     def _evaluate(self) -> ScaleCheckResult:
-        counted = [t for t in self._tracks.values() if self._counts(t)]
+        counted = self._counted()
         lanes = np.array(self._lanes, dtype=float)
-        table = self._table()
+        table = self._table(counted)
         if self._anchor is None:
             return judge(table, self.cfg, self._too_few, lanes)
         back = math.log(self._in_use / self._anchor)  # the rulers against the height in use
@@ -387,13 +391,11 @@ class ScaleCheck:
         est = combine(shaped, self.cfg, self._too_few, lanes + back, fleet_sigma=self.cfg.fleet_sigma)
         # the view's test reads the cars' sizes alone (a tilt taken for nadir also bends their shape:
         # the tilt is the reason to give)
-        sizes = (
-            est
-            if isinstance(est, Estimate)
-            else combine(
+        sizes = est
+        if not isinstance(est, Estimate) and shaped is table:  # the shape withdrew them? their sizes
+            sizes = combine(
                 table[:, :4], self.cfg, self._too_few, lanes + back, fleet_sigma=self.cfg.fleet_sigma
             )
-        )
         if isinstance(sizes, Estimate):
             image_rows = np.array(self._done_rows + [float(np.median(t.rows)) for t in counted])
             tilted = view_check(sizes, table, image_rows, self.cfg, self._pitch, self._too_few)
@@ -468,7 +470,7 @@ class ScaleCheck:
         out["skipped"] = dict(self._skipped)
         # the margin the cars' boxes' shape says they have beyond box_margin_px (px a side): where it
         # is far off, the cars do not judge (pipelines.scale_judge.loose_boxes); a measured margin
-        table = self._table()
+        table = self._table(self._counted())
         shape = box_shape(table[table[:, 2] > 0], self.cfg)
         out["box_shape"] = (
             None
