@@ -212,7 +212,12 @@ def auair_stills(root: Path, boxes: str = "detector", imgsz: int = 960) -> list[
     from training.datasets import read_auair
     from training.samples import CLASSES
 
-    entries = {e["image_name"]: e for e in json.loads((root / "annotations.json").read_text())["annotations"]}
+    try:
+        entries = {
+            e["image_name"]: e for e in json.loads((root / "annotations.json").read_text())["annotations"]
+        }
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{root / 'annotations.json'} is not AU-AIR's annotations: {exc!r}") from None
     detector = None
     if boxes == "detector":
         from pipelines.builder import build_detector_model
@@ -221,7 +226,9 @@ def auair_stills(root: Path, boxes: str = "detector", imgsz: int = 960) -> list[
     car = CLASSES.index("car")
     out = []
     for n, sample in enumerate(read_auair(root)):
-        entry = entries[sample.image.name]
+        altitude = entries.get(sample.image.name, {}).get("altitude")
+        if not isinstance(altitude, (int, float)) or not 0 < altitude / 1000.0 <= 1000:
+            raise ValueError(f"{sample.image.name}: no altitude in millimetres ({altitude!r})")
         if detector is None:
             lab = np.asarray(sample.boxes, dtype=float).reshape(-1, 5)
             xyxy = lab[lab[:, 0] == car, 1:5]
@@ -229,7 +236,7 @@ def auair_stills(root: Path, boxes: str = "detector", imgsz: int = 960) -> list[
             dets = detector.detect(Frame(n, n / 30.0, sample.load()))
             names = dets.data.get("class_name")
             xyxy = dets.xyxy if names is None else dets.xyxy[np.asarray(names) == "car"]
-        out.append(Still(sample.group, float(entry["altitude"]) / 1000.0, xyxy.reshape(-1, 4)))
+        out.append(Still(sample.group, float(altitude) / 1000.0, xyxy.reshape(-1, 4)))
     return out
 
 
@@ -269,7 +276,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"still_scale: no AU-AIR at {args.auair} (annotations.json + images/)")
     profile = get_profile(CAMERA)
     intrinsics = intrinsics_for(profile, 1920, 1080)  # AU-AIR frames: the video's size
-    verdicts = check_stills(auair_stills(args.auair, args.boxes, args.imgsz), intrinsics)
+    try:
+        stills = auair_stills(args.auair, args.boxes, args.imgsz)
+    except ValueError as exc:
+        raise SystemExit(f"still_scale: {exc}") from None
+    verdicts = check_stills(stills, intrinsics)
     print(format_verdicts(verdicts))  # noqa: T201 - a bench prints its table
     if args.json:
         args.json.write_text(json.dumps([asdict(v) for v in verdicts], indent=1))

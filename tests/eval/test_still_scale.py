@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -107,6 +108,20 @@ def test_auair_is_judged_per_video_with_the_shipped_detector(tmp_path, capsys) -
     assert "tilt deg" in capsys.readouterr().out
 
 
-def test_a_missing_folder_is_one_line(tmp_path) -> None:
-    with pytest.raises(SystemExit, match="no AU-AIR at"):
-        main(["--auair", str(tmp_path)])
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        (None, "no AU-AIR at"),
+        ("{", "is not AU-AIR's annotations"),
+        ('{"frames": []}', "is not AU-AIR's annotations"),
+        ('{"annotations": [{"image_name": "frame_1_x_1.jpg", "bbox": []}]}', "no altitude in millimetres"),
+        ('{"annotations": [{"image_name": "frame_1_x_1.jpg", "altitude": -5, "bbox": []}]}', "no altitude"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path, annotations, message) -> None:
+    (tmp_path / "images").mkdir()
+    cv2.imwrite(str(tmp_path / "images" / "frame_1_x_1.jpg"), np.zeros((1080, 1920, 3), np.uint8))
+    if annotations is not None:
+        (tmp_path / "annotations.json").write_text(annotations)
+    with pytest.raises(SystemExit, match=message):
+        main(["--auair", str(tmp_path), "--boxes", "labels"])
