@@ -188,8 +188,9 @@ def _run_metadata(
     and the detection cache's (a recording is written now; the report says which it was)."""
     lrf = summary["scale"]["rangefinder"]
     metadata = dict(pipeline.metadata) | ({"rangefinder": lrf} if lrf is not None else {})
-    if summary.get("scale_check") is not None:  # the session's scale check as it ended
-        metadata["scale_check"] = summary["scale_check"]
+    for check in ("scale_check", "pitch_check"):  # the session's checks as it ended
+        if summary.get(check) is not None:
+            metadata[check] = summary[check]
     if cached is not None:
         cached.finish(n_frames, cfg)
         metadata["detection_cache"] = cached.metadata()

@@ -26,6 +26,7 @@ from pipelines.motion.sensor_motion import IdealMotion
 from pipelines.motion.shared_detector import SharedDetector, default_batch
 from pipelines.motion.tracker import Tracker
 from pipelines.pipeline import Pipeline
+from pipelines.pitch_check import PitchCheck
 from pipelines.road_network import (
     BatchedBackend,
     OpenVINOBackend,
@@ -182,14 +183,12 @@ def build_pipeline(
         displacement=_displacement(config, refiner),
         ground=GroundModel(config.camera, terrain, derive=config.scale_check),
         speed=SpeedEstimator(config.speed),
-        rules=ViolationDetector(
-            config.rules,
-            scale_sigma_frac=config.speed.altitude_sigma_frac,
-        ),
+        rules=ViolationDetector(config.rules, scale_sigma_frac=config.speed.altitude_sigma_frac),
         metadata=meta,
         timestamps=TimestampCheck(config.tracker.frame_rate),
         keyframes=KeyframeScheduler(kcfg) if kcfg.enabled else None,
         scale_check=ScaleCheck(config.scale_check) if config.scale_check.enabled else None,
+        pitch_check=PitchCheck.from_config(config.pitch_check),
         propagator=BoxPropagator(refiner) if kcfg.enabled else None,
         relinker=TrackRelinker(
             config.tracker.relink_along_m,

@@ -483,6 +483,19 @@ class ScaleCheckConfig(_Section):
         return self.tolerance if self.suspect_tolerance is None else self.suspect_tolerance
 
 
+class PitchCheckConfig(_Section):
+    """The gimbal's pitch checked against the traffic's speeds (pipelines.pitch_check): tracks of at
+    least ``min_samples`` speeds that saw ``min_spread`` of the view's change per degree, ``ok`` /
+    ``suspect`` against ``tolerance_deg`` with ``z`` standard errors."""
+
+    enabled: bool = True
+    min_vehicles: int = Field(10, ge=2)
+    min_samples: int = Field(20, ge=4)
+    min_spread: float = Field(0.002, gt=0)
+    tolerance_deg: float = Field(1.0, gt=0, le=10)
+    z: float = Field(2.5, gt=0, le=10)
+
+
 class CheckpointConfig(_Section):
     name: str = Field(min_length=1, max_length=64)
     lat: float = Field(ge=-90, le=90)
@@ -510,6 +523,7 @@ class PipelineConfig(BaseModel):
     rules: RulesConfig = RulesConfig()
     camera: CameraConfig = CameraConfig()
     scale_check: ScaleCheckConfig = ScaleCheckConfig()
+    pitch_check: PitchCheckConfig = PitchCheckConfig()
     alerts: AlertsConfig = AlertsConfig()
 
     @field_validator("*", mode="before")

@@ -47,6 +47,7 @@ from pipelines.motion.keyframes import (
 )
 from pipelines.motion.relink import LostTrack, TrackRelinker
 from pipelines.motion.tracker import Tracker, frames_between
+from pipelines.pitch_check import PitchCheck
 from pipelines.rules import ViolationDetector
 from pipelines.scale_session import ScaleCheck, hold_for_check
 from pipelines.speed import SpeedEstimator
@@ -99,6 +100,7 @@ class Pipeline:
     relinker: TrackRelinker | None = None
     timestamps: TimestampCheck = field(default_factory=TimestampCheck)  # are speeds timed right?
     scale_check: ScaleCheck | None = None  # the scale against the vehicles' sizes (None: off)
+    pitch_check: PitchCheck | None = None  # the pitch against the traffic's speeds (None: off)
     effort: Effort = Effort()  # a live stream's rung of the effort ladder (set_effort)
 
     _prev_time: float | None = None
@@ -273,26 +275,17 @@ class Pipeline:
                 seen = frame.timestamp_s + proj.row_times(positions)  # each row's time (lens.py)
                 # a relinked track (a box of the size it had) is carried over its gap at its speed
                 # and measured from its new box on: where on the vehicle that box sits is no motion
-                bridged = np.array(
-                    [
-                        int(t) in relinked and self.speed.bridge(t, float(when), size)
-                        for t, size, when in zip(m_ids, sizes, seen, strict=True)
-                    ],
-                    dtype=bool,
-                )
-                keep = ~bridged
+                keep = ~np.array([int(t) in relinked and self.speed.bridge(t, float(when), size)
+                                  for t, size, when in zip(m_ids, sizes, seen, strict=True)], dtype=bool)  # fmt: skip
                 scale = self.ground.scale
                 speeds = self.speed.update(
-                    frame.timestamp_s,
-                    m_ids[keep],
-                    disp[keep],
-                    sizes[keep],
+                    frame.timestamp_s, m_ids[keep], disp[keep], sizes[keep],
                     scale_sigma_frac=self._scale_terms(
                         m_ids[keep], positions[keep], disp[keep], proj, heights[keep], sig_heights[keep], keep
                     ),
                     scale_source=scale.source if scale is not None else "",
                     row_times_s=seen[keep] - frame.timestamp_s if proj.readout_s else None,
-                )
+                )  # fmt: skip
                 relinked -= {int(t) for t in m_ids}  # bridged, or restarted by bridge()
             self._prev_time = frame.timestamp_s
             self.displacement.remember(frame.index, m_ids, positions, m_xyxy)
@@ -327,10 +320,11 @@ class Pipeline:
         check's update with this frame's vehicles and lanes (``mask``: the road's; its time:
         ``timings["scale_check"]``)."""
         speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings)
-        probing = self.ground.probing  # measured at a height the vehicles have not given yet
-        if probing:
+        if self.ground.probing:  # measured at a height the vehicles have not given yet
             speeds = {}
-        view = None if probing or proj is None or not len(tracked) else proj
+        elif self.pitch_check is not None:
+            self.pitch_check.update(speeds.values())
+        view = None if self.ground.probing or proj is None or not len(tracked) else proj
         ground_xy = speed_columns(tracked, ids, speeds, view, self.displacement.anchors(tracked.xyxy))
         t0 = time.perf_counter()
         if self.scale_check is not None and proj is None:
@@ -393,6 +387,8 @@ class Pipeline:
         """Measure with ``reference`` (a measured base, a session's take-off height above the road)
         from the next frame on; None: the configuration's. Call it from the thread that processes."""
         self.ground.set_reference(reference)
+        if self.pitch_check is not None:
+            self.pitch_check.reset()  # its speeds were measured through the reference's pitch
 
     def _relink(
         self, frame: Frame, tracked: sv.Detections, raw: np.ndarray, proj: GroundProjector | None
@@ -523,8 +519,8 @@ class Pipeline:
 
     def summary(self) -> dict[str, Any]:
         """What a stream's session record keeps of the engine's state: the rangefinder's readings
-        (used, refused and why), the lens and shutter corrected for, the scale check's summary, the
-        road network's runs (its mask taken, and lost: a run that failed)."""
+        (used, refused and why), the lens and shutter corrected for, the scale and pitch checks'
+        summaries, the road network's runs (its mask taken, and lost: a run that failed)."""
         out: dict[str, Any] = {}
         if self.road.segmenter is not None:
             out["road"] = {"runs": self.road.n_runs, "runs_lost": self.road.runs_lost}
@@ -534,6 +530,8 @@ class Pipeline:
         out["optics"] = self.ground.optics_summary()
         if self.scale_check is not None:
             out["scale_check"] = self.scale_check.summary()
+        if self.pitch_check is not None:
+            out["pitch_check"] = self.pitch_check.result().to_dict()
         return out
 
     def _held_by_clock(self, violations: list[Violation]) -> list[Violation]:

@@ -192,6 +192,8 @@ def run_pipeline(
         "scale": _scale_summary(pipeline, scale_sources, last_scale),
         # the scale against the vehicles' sizes (pipelines.scale_session); None: the check is off
         "scale_check": None if pipeline.scale_check is None else pipeline.scale_check.summary(),
+        # the pitch against the traffic's speeds (pipelines.pitch_check); None: the check is off
+        "pitch_check": None if pipeline.pitch_check is None else pipeline.pitch_check.result().to_dict(),
         "timings": timer.summary(),
         "pipeline": pipeline.metadata,
     }

@@ -1,0 +1,99 @@
+"""The pitch checked against the traffic's speeds (pipelines.pitch_check), on synthetic tracks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pipelines.pitch_check import PitchCheck, pooled_slope, track_slope
+from pipelines.types import SpeedEstimate
+
+
+def _traffic(eps_deg: float, vehicles: int, seed: int = 0, accel_sigma: float = 0.4, source: str = "site"):
+    """Frames of speed estimates: each vehicle crosses part of an oblique view (its per_deg rising
+    from 0.5-2 % to 3-7 % a degree), at its own speed, accelerating at its own rate, read through a
+    pitch off by ``eps_deg`` (x (1 + per_deg eps)) with 1 % noise."""
+    rng = np.random.default_rng(seed)
+    frames: list[list[SpeedEstimate]] = []
+    for k in range(vehicles):
+        v0, a = rng.uniform(12.0, 20.0), rng.normal(0.0, accel_sigma)
+        lo, hi = rng.uniform(0.005, 0.02), rng.uniform(0.03, 0.07)
+        n = int(rng.integers(40, 90))
+        if rng.random() < 0.5:
+            lo, hi = hi, lo  # coming towards the camera
+        for i in range(n):
+            t = i / 30.0
+            per_deg = lo + (hi - lo) * i / (n - 1)
+            speed = (v0 + a * t) * 3.6 * (1.0 + per_deg * eps_deg) * (1.0 + 0.01 * rng.normal())
+            frames.append([SpeedEstimate(k, speed, 1.0, 30, 1.0, scale_source=source, scale_per_deg=per_deg)])
+    return frames
+
+
+@pytest.mark.parametrize(
+    ("eps", "vehicles", "status"),
+    [
+        (0.0, 60, "ok"),
+        (0.4, 60, "ok"),
+        (2.0, 60, "suspect"),
+        (-2.5, 60, "suspect"),
+        (0.0, 6, "unverified"),  # too few vehicles yet
+    ],
+)
+def test_the_traffic_gives_the_pitch_error(eps, vehicles, status) -> None:
+    check = PitchCheck()
+    for frame in _traffic(eps, vehicles):
+        check.update(frame)
+    r = check.result()
+    assert r.status == status, r
+    if vehicles >= 10:
+        assert abs(r.error_deg - eps) <= 3.0 * r.sigma_deg, r
+        assert 0 < r.sigma_deg < 0.6 and r.n >= 0.8 * vehicles, r
+    else:
+        assert "of 10 vehicles" in r.reason and math.isnan(r.error_deg)
+    d = r.to_dict()
+    assert d["status"] == status and set(d) == {
+        "status",
+        "pitch_error_deg",
+        "sigma_deg",
+        "vehicles",
+        "reason",
+    }
+
+
+def test_a_track_that_sees_no_change_of_the_view_does_not_count_and_a_new_source_restarts() -> None:
+    check = PitchCheck()
+    flat = [[SpeedEstimate(k, 50.0 + 0.1 * i, 1.0, 30, 1.0, scale_source="site", scale_per_deg=0.01)]
+            for k in range(20) for i in range(30)]  # fmt: skip
+    for frame in flat:
+        check.update(frame)
+    assert check.result().n == 0 and check.result().status == "unverified"
+    for frame in _traffic(2.0, 40):
+        check.update(frame)
+    assert check.result().status == "suspect"
+    for frame in _traffic(0.0, 40, seed=1, source="measured_base"):
+        check.update(frame)  # the pitch is now the base's: what was measured through the old one goes
+    r = check.result()
+    assert r.status == "ok" and abs(r.error_deg) <= 3.0 * r.sigma_deg, r
+
+
+def test_untrusted_and_slow_speeds_are_left_out() -> None:
+    check = PitchCheck(min_vehicles=2)
+    for i in range(40):
+        check.update([
+            SpeedEstimate(1, 50.0 * (1 + 0.02 * i), 1.0, 30, 1.0, trusted=False, scale_source="s", scale_per_deg=0.01 * i),
+            SpeedEstimate(2, 3.0, 1.0, 30, 1.0, scale_source="s", scale_per_deg=0.01 * i),
+            SpeedEstimate(3, 40.0, 1.0, 30, 1.0, scale_source="s", scale_per_deg=float("nan")),
+        ])  # fmt: skip
+    assert check.result().n == 0
+
+
+def test_a_track_slope_and_the_pooled_slope() -> None:
+    x = np.linspace(0.01, 0.06, 50)
+    slope, spread = track_slope(x, np.log(60.0) + 1.5 * x)
+    assert slope == pytest.approx(1.5) and spread == pytest.approx(np.std(x))
+    assert math.isnan(track_slope(np.full(5, 0.02), np.arange(5.0))[0])
+    mu, se, n = pooled_slope(np.array([1.0, 1.1, 0.9, 1.05, 0.95, 30.0]), np.full(6, 0.01))
+    assert mu == pytest.approx(1.0, abs=0.05) and se < 0.1 and n == 5  # the outlier weighs nothing
+    assert pooled_slope(np.array([1.0]), np.array([0.01])) is None
