@@ -24,7 +24,8 @@ used is within ``tolerance_deg`` of the one the traffic gives (``z`` standard er
 ``suspect`` where it is off by more than that beyond them, else ``unverified`` with the reason (too
 few vehicles yet, or not yet determined). What fools it: traffic that brakes or speeds up in one part
 of the view more than another (a junction, a queue's tail), which a pitch error cannot be told from.
-Pure numpy; restarted when the scale source changes (a pitch the session measured against before).
+Pure numpy; each track keeps five running sums (its memory grows with the tracks, not the frames);
+restarted when the scale source changes (a pitch the session measured against before).
 """
 
 from __future__ import annotations
@@ -67,12 +68,19 @@ def track_slope(per_deg: np.ndarray, log_speed: np.ndarray) -> tuple[float, floa
     change it saw; NaN slope where it saw none)."""
     x = np.asarray(per_deg, dtype=float)
     y = np.asarray(log_speed, dtype=float)
-    dx = x - x.mean()
-    sxx = float((dx**2).sum())
-    spread = math.sqrt(sxx / len(x)) if len(x) else 0.0
-    if sxx <= 0:
+    return slope_from_sums(len(x), float(x.sum()), float(y.sum()), float((x * x).sum()), float((x * y).sum()))
+
+
+def slope_from_sums(n: int, sx: float, sy: float, sxx: float, sxy: float) -> tuple[float, float]:
+    """:func:`track_slope` from a track's running sums (count, sum of x, of y, of x^2, of x y): what a
+    stream keeps of each track, however long the session."""
+    if n <= 0:
+        return math.nan, 0.0
+    cxx = max(sxx - sx * sx / n, 0.0)
+    spread = math.sqrt(cxx / n)
+    if cxx <= 1e-18:
         return math.nan, spread
-    return float((dx * (y - y.mean())).sum()) / sxx, spread
+    return (sxy - sx * sy / n) / cxx, spread
 
 
 def pooled_slope(slopes: np.ndarray, spreads: np.ndarray) -> tuple[float, float, int] | None:
@@ -103,7 +111,7 @@ class PitchCheck:
     min_spread: float = 0.002  # rms change of per_deg along a track (share per degree) it must see
     tolerance_deg: float = 1.0
     z: float = 2.5
-    _tracks: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+    _tracks: dict[int, list[float]] = field(default_factory=dict)  # n, sum x, y, x^2, x y (x: per_deg)
     _source: str | None = None
 
     @classmethod
@@ -118,15 +126,20 @@ class PitchCheck:
                 self.reset()
                 self._source = s.scale_source
             if s.trusted and s.speed_kmh > 5.0 and math.isfinite(s.scale_per_deg):
-                self._tracks.setdefault(int(s.track_id), []).append((s.scale_per_deg, math.log(s.speed_kmh)))
+                x, y = s.scale_per_deg, math.log(s.speed_kmh)
+                sums = self._tracks.setdefault(int(s.track_id), [0.0] * 5)
+                sums[0] += 1.0
+                sums[1] += x
+                sums[2] += y
+                sums[3] += x * x
+                sums[4] += x * y
 
     def reset(self) -> None:
         self._tracks.clear()
         self._source = None
 
     def result(self) -> PitchCheckResult:
-        rows = [np.array(v) for v in self._tracks.values() if len(v) >= self.min_samples]
-        fits = [track_slope(r[:, 0], r[:, 1]) for r in rows]
+        fits = [slope_from_sums(int(v[0]), *v[1:]) for v in self._tracks.values() if v[0] >= self.min_samples]
         fits = [f for f in fits if math.isfinite(f[0]) and f[1] >= self.min_spread]
         if len(fits) < self.min_vehicles:
             return PitchCheckResult(
@@ -152,4 +165,7 @@ class PitchCheck:
         return PitchCheckResult(UNVERIFIED, eps, se, n, f"not yet determined to {self.tolerance_deg:g} deg")
 
 
-__all__ = ["OK", "SUSPECT", "UNVERIFIED", "PitchCheck", "PitchCheckResult", "pooled_slope", "track_slope"]
+__all__ = [
+    "OK", "SUSPECT", "UNVERIFIED", "PitchCheck", "PitchCheckResult", "pooled_slope", "slope_from_sums",
+    "track_slope",
+]  # fmt: skip

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pipelines.pitch_check import PitchCheck, pooled_slope, track_slope
+from pipelines.pitch_check import PitchCheck, pooled_slope, slope_from_sums, track_slope
 from pipelines.types import SpeedEstimate
 
 
@@ -96,4 +96,16 @@ def test_a_track_slope_and_the_pooled_slope() -> None:
     assert math.isnan(track_slope(np.full(5, 0.02), np.arange(5.0))[0])
     mu, se, n = pooled_slope(np.array([1.0, 1.1, 0.9, 1.05, 0.95, 30.0]), np.full(6, 0.01))
     assert mu == pytest.approx(1.0, abs=0.05) and se < 0.1 and n == 5  # the outlier weighs nothing
+    y = np.log(60.0) + 1.5 * x + 0.01 * np.sin(40 * x)
+    sums = (len(x), x.sum(), y.sum(), (x * x).sum(), (x * y).sum())
+    assert slope_from_sums(*sums) == pytest.approx(track_slope(x, y), rel=1e-9)
+
+
+def test_a_long_session_keeps_five_numbers_a_track() -> None:
+    check = PitchCheck()
+    for frame in _traffic(1.0, 12):
+        check.update(frame)
+    for _ in range(5000):  # a vehicle parked in view for three minutes, measured every frame
+        check.update([SpeedEstimate(99, 20.0, 1.0, 30, 1.0, scale_source="site", scale_per_deg=0.02)])
+    assert all(len(v) == 5 for v in check._tracks.values()) and check._tracks[99][0] == 5000
     assert pooled_slope(np.array([1.0]), np.array([0.01])) is None
