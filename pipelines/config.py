@@ -494,6 +494,7 @@ class PitchCheckConfig(_Section):
     min_spread: float = Field(0.002, gt=0)
     tolerance_deg: float = Field(1.0, gt=0, le=10)
     z: float = Field(2.5, gt=0, le=10)
+    sigma_floor_deg: float = Field(0.25, ge=0, le=5)  # in quadrature: what the tracks' scatter leaves out
 
 
 class CheckpointConfig(_Section):
