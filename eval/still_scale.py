@@ -42,11 +42,11 @@ from pipelines.camera import get_profile, intrinsics_for
 from pipelines.config import DetectorConfig, ScaleCheckConfig
 from pipelines.displacement import box_anchors
 from pipelines.geometry import GroundProjector
-from pipelines.pitch_fit import PITCH_FLOOR_DEG, PITCHES, row_trend
+from pipelines.pitch_fit import PITCH_FLOOR_DEG, find_crossing, row_trend
 from pipelines.scale_check import CAR_PRIORS, VehiclePrior, observe
 from pipelines.scale_judge import judge
 from pipelines.scale_session import track_value
-from pipelines.types import Frame, Intrinsics
+from pipelines.types import OK, SUSPECT, UNVERIFIED, Frame, Intrinsics
 
 log = logging.getLogger(__name__)
 
@@ -136,25 +136,14 @@ def _trend(stills, intrinsics, tilt, prior, margin_px) -> tuple[float, float, in
 def fit_tilt(
     stills: Sequence[Still], intrinsics: Intrinsics, prior: VehiclePrior, margin_px: float, z: float = 2.5
 ) -> tuple[float, float]:
-    """(tilt, sigma) in degrees at which the cars' size ratio has no trend down the image (as
-    :func:`pipelines.pitch_fit.fit_pitch`, each still through its own altitude), the sigma at least
-    ``PITCH_FLOOR_DEG``; (NaN, NaN) where fewer than ``MIN_CARS`` cars measure or no tilt fits."""
-    trends = [_trend(stills, intrinsics, float(p), prior, margin_px) for p in PITCHES]
-    slopes = np.array([t[0] for t in trends])
-    if max((t[2] for t in trends), default=0) < MIN_CARS or not np.isfinite(slopes[0]):
+    """(tilt, sigma) in degrees at which the cars' size ratio has no trend down the image
+    (:func:`pipelines.pitch_fit.find_crossing`, the engine's search, each still through its own
+    altitude), the sigma at least ``PITCH_FLOOR_DEG``; (NaN, NaN) where fewer than ``MIN_CARS`` cars
+    measure or no tilt fits."""
+    fit = find_crossing(lambda p: _trend(stills, intrinsics, p, prior, margin_px), min_vehicles=MIN_CARS, z=z)
+    if fit is None:
         return math.nan, math.nan
-    step = float(PITCHES[1] - PITCHES[0])
-    for i in range(len(PITCHES) - 1):
-        a, b = slopes[i], slopes[i + 1]
-        if np.isfinite(a) and np.isfinite(b) and a > 0 >= b:
-            p = float(PITCHES[i] + step * a / (a - b))
-            _, se, _ = _trend(stills, intrinsics, p, prior, margin_px)
-            per_deg = (a - b) / step  # how fast the trend changes with the tilt
-            return p, max(PITCH_FLOOR_DEG, se / per_deg if per_deg > 0 else math.inf)
-    if abs(slopes[0]) <= z * trends[0][1]:
-        per_deg = abs(slopes[1] - slopes[0]) / step
-        return -90.0, max(PITCH_FLOOR_DEG, trends[0][1] / per_deg if per_deg > 0 else math.inf)
-    return math.nan, math.nan
+    return fit.pitch_deg, max(PITCH_FLOOR_DEG, fit.sigma_deg)
 
 
 def check_video(
@@ -170,7 +159,7 @@ def check_video(
     cars = sum(int(np.isfinite(headings_in_image(s.boxes)).all(axis=1).sum()) for s in stills)
     if not math.isfinite(tilt):
         reason = f"the cars give no tilt ({cars} cars with a heading)"
-        return Verdict(**head, cars=cars, tilt_deg=math.nan, tilt_sigma_deg=math.nan, status="unverified",
+        return Verdict(**head, cars=cars, tilt_deg=math.nan, tilt_sigma_deg=math.nan, status=UNVERIFIED,
                        ratio=math.nan, sigma=math.nan, reason=reason, ratio_at_tilt_range=(math.nan, math.nan))  # fmt: skip
     values, _ = observations(stills, intrinsics, tilt, prior, margin)
     result = judge(values, cfg, lambda n: f"{n} cars: too few to judge")
@@ -186,11 +175,11 @@ def check_video(
         tilt_se = abs(math.log(ends[1] / ends[0])) / 2 if all(e > 0 for e in ends) else math.inf
         se = math.hypot(result.sigma / ratio, tilt_se)
         total, mu = ratio * se, math.log(ratio)
-        held = (status == "ok" and abs(mu) + cfg.z * se > math.log1p(cfg.tolerance)) or (
-            status == "suspect" and abs(mu) <= math.log1p(cfg.suspect_share) + cfg.z * se
+        held = (status == OK and abs(mu) + cfg.z * se > math.log1p(cfg.tolerance)) or (
+            status == SUSPECT and abs(mu) <= math.log1p(cfg.suspect_share) + cfg.z * se
         )
         if held:
-            status = "unverified"
+            status = UNVERIFIED
             reason = (f"the cars read {ratio:.2f}, but their tilt (fitted {tilt:+.1f} +- {sigma:.1f} deg) leaves "
                       f"+-{100 * tilt_se:.0f} %: not determined to {cfg.tolerance:.0%}")  # fmt: skip
     return Verdict(

@@ -188,7 +188,7 @@ def build_pipeline(
         timestamps=TimestampCheck(config.tracker.frame_rate),
         keyframes=KeyframeScheduler(kcfg) if kcfg.enabled else None,
         scale_check=ScaleCheck(config.scale_check) if config.scale_check.enabled else None,
-        pitch_check=PitchCheck.from_config(config.pitch_check),
+        pitch_check=PitchCheck(config.pitch_check) if config.pitch_check.enabled else None,
         propagator=BoxPropagator(refiner) if kcfg.enabled else None,
         relinker=TrackRelinker(
             config.tracker.relink_along_m,

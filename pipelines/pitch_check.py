@@ -39,13 +39,7 @@ import numpy as np
 
 from pipelines.config import PitchCheckConfig
 from pipelines.scale_check import robust_ratio
-from pipelines.types import SpeedEstimate
-
-OK, SUSPECT, UNVERIFIED = "ok", "suspect", "unverified"
-# what the tracks' scatter leaves out, in quadrature (deg): errors every track of a flight shares (a
-# lens's residual distortion, the vehicles' height, the shutter); on the realistic grid the scatter's
-# sigma alone was 1.3 times narrow (rms z 1.34 over 34 flights), with 0.25 deg 1.04
-SIGMA_FLOOR_DEG = 0.25
+from pipelines.types import OK, SUSPECT, UNVERIFIED, SpeedEstimate
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,22 +102,12 @@ def pooled_slope(slopes: np.ndarray, spreads: np.ndarray) -> tuple[float, float,
 
 @dataclass
 class PitchCheck:
-    """A session's pitch check from its tracks' speeds (see the module); ``update`` with each frame's
-    speed estimates, ``result`` when asked."""
+    """A session's pitch check from its tracks' speeds (see the module) under ``cfg``; ``update`` with
+    each frame's speed estimates, ``result`` when asked."""
 
-    min_vehicles: int = 10
-    min_samples: int = 20
-    min_spread: float = 0.002  # rms change of per_deg along a track (share per degree) it must see
-    tolerance_deg: float = 1.0
-    z: float = 2.5
-    sigma_floor_deg: float = SIGMA_FLOOR_DEG
+    cfg: PitchCheckConfig = field(default_factory=PitchCheckConfig)
     _tracks: dict[int, list[float]] = field(default_factory=dict)  # n, sum x, y, x^2, x y (x: per_deg)
     _source: str | None = None
-
-    @classmethod
-    def from_config(cls, cfg: PitchCheckConfig) -> PitchCheck | None:
-        """The check ``cfg`` asks for (None where it is off)."""
-        return cls(**cfg.model_dump(exclude={"enabled"})) if cfg.enabled else None
 
     def update(self, speeds: Iterable[SpeedEstimate]) -> None:
         """Keep each trusted estimate's (per_deg, log speed) by its track; a new scale source restarts."""
@@ -145,20 +129,21 @@ class PitchCheck:
         self._source = None
 
     def result(self) -> PitchCheckResult:
-        fits = [slope_from_sums(int(v[0]), *v[1:]) for v in self._tracks.values() if v[0] >= self.min_samples]
-        fits = [f for f in fits if math.isfinite(f[0]) and f[1] >= self.min_spread]
-        if len(fits) < self.min_vehicles:
+        cfg = self.cfg
+        fits = [slope_from_sums(int(v[0]), *v[1:]) for v in self._tracks.values() if v[0] >= cfg.min_samples]
+        fits = [f for f in fits if math.isfinite(f[0]) and f[1] >= cfg.min_spread]
+        if len(fits) < cfg.min_vehicles:
             return PitchCheckResult(
                 UNVERIFIED,
                 n=len(fits),
-                reason=f"{len(fits)} of {self.min_vehicles} vehicles that crossed enough of the view to tell",
+                reason=f"{len(fits)} of {cfg.min_vehicles} vehicles that crossed enough of the view to tell",
             )
         pooled = pooled_slope(np.array([f[0] for f in fits]), np.array([f[1] for f in fits]))
         if pooled is None:
             return PitchCheckResult(UNVERIFIED, n=len(fits), reason="the vehicles' speeds disagree")
         eps, se, n = pooled
-        se = math.hypot(se, self.sigma_floor_deg)  # what the tracks' scatter does not show (module)
-        if abs(eps) - self.z * se > self.tolerance_deg:
+        se = math.hypot(se, cfg.sigma_floor_deg)  # what the tracks' scatter does not show (module)
+        if abs(eps) - cfg.z * se > cfg.tolerance_deg:
             return PitchCheckResult(
                 SUSPECT,
                 eps,
@@ -167,12 +152,9 @@ class PitchCheck:
                 f"the traffic's speeds say the pitch used is {eps:+.1f} +- {se:.1f} deg off: speeds read "
                 "faster or slower across the view as they would through that error",
             )
-        if abs(eps) + self.z * se <= self.tolerance_deg:
+        if abs(eps) + cfg.z * se <= cfg.tolerance_deg:
             return PitchCheckResult(OK, eps, se, n)
-        return PitchCheckResult(UNVERIFIED, eps, se, n, f"not yet determined to {self.tolerance_deg:g} deg")
+        return PitchCheckResult(UNVERIFIED, eps, se, n, f"not yet determined to {cfg.tolerance_deg:g} deg")
 
 
-__all__ = [
-    "OK", "SUSPECT", "UNVERIFIED", "PitchCheck", "PitchCheckResult", "pooled_slope", "slope_from_sums",
-    "track_slope",
-]  # fmt: skip
+__all__ = ["PitchCheck", "PitchCheckResult", "pooled_slope", "slope_from_sums", "track_slope"]

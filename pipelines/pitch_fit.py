@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,7 +148,19 @@ def fit_pitch(
     ok = np.isfinite(directions).all(axis=1)
     xyxy, directions, ids = xyxy[ok], directions[ok], ids[ok]
     args = (intrinsics, xyxy, directions, ids, prior, margin_px, lens)
-    trends = [trend_at(float(p), *args) for p in PITCHES]
+    return find_crossing(lambda p: trend_at(p, *args), min_vehicles=min_vehicles, z=z)
+
+
+def find_crossing(
+    trend: Callable[[float], tuple[float, float, int]], *, min_vehicles: int, z: float
+) -> PitchFit | None:
+    """Where ``trend`` (the cars' :func:`row_trend` measured through a pitch: slope, its standard
+    error, vehicles) crosses zero from far cars small to far cars large, among :data:`PITCHES` and
+    interpolated between two, with its sigma; nadir where it crosses nowhere and the trend there is
+    within ``z`` standard errors of zero; None where fewer than ``min_vehicles`` measure, or neither.
+    :func:`fit_pitch`'s search, for any way of measuring the trend (``eval.still_scale``: stills,
+    each through its own altitude)."""
+    trends = [trend(float(p)) for p in PITCHES]
     slopes = np.array([t[0] for t in trends])
     n = max((t[2] for t in trends), default=0)
     if n < min_vehicles or not np.isfinite(slopes[0]):
@@ -156,7 +169,7 @@ def fit_pitch(
         a, b = slopes[i], slopes[i + 1]
         if np.isfinite(a) and np.isfinite(b) and a > 0 >= b:  # far cars small, then large
             p = float(PITCHES[i] + (PITCHES[i + 1] - PITCHES[i]) * a / (a - b))
-            fine = trend_at(p, *args)
+            fine = trend(p)
             return PitchFit(p, _sigma(PITCHES[i], PITCHES[i + 1], fine, b, a), fine[2])
     if abs(slopes[0]) <= z * trends[0][1]:  # no crossing, and none needed: nadir
         return PitchFit(-90.0, _sigma(PITCHES[0], PITCHES[1], trends[0], slopes[1]), trends[0][2])
@@ -247,6 +260,7 @@ __all__ = [
     "PITCH_FLOOR_DEG",
     "PitchFinder",
     "PitchFit",
+    "find_crossing",
     "fit_pitch",
     "image_directions",
     "row_trend",

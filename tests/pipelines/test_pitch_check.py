@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from pipelines.config import PitchCheckConfig
 from pipelines.pitch_check import PitchCheck, pooled_slope, slope_from_sums, track_slope
 from pipelines.types import SpeedEstimate
 
@@ -79,7 +80,7 @@ def test_a_track_that_sees_no_change_of_the_view_does_not_count_and_a_new_source
 
 
 def test_untrusted_and_slow_speeds_are_left_out() -> None:
-    check = PitchCheck(min_vehicles=2)
+    check = PitchCheck(PitchCheckConfig(min_vehicles=2))
     for i in range(40):
         check.update([
             SpeedEstimate(1, 50.0 * (1 + 0.02 * i), 1.0, 30, 1.0, trusted=False, scale_source="s", scale_per_deg=0.01 * i),
