@@ -31,4 +31,13 @@ use_service AIRPATROL_TEST_NGINX .ci/nginx-rtmp.sh "nginx with the RTMP module c
 use_service AIRPATROL_TEST_MOSQUITTO .ci/mosquitto.sh "Mosquitto could not be installed" "DJI Cloud API telemetry tests"
 use_service AIRPATROL_TEST_RTSP_PYTHON .ci/gst-rtsp.sh "the GStreamer RTSP server could not be installed" "RTSP pull tests"
 use_service AIRPATROL_TEST_GEOID .ci/proj-data.sh "proj-data (the EGM96 geoid grid) could not be installed" "vertical datum tests"
-exec .venv/bin/python -m pytest -q "$@"
+[ "$#" -gt 0 ] && exec .venv/bin/python -m pytest -q "$@"  # the tests you name, in one process
+# The whole suite in two passes (tests/conftest.py says which test goes where): the tests that may
+# share the CPU on every core (pytest-xdist; AIRPATROL_TEST_WORKERS, at most 4 by default), then the
+# serial ones alone (live streams, servers and browsers, whose timing a second test would change).
+# Both passes run; the script fails if either did.
+status=0
+.venv/bin/python -m pytest -q -m "not serial" --dist loadgroup \
+  --numprocesses "${AIRPATROL_TEST_WORKERS:-logical}" --maxprocesses "${AIRPATROL_TEST_WORKERS:-4}" || status=$?
+.venv/bin/python -m pytest -q -m serial || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+exit "$status"

@@ -28,6 +28,25 @@ def coco_openvino() -> Path:
     return shared_path("yolov8n_coco_int8", "yolov8n_int8_openvino_model")
 
 
+SERIAL_DIRS = ("edge_server", "edge_client")  # live streams, servers, browsers: timing matters
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """scripts/test.sh runs the suite in two passes: the tests that may share the CPU in parallel
+    (pytest-xdist), then the ``serial`` ones alone. Every test of the edge packages is serial (a
+    live stream's frame rate, latency and drops, a browser's page load, a killed process noticed in
+    seconds: a second test on the other core would change what they measure), unless its module
+    says ``pytestmark = pytest.mark.parallel_safe`` (API and store calls only)."""
+    here = Path(__file__).parent
+    for item in items:
+        try:
+            top = item.path.relative_to(here).parts[0]
+        except ValueError:
+            continue
+        if top in SERIAL_DIRS and item.get_closest_marker("parallel_safe") is None:
+            item.add_marker(pytest.mark.serial)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Everything imported by now (torch, OpenVINO, the app's modules: over a million objects) lives
     for the whole run: out of the garbage collector's full passes (``gc.freeze``), which otherwise

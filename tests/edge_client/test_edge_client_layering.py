@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 # dji_cloud: the DJI Cloud API OSD message (the simulated Pilot 2 writes what the server reads)
 ALLOWED_SERVER_MODULES = {

@@ -18,6 +18,8 @@ from edge_server.auth.roles import ROLES_FOR, Access, Role, allowed, who_may
 from edge_server.store import Store
 from edge_server.store.models import ApiTokenRow
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 SERVER_TOKEN = "the-servers-own-api-token"
 PASSWORD = "correct horse battery"
 

@@ -18,6 +18,8 @@ from pipelines.geometry import EARTH_RADIUS_M
 from pipelines.types import Telemetry, TrackPoint, Violation
 
 LAT, LON = 52.5200, 13.4050
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 T0 = dt.datetime(2026, 11, 28, 9, 0, tzinfo=dt.timezone.utc)
 
 

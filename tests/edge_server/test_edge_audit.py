@@ -20,6 +20,8 @@ from edge_server.store import Store
 from edge_server.store.audit import entry_hash
 from edge_server.store.database import make_engine, migrate
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 
 @pytest.fixture
 def trail(tmp_path: Path, database_url: str):

@@ -19,6 +19,8 @@ import yaml
 from edge_server.settings import ServerSettings
 from pipelines.config import PipelineConfig
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 COMPOSE = yaml.safe_load((DOCKER / "compose.yaml").read_text())
 FLEET = yaml.safe_load((DOCKER / "compose.fleet.yaml").read_text())

@@ -19,6 +19,8 @@ from edge_server.evidence.pack import EvidencePacker, file_list, manifest_bytes
 from edge_server.evidence.verify import MANIFEST, PUBLIC_KEY, SIGNATURE, verify_pack
 from edge_server.media import remove_partial_files
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 STORED = {
     "id": 7,
     "session_id": "s1",

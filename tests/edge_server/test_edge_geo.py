@@ -20,6 +20,8 @@ from test_edge_alerts import LAT, LON, speeding
 from edge_server.evidence.contents import track_point_dict
 from edge_server.geo import track_coordinates
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 
 def _placed(server, gps: bool = True, track_id: int = 1) -> int:
     """A violation the engine placed (GPS and yaw known), with its record on disk."""

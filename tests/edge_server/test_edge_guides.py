@@ -16,6 +16,8 @@ from edge_helpers import RunningServer
 
 from edge_server import guides
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 NAMES = sorted(p.stem for p in DOCS.glob("*.md"))
 LAB_NAMES = sorted(p.stem for p in (DOCS / guides.LAB).glob("*.md"))

@@ -23,6 +23,8 @@ from pipelines.geometry import GroundProjector
 from pipelines.height import HeightReference, ScaleInfo
 from pipelines.types import Frame, Telemetry
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 CAMERA = "DJI Mini 4 Pro"
 W, H = 640, 360
 

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import pytest
 from edge_helpers import TOKEN
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 LIMIT = 64 * 1024
 ROUTES = [
     ("POST", "/api/v1/webrtc/offer", "application/json"),

@@ -30,7 +30,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from pydantic import TypeAdapter
 from schemathesis import GenerationMode
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.parallel_safe]  # API calls only: the parallel pass
 
 # An SDP offer is text: generated bodies of the WHIP route (application/sdp) are sent as they are
 schemathesis.serializer.alias("application/sdp", "text/plain")

@@ -7,6 +7,8 @@ import pytest
 
 from edge_server.receive_loss import BoxOverflow, ReceiveGaps, udp_receive_buffer_errors
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 
 def _count(times) -> list[int]:
     gaps = ReceiveGaps()

@@ -17,6 +17,8 @@ from edge_server.retention.purge import Purger, RetentionPolicy
 from edge_server.store import Store
 from edge_server.store.models import ViolationRow
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 NOW = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.timezone.utc)
 FILES = ("snapshot_path", "clip_path", "source_path", "record_path", "evidence_path")
 

@@ -19,6 +19,8 @@ from edge_helpers import RunningServer, seed_store, start_server
 
 from edge_server.app import ROUTERS
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 PASSWORD = "correct horse battery"
 ROLES = ["admin", "officer", "viewer", "publisher"]
 MAY = {

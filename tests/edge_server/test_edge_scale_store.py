@@ -23,6 +23,8 @@ from edge_server.violation_csv import CSV_COLUMNS, csv_line, csv_values
 from pipelines.height import HeightReference, ScaleInfo
 from pipelines.types import ScaleCheckResult, Telemetry, Violation
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 T0 = dt.datetime(2026, 12, 4, 10, 0, tzinfo=dt.timezone.utc)
 SCALE_COLUMNS = ("height_above_road_m", "height_sigma_m", "scale_sigma_pct", "scale")
 BASE = HeightReference(

@@ -15,6 +15,9 @@ from edge_server.source_ring import SourceRing
 FPS, GOP_S = 30, 1.0  # write_video: H.264, a keyframe every second
 
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
 def video(tmp_path_factory) -> Path:
     return write_video(tmp_path_factory.mktemp("src") / "src.mp4", 8.0, FPS, 320, 180)

@@ -19,6 +19,8 @@ from edge_server.store import Base, CursorError, Store, ViolationFilter, make_en
 from edge_server.store.models import violation_status
 from pipelines.types import MeasuringBase, Telemetry, Violation
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 T0 = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.timezone.utc)
 
 

@@ -11,6 +11,8 @@ import supervision as sv
 from edge_server.stream_stats import StreamStats, TrackSummaries
 from pipelines.types import EgoMotion, Frame, FrameResult, SpeedEstimate
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 
 def _result(t: float, ids: list[int], speed_kmh: float = 40.0) -> FrameResult:
     det = sv.Detections(xyxy=np.tile([10.0, 10.0, 30.0, 20.0], (len(ids), 1)), tracker_id=np.array(ids, int))

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 STREAMS = REPO / "edge_server" / "streams"
 INGEST = [

@@ -24,6 +24,8 @@ from pipelines.errors import TelemetryError
 from pipelines.telemetry import TelemetryTrack
 from pipelines.types import Telemetry
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 GOOD = {
     "type": "telemetry",
     "timestamp": 1748779200.25,

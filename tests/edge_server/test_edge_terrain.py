@@ -12,6 +12,8 @@ from edge_client.synthetic import BrightBlobDetector, SceneRoadSegmenter
 from edge_server.app import make_pipeline_factory
 from edge_server.settings import ServerSettings, SettingsError
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 
 def site_yaml(tmp_path, dem: str) -> ServerSettings:
     path = tmp_path / "site.yaml"

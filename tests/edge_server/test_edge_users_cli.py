@@ -14,6 +14,8 @@ from airpatrol.cli import main as airpatrol
 from edge_server.auth.authenticator import Authenticator
 from edge_server.store import Store
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 PASSWORD = "correct horse battery"
 
 

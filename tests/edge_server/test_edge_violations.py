@@ -21,6 +21,8 @@ from edge_server.store import Store
 from edge_server.violations import ViolationRecorder
 from pipelines.types import MeasuringBase, Violation
 
+pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
+
 
 @pytest.mark.parametrize(
     ("preset", "crf", "motion_search"),

@@ -13,6 +13,7 @@ import yaml
 
 from airpatrol.cli import main
 
+pytestmark = pytest.mark.xdist_group("ray")  # one Ray at a time (tests/batch/test_batch_cli.py)
 TIMING_KEYS = {"fps", "wall_s", "timings", "timings_ms"}  # how fast, not what was found
 
 
