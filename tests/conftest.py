@@ -45,6 +45,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         if top in SERIAL_DIRS and item.get_closest_marker("parallel_safe") is None:
             item.add_marker(pytest.mark.serial)
+    # the slow modules first: a 30 s test handed out last keeps one worker busy while the others idle
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

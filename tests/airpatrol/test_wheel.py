@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from shared_material import REPO
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 SHIPPED = [
     "airpatrol_weights/airpatrol_vehicles_n_int8_openvino_model/airpatrol_vehicles_n.xml",

@@ -28,7 +28,7 @@ AIRPATROL = [sys.executable, "-m", "airpatrol.cli"]
 RAY_TEST_ENV = {"RAY_worker_niceness": "0"}
 # scripts/test.sh's parallel pass: the Ray tests (here and tests/eval/test_eval_batch.py) share one
 # worker, one Ray at a time on the box
-pytestmark = pytest.mark.xdist_group("ray")
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
 
 # Small simulated flights: 640x360 at 30 fps, nadir 60 m, a few vehicles each.
 SPEC = FlightSpec(duration_s=2.0, fps=30.0, width=640, height=360, altitude_m=60.0, n_vehicles=6)

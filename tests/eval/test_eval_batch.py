@@ -13,7 +13,7 @@ import yaml
 
 from airpatrol.cli import main
 
-pytestmark = pytest.mark.xdist_group("ray")  # one Ray at a time (tests/batch/test_batch_cli.py)
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.slow]  # one Ray at a time (test_batch_cli)
 TIMING_KEYS = {"fps", "wall_s", "timings", "timings_ms"}  # how fast, not what was found
 
 

@@ -20,6 +20,7 @@ sys.path.insert(0, str(EXAMPLES))
 import bare_box  # noqa: E402 - an example script, not a package
 
 WEIGHTS_PT = REPO / "weights" / "airpatrol_vehicles_n.pt"
+pytestmark = pytest.mark.slow  # the bare-box streams bench: ~25 s
 
 
 def kit_wheels() -> list[str]:
