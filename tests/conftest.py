@@ -11,6 +11,10 @@ from shared_material import shared_path
 # Keep ultralytics offline and its config inside the test session's temp space.
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("YOLO_AUTOINSTALL", "false")
+# scripts/test.sh's parallel pass: each pytest-xdist worker its own ultralytics settings file (two
+# processes writing one JSON at their first import on a fresh machine would race)
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("YOLO_CONFIG_DIR", str(Path.home() / ".config" / f"airpatrol-yolo-test-{worker}"))
 
 
 @pytest.fixture(scope="session")
