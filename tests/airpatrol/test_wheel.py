@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from shared_material import REPO
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
+# one worker of scripts/test.sh's parallel pass builds the wheel once for both tests: two `pip wheel`
+# runs in one source tree collide in its build/ folder (setuptools: "File exists")
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 SHIPPED = [
     "airpatrol_weights/airpatrol_vehicles_n_int8_openvino_model/airpatrol_vehicles_n.xml",
