@@ -56,8 +56,11 @@ setup(
     package_dir={"airpatrol_weights": "weights", "airpatrol_docs": "docs"},
     package_data={
         "edge_server": [
-            "migrations/*",
-            "migrations/**/*",
+            # the scripts, never their __pycache__ (this tree's compiled files, written and renamed
+            # by any process that runs the migrations while the wheel is built)
+            "migrations/*.py",
+            "migrations/*.mako",
+            "migrations/versions/*.py",
             "alembic.ini",
             "console_assets/*",
             "console_assets/**/*",
