@@ -33,11 +33,12 @@ use_service AIRPATROL_TEST_RTSP_PYTHON .ci/gst-rtsp.sh "the GStreamer RTSP serve
 use_service AIRPATROL_TEST_GEOID .ci/proj-data.sh "proj-data (the EGM96 geoid grid) could not be installed" "vertical datum tests"
 [ "$#" -gt 0 ] && exec .venv/bin/python -m pytest -q "$@"  # the tests you name, in one process
 # The whole suite in two passes (tests/conftest.py says which test goes where): the tests that may
-# share the CPU on every core (pytest-xdist; AIRPATROL_TEST_WORKERS, at most 4 by default), then the
-# serial ones alone (live streams, servers and browsers, whose timing a second test would change).
+# share the CPU on every core (pytest-xdist, whole files to a worker; AIRPATROL_TEST_WORKERS, at
+# most 4 by default), then the serial ones alone (live streams, servers and browsers, whose timing a
+# second test would change).
 # Both passes run; the script fails if either did.
 status=0
-.venv/bin/python -m pytest -q -m "not serial" --dist loadgroup \
+.venv/bin/python -m pytest -q -m "not serial" --dist loadfile \
   --numprocesses "${AIRPATROL_TEST_WORKERS:-logical}" --maxprocesses "${AIRPATROL_TEST_WORKERS:-4}" || status=$?
 .venv/bin/python -m pytest -q -m serial || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 exit "$status"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,6 +53,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.serial)
     # the slow modules first: a 30 s test handed out last keeps one worker busy while the others idle
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(scope="module")
+def ray_alone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One Ray on the box at a time, across the parallel pass's workers: a module that starts Ray
+    holds an exclusive lock on a file in the folder the workers' temporary folders share."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    with open(root / "ray.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

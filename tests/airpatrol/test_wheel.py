@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from shared_material import REPO
 
-# one worker of scripts/test.sh's parallel pass builds the wheel once for both tests: two `pip wheel`
-# runs in one source tree collide in its build/ folder (setuptools: "File exists")
-pytestmark = [pytest.mark.timeout(600), pytest.mark.slow, pytest.mark.xdist_group("wheel")]
+# scripts/test.sh's parallel pass hands out whole files (--dist loadfile): one worker builds the wheel
+# once for both tests (two `pip wheel` runs in one source tree collide in build/: "File exists")
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 SHIPPED = [
     "airpatrol_weights/airpatrol_vehicles_n_int8_openvino_model/airpatrol_vehicles_n.xml",

@@ -26,9 +26,8 @@ AIRPATROL = [sys.executable, "-m", "airpatrol.cli"]
 # server: kept in the product). Under other load that starved these tests' workers (a 20 s batch
 # took 230 s beside two CPU hogs, and the kill test gave up waiting): they run at normal priority.
 RAY_TEST_ENV = {"RAY_worker_niceness": "0"}
-# scripts/test.sh's parallel pass: the Ray tests (here and tests/eval/test_eval_batch.py) share one
-# worker, one Ray at a time on the box
-pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
+# scripts/test.sh's parallel pass: one Ray at a time on the box (here and tests/eval/test_eval_batch.py)
+pytestmark = [pytest.mark.usefixtures("ray_alone"), pytest.mark.slow]
 
 # Small simulated flights: 640x360 at 30 fps, nadir 60 m, a few vehicles each.
 SPEC = FlightSpec(duration_s=2.0, fps=30.0, width=640, height=360, altitude_m=60.0, n_vehicles=6)

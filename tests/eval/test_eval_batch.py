@@ -13,7 +13,7 @@ import yaml
 
 from airpatrol.cli import main
 
-pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.slow]  # one Ray at a time (test_batch_cli)
+pytestmark = [pytest.mark.usefixtures("ray_alone"), pytest.mark.slow]  # one Ray at a time (conftest)
 TIMING_KEYS = {"fps", "wall_s", "timings", "timings_ms"}  # how fast, not what was found
 
 
