@@ -56,8 +56,7 @@ setup(
     package_dir={"airpatrol_weights": "weights", "airpatrol_docs": "docs"},
     package_data={
         "edge_server": [
-            # the scripts, never their __pycache__ (this tree's compiled files, written and renamed
-            # by any process that runs the migrations while the wheel is built)
+            # the scripts it ships, never a __pycache__ beside them ("**/*" would take one along)
             "migrations/*.py",
             "migrations/*.mako",
             "migrations/versions/*.py",

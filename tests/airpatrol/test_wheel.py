@@ -69,7 +69,7 @@ def test_the_wheel_holds_the_models_and_the_migrations(wheel: Path) -> None:
     missing = [name for name in SHIPPED if name not in names]
     assert not missing, missing
     assert not any(name.startswith(("tests/", "runs/", "weights/")) for name in names)
-    assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]  # this tree's
+    assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]  # no compiled file
 
 
 def test_installed_wheel_runs_the_demo_without_the_source_tree(wheel: Path, tmp_path: Path) -> None:
