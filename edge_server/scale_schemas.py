@@ -12,7 +12,7 @@ fields) and the height-reference route; it imports pydantic and the engine's con
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -101,6 +101,21 @@ class RulerOut(BaseModel):
     n: int = Field(0, description="the vehicles (cars) or the measured frames (lanes) behind it")
 
 
+CheckOut = TypeVar("CheckOut", bound=BaseModel)
+
+
+def _stored_check(cls: type[CheckOut], data: dict[str, Any] | None, what: str) -> CheckOut | None:
+    """A check stored as JSON, as the API shows it; None when there is none or it no longer reads
+    as one (logged)."""
+    if not data:
+        return None
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        log.warning("a stored %s does not read as one (%s); shown as none", what, exc.error_count())
+        return None
+
+
 class ScaleCheckOut(BaseModel):
     """The scale check from the vehicles and the lanes on the road (issue 40;
     ``ScaleCheckResult.to_dict()``): the telemetry's scale against the sizes of the cars the session
@@ -127,13 +142,29 @@ class ScaleCheckOut(BaseModel):
     @classmethod
     def from_stored(cls, data: dict[str, Any] | None) -> ScaleCheckOut | None:
         """A stored check; None when there is none or it no longer reads as one (logged)."""
-        if not data:
-            return None
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            log.warning("a stored scale check does not read as one (%s); shown as none", exc.error_count())
-            return None
+        return _stored_check(cls, data, "scale check")
+
+
+class PitchCheckOut(BaseModel):
+    """The gimbal's pitch checked against the traffic (issue 39; ``PitchCheckResult.to_dict()``):
+    vehicles that hold their speed across an oblique view read faster or slower as they go where the
+    pitch used is off."""
+
+    status: Literal[SCALE_CHECK_STATUSES] = Field(  # type: ignore[valid-type]
+        description="unverified (reason says why: too few vehicles yet, not yet determined) | ok (within "
+        "the tolerance) | suspect (off by more than the tolerance beyond its uncertainty)"
+    )
+    pitch_error_deg: float | None = Field(
+        None, description="the pitch used minus the one the traffic's speeds give (deg); null until enough"
+    )
+    sigma_deg: float | None = Field(None, description="its one standard deviation (deg)")
+    vehicles: int = Field(0, description="the tracks behind it")
+    reason: str = Field("", description="why it is unverified or suspect; empty when ok")
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any] | None) -> PitchCheckOut | None:
+        """A stored check; None when there is none or it no longer reads as one (logged)."""
+        return _stored_check(cls, data, "pitch check")
 
 
 class BaseLineIn(BaseModel):

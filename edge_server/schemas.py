@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from edge_server.alerts.schemas import CheckpointOut
 from edge_server.evidence.schemas import EvidenceOut, LegalHoldOut
-from edge_server.scale_schemas import ScaleCheckOut, ScaleOut, ScaleSource
+from edge_server.scale_schemas import PitchCheckOut, ScaleCheckOut, ScaleOut, ScaleSource
 from edge_server.settings import PLAIN_ID
 from edge_server.store import SORTS, SessionRow, TrackRow, ViolationRow, violation_status
 from pipelines.config import TicketRule, ToleranceMode
@@ -170,6 +170,11 @@ class ViolationOut(BaseModel):
     scale_check: ScaleCheckOut | None = Field(
         None, description="the scale against the cars' sizes: status, ratio, its sigma, vehicles, reason"
     )
+    # the session's pitch check against the traffic (issue 39): null before it, and off
+    pitch_check: PitchCheckOut | None = Field(
+        None,
+        description="the gimbal's pitch against the traffic's speeds: status, error (deg), sigma, reason",
+    )
     evidence: EvidenceOut | None = Field(None, description="the signed evidence pack; null: none made yet")
     legal_hold: LegalHoldOut | None = Field(None, description="kept whatever the retention; null: none")
     media_purged_at: dt.datetime | None = Field(None, description="when retention removed its media")
@@ -226,6 +231,7 @@ class ViolationOut(BaseModel):
             scale_sigma_pct=row.scale_sigma_pct,
             scale=ScaleOut.from_stored(row.scale),
             scale_check=ScaleCheckOut.from_stored(row.scale_check),
+            pitch_check=PitchCheckOut.from_stored(getattr(row, "pitch_check", None)),
             evidence=EvidenceOut.from_row(row, f"{prefix}/violations/{row.id}/evidence.zip"),
             legal_hold=LegalHoldOut.from_row(row),
             media_purged_at=getattr(row, "media_purged_at", None),

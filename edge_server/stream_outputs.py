@@ -164,6 +164,8 @@ class StreamOutputs:
                 "scale": self.stats.scale.to_dict() if self.stats.scale is not None else None,
                 # the session's scale check from the vehicles (None: off)
                 "scale_check": None if self.stats.scale_check is None else self.stats.scale_check.to_dict(),
+                # the session's pitch check against the traffic (None: off)
+                "pitch_check": None if self.stats.pitch_check is None else self.stats.pitch_check.to_dict(),
                 # what is wrong with the frame timestamps now (None: nothing): speeds are timed by them
                 "clock_problem": self.stats.clock_problem or None,
                 "engine_pid": self.engine_pid,  # the stream's engine process (None: a thread of the server)

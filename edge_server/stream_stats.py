@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.height import ScaleInfo
-from pipelines.types import FrameResult, ScaleCheckResult
+from pipelines.types import FrameResult, PitchCheckResult, ScaleCheckResult
 
 _QUANTILES = (("p50", 50), ("p95", 95), ("max", 100))
 
@@ -61,6 +61,7 @@ class StreamStats:
     gsd_m_per_px: float | None = None
     scale: ScaleInfo | None = None  # its height above the road and sigmas (pipelines.height)
     scale_check: ScaleCheckResult | None = None  # the session's scale check (pipelines.scale_session)
+    pitch_check: PitchCheckResult | None = None  # the session's pitch check (pipelines.pitch_check)
     # what is wrong with the frame timestamps speeds are timed by, now ("" when nothing:
     # pipelines.timestamps), and every such problem seen, with how many frames it held for
     clock_problem: str = ""

@@ -2,7 +2,8 @@
 order, safe to open in a spreadsheet. Columns are only ever appended (a spreadsheet or script that
 reads them by position keeps working): the ticket's came after ``server_id``; the measuring base is
 flattened into ``base_*`` columns; the scale's (issue 39) came last, its pitch and height reference
-flattened into ``scale_*`` columns; the scale check's (issue 40) after them as ``scale_check_*``."""
+flattened into ``scale_*`` columns; the scale check's (issue 40) after them as ``scale_check_*``,
+then the pitch check's (issue 39) as ``pitch_check_*``."""
 
 from __future__ import annotations
 
@@ -65,6 +66,12 @@ CSV_COLUMNS = (
     "scale_check_sigma",
     "scale_check_n",
     "scale_check_reason",
+    # the pitch check against the traffic (issue 39): empty on rows stored before it
+    "pitch_check_status",
+    "pitch_check_error_deg",
+    "pitch_check_sigma_deg",
+    "pitch_check_vehicles",
+    "pitch_check_reason",
 )
 BASE_PREFIX = "base_"
 # A text cell a spreadsheet would run as a formula (OWASP "CSV injection"): quoted with a leading '.
@@ -99,6 +106,10 @@ def csv_values(violation: ViolationOut) -> list[Any]:
     check = data["scale_check"] or {}
     for key in ("status", "ratio", "sigma", "n", "reason"):
         data[f"scale_check_{key}"] = check.get(key)
+    pitch = data["pitch_check"] or {}
+    for key in ("status", "sigma_deg", "vehicles", "reason"):
+        data[f"pitch_check_{key}"] = pitch.get(key)
+    data["pitch_check_error_deg"] = pitch.get("pitch_error_deg")
     return [_cell(data[name]) for name in CSV_COLUMNS]
 
 

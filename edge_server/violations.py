@@ -37,7 +37,7 @@ from edge_server.store import Store, ViolationRow
 from pipelines.checkpoints import Checkpoint, next_checkpoint, travel_heading
 from pipelines.config import AlertsConfig
 from pipelines.rules import crop_with_margin
-from pipelines.types import ScaleCheckResult, Telemetry, Violation
+from pipelines.types import PitchCheckResult, ScaleCheckResult, Telemetry, Violation
 
 log = logging.getLogger(__name__)
 
@@ -181,12 +181,14 @@ class ViolationRecorder:
             log.exception("session %s: the record of violation %d not kept", self.session_id, violation_id)
             return None
 
-    def hold_recorded(self, check: ScaleCheckResult) -> list[int]:
-        """The session's scale check turned to a status the site holds: its enforceable violations
-        stored so far are held for review too (pipelines.scale_session.hold_for_check, live), each
-        announced (``violation.updated``, as a review is); returns their ids."""
+    def hold_recorded(self, check: ScaleCheckResult | PitchCheckResult) -> list[int]:
+        """The session's scale or pitch check turned to a status the site holds: its enforceable
+        violations stored so far are held for review too (pipelines.scale_session.hold_for_check,
+        pipelines.pitch_check.hold_for_pitch, live), each announced (``violation.updated``, as a
+        review is); returns their ids."""
         reason = f"held for review: {check.describe()} (found after it closed)"
-        ids = self.store.hold_enforceable(self.session_id, reason, check.to_dict())
+        kind = "pitch_check" if isinstance(check, PitchCheckResult) else "scale_check"
+        ids = self.store.hold_enforceable(self.session_id, reason, check.to_dict(), kind)
         if ids:
             log.warning(
                 "session %s: %s: violations %s held for review", self.session_id, check.describe(), ids

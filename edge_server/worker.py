@@ -22,6 +22,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,13 +41,14 @@ from pipelines.annotate import annotate
 from pipelines.config import RulesConfig
 from pipelines.height import HeightReference
 from pipelines.serialize import to_jsonable
-from pipelines.types import Frame, FrameResult, ScaleCheckResult
+from pipelines.types import Frame, FrameResult, PitchCheckResult, ScaleCheckResult
 
 if TYPE_CHECKING:  # the engine (torch, models) loads when the first pipeline is built
     from pipelines.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 
+Check = ScaleCheckResult | PitchCheckResult
 PREPARE_NICE = 5  # the prepare thread's nice value above the worker's (Linux)
 
 
@@ -292,8 +294,10 @@ class StreamWorker:
         self.stats.gimbal_pitch_deg = telemetry.gimbal_pitch_deg if telemetry is not None else None
         self.stats.gsd_m_per_px = result.gsd_m_per_px
         self.stats.scale = result.scale
-        self._check_turned(self.stats.scale_check, result.scale_check)
+        self._check_turned(self.stats.scale_check, result.scale_check, self.rules.hold_scale_check)
         self.stats.scale_check = result.scale_check
+        self._check_turned(self.stats.pitch_check, result.pitch_check, self.rules.hold_pitch_check)
+        self.stats.pitch_check = result.pitch_check
         problem = self.pipeline.timestamps.problem
         if problem and not self.stats.clock_problem:
             log.warning("session %s: %s", self.session_id, problem)
@@ -302,9 +306,9 @@ class StreamWorker:
             self.stats.clock_problems[problem] += 1
         return now
 
-    def _check_turned(self, before: ScaleCheckResult | None, now: ScaleCheckResult | None) -> None:
-        """The scale check turned to a status the site holds: the tickets stored before are held too."""
-        hold = self.rules.hold_scale_check
+    def _check_turned(self, before: Check | None, now: Check | None, hold: Sequence[str]) -> None:
+        """The scale or the pitch check turned to a status the site holds: the tickets stored before
+        are held too."""
         if now is not None and now.status in hold and (before is None or before.status not in hold):
             self.outputs.violations.hold_recorded(now)
 

@@ -382,6 +382,9 @@ class RulesConfig(_Section):
     # the scale check's statuses (pipelines.scale_session) whose sessions' tickets are held for
     # review (not enforceable, the check named in the reason)
     hold_scale_check: tuple[Literal["suspect", "unverified"], ...] = ("suspect",)
+    # the pitch check's statuses (pipelines.pitch_check: the gimbal's pitch against the traffic)
+    # whose sessions' tickets are held for review the same way
+    hold_pitch_check: tuple[Literal["suspect", "unverified"], ...] = ("suspect",)
     snapshot_margin_px: int = 24
     # One vehicle, one violation: a new track that lies where a track with a violation in the same
     # zone, seen within same_vehicle_gap_s, is now (by its ground velocity; within this far along its

@@ -505,6 +505,7 @@ class Pipeline:
             keyframe=keyframe,
             scale=scale,
             scale_check=self.scale_check.current() if self.scale_check is not None else None,
+            pitch_check=self.pitch_check.current(frame.timestamp_s) if self.pitch_check is not None else None,
         )
 
     def finish(self) -> list[Violation]:
@@ -536,23 +537,22 @@ class Pipeline:
 
     def _held_by_clock(self, violations: list[Violation]) -> list[Violation]:
         """Not enforceable where the frame clock was implausible (``TimestampCheck.hold``); each
-        carries the session's scale check, held for review where the site says so."""
-        check = self.scale_check.result if self.scale_check is not None and violations else None
+        carries the session's scale and pitch checks, held for review where the site says so."""
         out = self.timestamps.hold(violations)
-        return (
-            out
-            if check is None
-            else [hold_for_check(v, check, self.config.rules.hold_scale_check) for v in out]
-        )
+        return self.rehold(out, later=False) if out else out
 
-    def rehold(self, violations: Sequence[Violation]) -> list[Violation]:
-        """Violations closed earlier, weighed against the scale check now: an enforceable one from a
-        session the check has since found suspect (a status ``rules.hold_scale_check`` holds) is
-        held for review too, and carries the check that held it."""
-        if self.scale_check is None:
-            return list(violations)
-        check = self.scale_check.result
-        return [hold_for_check(v, check, self.config.rules.hold_scale_check, later=True) for v in violations]
+    def rehold(self, violations: Sequence[Violation], later: bool = True) -> list[Violation]:
+        """Violations closed earlier, weighed against the scale and pitch checks now: an enforceable
+        one from a session a check has since found suspect (a status ``rules.hold_scale_check``,
+        ``rules.hold_pitch_check`` holds) is held for review too, and carries the check that held it."""
+        rules, out = self.config.rules, list(violations)
+        if self.scale_check is not None:
+            check = self.scale_check.result
+            out = [hold_for_check(v, check, rules.hold_scale_check, later) for v in out]
+        if self.pitch_check is not None and out:
+            pitch = self.pitch_check.result()
+            out = [hold_for_check(v, pitch, rules.hold_pitch_check, later) for v in out]
+        return out
 
     def _stop_detect_thread(self) -> None:
         if self._detect_thread is not None:

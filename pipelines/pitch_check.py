@@ -20,7 +20,9 @@ scatter's sigma 0.16-0.80 deg was 1.3 times narrow (rms z 1.34), so ``sigma_floo
 in quadrature (rms z 1.04); then one suspect (the base 2.1 deg off, read 2.6), two ok (both right),
 none wrong either way.
 
-It is a check, not a correction: the session's summary (``pitch_check``) says ``ok`` where the pitch
+It is a check, not a correction (it changes no speed; a ``suspect`` one holds the session's tickets for
+review, ``rules.hold_pitch_check``, through :func:`pipelines.scale_session.hold_for_check`, and every
+violation carries the check): the session's summary (``pitch_check``) says ``ok`` where the pitch
 used is within ``tolerance_deg`` of the one the traffic gives (``z`` standard errors included),
 ``suspect`` where it is off by more than that beyond them, else ``unverified`` with the reason (too
 few vehicles yet, or not yet determined). What fools it: traffic that brakes or speeds up in one part
@@ -39,26 +41,13 @@ import numpy as np
 
 from pipelines.config import PitchCheckConfig
 from pipelines.scale_check import robust_ratio
-from pipelines.types import OK, SUSPECT, UNVERIFIED, SpeedEstimate
-
-
-@dataclass(frozen=True, slots=True)
-class PitchCheckResult:
-    """``error_deg``: the pitch used minus the one the traffic gives (NaN: none yet), its sigma, the
-    tracks behind it, the status and why (empty when ok)."""
-
-    status: str
-    error_deg: float = math.nan
-    sigma_deg: float = math.nan
-    n: int = 0
-    reason: str = ""
-
-    def to_dict(self) -> dict:
-        def r(v: float) -> float | None:
-            return round(v, 3) if math.isfinite(v) else None
-
-        return {"status": self.status, "pitch_error_deg": r(self.error_deg), "sigma_deg": r(self.sigma_deg),
-                "vehicles": self.n, "reason": self.reason}  # fmt: skip
+from pipelines.types import (
+    OK,
+    SUSPECT,
+    UNVERIFIED,
+    PitchCheckResult,
+    SpeedEstimate,
+)
 
 
 def track_slope(per_deg: np.ndarray, log_speed: np.ndarray) -> tuple[float, float]:
@@ -108,6 +97,7 @@ class PitchCheck:
     cfg: PitchCheckConfig = field(default_factory=PitchCheckConfig)
     _tracks: dict[int, list[float]] = field(default_factory=dict)  # n, sum x, y, x^2, x y (x: per_deg)
     _source: str | None = None
+    _current: tuple[float, PitchCheckResult] | None = None  # (stream time, result): current()'s
 
     def update(self, speeds: Iterable[SpeedEstimate]) -> None:
         """Keep each trusted estimate's (per_deg, log speed) by its track; a new scale source restarts."""
@@ -127,6 +117,14 @@ class PitchCheck:
     def reset(self) -> None:
         self._tracks.clear()
         self._source = None
+        self._current = None
+
+    def current(self, now_s: float, every_s: float = 1.0) -> PitchCheckResult:
+        """The result as of ``now_s`` (stream time), pooled again at most every ``every_s`` seconds
+        (pooling costs ~2 ms; a live stream's card and its holds need no fresher one)."""
+        if self._current is None or not 0.0 <= now_s - self._current[0] < every_s:
+            self._current = (now_s, self.result())
+        return self._current[1]
 
     def result(self) -> PitchCheckResult:
         cfg = self.cfg
@@ -157,4 +155,10 @@ class PitchCheck:
         return PitchCheckResult(UNVERIFIED, eps, se, n, f"not yet determined to {cfg.tolerance_deg:g} deg")
 
 
-__all__ = ["PitchCheck", "PitchCheckResult", "pooled_slope", "slope_from_sums", "track_slope"]
+__all__ = [
+    "PitchCheck",
+    "PitchCheckResult",
+    "pooled_slope",
+    "slope_from_sums",
+    "track_slope",
+]

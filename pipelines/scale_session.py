@@ -43,6 +43,7 @@ from pipelines.types import (
     NOT_ENFORCEABLE,
     PROPAGATED_KEY,
     Frame,
+    PitchCheckResult,
     ScaleInfo,
     Violation,
 )
@@ -569,15 +570,17 @@ def _change(old: tuple, new: tuple) -> str:
 
 
 def hold_for_check(
-    v: Violation, check: ScaleCheckResult, hold: Sequence[str], later: bool = False
+    v: Violation, check: ScaleCheckResult | PitchCheckResult, hold: Sequence[str], later: bool = False
 ) -> Violation:
-    """``v`` with the session's scale check; held for review (not enforceable, the check in the
-    reason) when it was enforceable and the check's status is one the site holds. ``later``: only
-    a violation that would be held changes (one closed before the check turned)."""
+    """``v`` with the session's scale check (or pitch check: pipelines.pitch_check); held for review
+    (not enforceable, the check in the reason) when it was enforceable and the check's status is one
+    the site holds. ``later``: only a violation that would be held changes (one closed before the
+    check turned)."""
     held = v.enforceable and check.status in hold
     if later and not held:
         return v
-    v = dataclasses.replace(v, scale_check=check)
+    field = "pitch_check" if isinstance(check, PitchCheckResult) else "scale_check"
+    v = dataclasses.replace(v, **{field: check})
     if held:
         when = " (found after it closed)" if later else ""
         v = dataclasses.replace(

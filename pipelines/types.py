@@ -12,6 +12,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import supervision as sv
 
+# the checks' results, kept in their own module (re-exported: every user imports them from here)
+from pipelines.checks import (  # noqa: F401
+    OK,
+    SCALE_CHECK_STATUSES,
+    SUSPECT,
+    UNVERIFIED,
+    PitchCheckResult,
+    RulerReading,
+    ScaleCheckResult,
+)
+
 # ``Detections.data`` key: True for a box carried forward by optical flow on a frame the detector
 # did not run on (pipelines.motion.keyframes), False for a box the detector found.
 PROPAGATED_KEY = "propagated"
@@ -341,86 +352,6 @@ class MeasuringBase:
         }
 
 
-# The scale check's statuses (ScaleCheckResult.status; pipelines.scale_session)
-UNVERIFIED, OK, SUSPECT = "unverified", "ok", "suspect"
-SCALE_CHECK_STATUSES = (UNVERIFIED, OK, SUSPECT)
-
-
-@dataclass(frozen=True, slots=True)
-class RulerReading:
-    """One ruler's own reading of a session's scale: ``ruler`` "cars" (``n`` vehicles) or "lanes"
-    (``n`` frames measured), ``ratio`` and ``sigma`` as :class:`ScaleCheckResult`'s."""
-
-    ruler: str
-    ratio: float
-    sigma: float
-    n: int
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "ruler": self.ruler,
-            "ratio": round(self.ratio, 4),
-            "sigma": round(self.sigma, 4),
-            "n": self.n,
-        }
-
-    def describe(self) -> str:
-        unit = "vehicles" if self.ruler == "cars" else "frames"
-        return f"{self.ruler} {self.ratio:.3f} +- {self.sigma:.3f} ({self.n} {unit})"
-
-
-@dataclass(frozen=True, slots=True)
-class ScaleCheckResult:
-    """A session's scale check: ``ratio`` is the telemetry's scale over the one the cars and the
-    lanes imply (1.10: the telemetry makes every distance, so every speed, 10 % too large), ``sigma``
-    its standard deviation, ``n`` the vehicles (tracks) behind it; ``rulers`` each ruler's own
-    reading (the cars' sizes, the lane lines' spacing); ``reason`` says why it is unverified or
-    suspect (empty when ok)."""
-
-    status: str
-    ratio: float | None = None
-    sigma: float | None = None
-    n: int = 0
-    reason: str = ""
-    rulers: tuple[RulerReading, ...] = ()
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "status": self.status,
-            "ratio": None if self.ratio is None else round(self.ratio, 4),
-            "sigma": None if self.sigma is None else round(self.sigma, 4),
-            "n": self.n,
-            "reason": self.reason,
-            "rulers": [r.to_dict() for r in self.rulers],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ScaleCheckResult:
-        ratio, sigma = data.get("ratio"), data.get("sigma")
-        rulers = tuple(
-            RulerReading(str(r["ruler"]), float(r["ratio"]), float(r["sigma"]), int(r.get("n", 0)))
-            for r in data.get("rulers") or ()
-        )
-        return cls(
-            str(data.get("status", UNVERIFIED)),
-            None if ratio is None else float(ratio),
-            None if sigma is None else float(sigma),
-            int(data.get("n", 0)),
-            str(data.get("reason", "")),
-            rulers,
-        )
-
-    def describe(self) -> str:
-        if self.ratio is None or self.sigma is None:
-            return f"scale check {self.status}" + (f" ({self.reason})" if self.reason else "")
-        text = f"scale check {self.status}: {self.ratio:.3f} +- {self.sigma:.3f}"
-        if any(r.ruler != "cars" for r in self.rulers):  # the lanes read: every ruler named
-            text += " from " + ", ".join(r.describe() for r in self.rulers)
-        else:
-            text += f" from {self.n} vehicles"
-        return text + (f" ({self.reason})" if self.reason else "")
-
-
 @dataclass(frozen=True, slots=True)
 class TrackPoint:
     """One measured ground position of a violation's track, as the engine had it (the record an
@@ -487,6 +418,9 @@ class Violation:
     scale: ScaleInfo | None = None
     # the session's scale check from the vehicles when it closed (pipelines.scale_session)
     scale_check: ScaleCheckResult | None = None
+    # the session's pitch check against the traffic when it closed, or when it held the violation
+    # (pipelines.pitch_check)
+    pitch_check: PitchCheckResult | None = None
     # the track's measured positions the engine had when it measured the ticket (oldest first)
     trace: tuple[TrackPoint, ...] = field(default=(), repr=False)
 
@@ -526,6 +460,7 @@ class Violation:
             "status_reason": self.status_reason,
             "scale": None if self.scale is None else self.scale.to_dict(),
             "scale_check": None if self.scale_check is None else self.scale_check.to_dict(),
+            "pitch_check": None if self.pitch_check is None else self.pitch_check.to_dict(),
         }
 
 
@@ -560,3 +495,5 @@ class FrameResult:
     keyframe: bool = True  # the detector ran on this frame (False: boxes propagated by optical flow)
     scale: ScaleInfo | None = None  # the frame's scale (None: speeds disabled on it)
     scale_check: ScaleCheckResult | None = None  # the session's scale check (None: disabled)
+    # the session's pitch check (None: disabled), pooled at most once a second (Pipeline)
+    pitch_check: PitchCheckResult | None = None

@@ -16,7 +16,7 @@ import json
 import math
 from typing import Any
 
-from pipelines.types import ScaleCheckResult
+from pipelines.types import PitchCheckResult, ScaleCheckResult
 
 RECORD_FORMAT = "airpatrol-violation-record/1"
 
@@ -160,6 +160,7 @@ def computation(stored: dict, record: dict | None) -> dict:
         "measuring_base": stored.get("base"),
         "scale": stored.get("scale"),
         "scale_check": stored.get("scale_check"),
+        "pitch_check": stored.get("pitch_check"),
         "gsd": _gsd_summary(trace),
         "camera": config.get("camera"),
         "speed_config": config.get("speed"),
@@ -189,6 +190,7 @@ def summary_html(manifest: dict, stored: dict, record: dict | None, files: list[
     base = comp["measuring_base"] or {}
     scale = comp["scale"] or {}
     check = comp["scale_check"] or {}
+    pitch = comp["pitch_check"] or {}
     prov = (record or {}).get("software") or {}
     clock = (record or {}).get("clock") or {}
     speed = (
@@ -209,6 +211,7 @@ def summary_html(manifest: dict, stored: dict, record: dict | None, files: list[
         _row("Measuring base", f"{base.get('duration_s')} s, {base.get('distance_m')} m, {base.get('n_samples')} positions" + (f", measured on track {base['track_id']} (the same vehicle's longer run)" if base.get("track_id") is not None else "") if base else "none"),
         _row("Scale", f"{scale.get('source')}: {scale.get('height_above_road_m')} ± {scale.get('height_sigma_m')} m above the road" if scale else "not recorded"),
         _row("Scale check", ScaleCheckResult.from_dict(check).describe() if check else "off"),
+        _row("Pitch check", PitchCheckResult.from_dict(pitch).describe() if pitch else "off"),
         _row("Software", f"{prov.get('name', 'airpatrol')} {prov.get('version', '?')}, commit {prov.get('commit') or 'unknown'}"),
         _row("Pack made", f"{manifest['made_at']}" + (" (later, on request: not when the violation was recorded)" if manifest.get("made_later") else "")),
         _row("Signing key", "SHA256:" + manifest["signing_key"]),

@@ -36,6 +36,8 @@ from pipelines.types import (
     ENGINE_STATUSES,
     NOT_ENFORCEABLE,
     SCALE_CHECK_STATUSES,
+    PitchCheckResult,
+    ScaleCheckResult,
     Telemetry,
     Violation,
 )
@@ -127,17 +129,30 @@ def scale_fields(v: Violation) -> dict[str, Any]:
     return fields
 
 
+def _known_check(v: Violation, check: ScaleCheckResult | PitchCheckResult | None, what: str) -> bool:
+    """Whether a check is there to store (one whose status the store does not know is logged, not stored)."""
+    if check is None:
+        return False
+    if check.status not in SCALE_CHECK_STATUSES:
+        log.warning("violation of track %s: unknown %s status %r, not stored", v.track_id, what, check.status)
+        return False
+    return True
+
+
 def scale_check_fields(v: Violation) -> dict[str, Any]:
     """The scale check's columns (issue 40): its status and the whole check; nothing without one."""
     check = v.scale_check
-    if check is None:
-        return {}
-    if check.status not in SCALE_CHECK_STATUSES:
-        log.warning(
-            "violation of track %s: unknown scale check status %r, not stored", v.track_id, check.status
-        )
+    if check is None or not _known_check(v, check, "scale check"):
         return {}
     return {"scale_check_status": check.status, "scale_check": check.to_dict()}
+
+
+def pitch_check_fields(v: Violation) -> dict[str, Any]:
+    """The pitch check's column (issue 39): the whole check; nothing without one."""
+    check = v.pitch_check
+    if check is None or not _known_check(v, check, "pitch check"):
+        return {}
+    return {"pitch_check": check.to_dict()}
 
 
 def violation_conditions(flt: ViolationFilter) -> list[Any]:
@@ -359,6 +374,7 @@ class Store:
                 **drone_fields(telemetry),
                 **scale_fields(violation),
                 **scale_check_fields(violation),
+                **pitch_check_fields(violation),
                 **(alert or {}),
             },
         )
@@ -382,9 +398,12 @@ class Store:
             row.updated_at = utcnow()
         return row
 
-    def hold_enforceable(self, session_id: str, reason: str, check: dict[str, Any]) -> list[int]:
+    def hold_enforceable(
+        self, session_id: str, reason: str, check: dict[str, Any], kind: str = "scale_check"
+    ) -> list[int]:
         """Hold a session's enforceable violations for review (not enforceable, ``reason``, the
-        scale check ``check`` that held them); returns their ids."""
+        check ``check`` that held them: the scale check, or with ``kind`` "pitch_check" the pitch
+        check); returns their ids."""
         with self._sessions.begin() as s:
             rows = s.scalars(
                 select(ViolationRow).where(
@@ -394,8 +413,11 @@ class Store:
             for row in rows:
                 row.ticket_status = NOT_ENFORCEABLE
                 row.status_reason = reason
-                row.scale_check_status = check.get("status")
-                row.scale_check = check
+                if kind == "pitch_check":
+                    row.pitch_check = check
+                else:
+                    row.scale_check_status = check.get("status")
+                    row.scale_check = check
                 row.updated_at = utcnow()
             return [row.id for row in rows]
 

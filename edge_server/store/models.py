@@ -188,6 +188,9 @@ class ViolationRow(Base):
     # 0006; NULL before it and where the check is off): its status, and ScaleCheckResult.to_dict()
     scale_check_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
     scale_check: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    # the session's pitch check against the traffic (issue 39, migration 0013; NULL before it and
+    # where the check is off): PitchCheckResult.to_dict() when it closed, or the one that held it
+    pitch_check: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     # evidence (issue 41, migration 0007; NULL before it): the engine's record of the violation
     # (edge_server.evidence.contents), the received video's segment, the signed pack, its SHA-256, when it was made and whether
     # later than the violation (on request); paths relative to the media dir

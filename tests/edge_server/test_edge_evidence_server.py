@@ -161,7 +161,7 @@ def test_upgrade_from_0006_and_back(database_url: str) -> None:
         "record_path", "source_path", "evidence_path", "evidence_sha256", "evidence_made_at", "evidence_made_later",
     )  # fmt: skip
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0012"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0013"
         assert conn.execute(text(f"SELECT {', '.join(row)} FROM violations")).all() == before
         assert tuple(conn.execute(text(f"SELECT {', '.join(cols)} FROM violations")).one()) == (None,) * 6
     alembic_to(engine, "downgrade", "0006")

@@ -1,8 +1,9 @@
 """The scale a violation's ticket rests on, in the store (issue 39, migration 0005) on SQLite and
 PostgreSQL: the source, the camera's height above the road and its sigma, the speed's relative
-sigma, the whole scale with its height reference; and the session's scale check from the vehicles
-(issue 40, migration 0006): its status and the whole check. How the API and the CSV show them; rows
-stored before keep their data with NULL there, down to the revision before and up again."""
+sigma, the whole scale with its height reference; the session's scale check from the vehicles
+(issue 40, migration 0006): its status and the whole check; and its pitch check against the traffic
+(issue 39, migration 0013). How the API and the CSV show them; rows stored before keep their data
+with NULL there, down to the revision before and up again."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from edge_server.schemas import ViolationOut
 from edge_server.store import Store, make_engine, migrate
 from edge_server.violation_csv import CSV_COLUMNS, csv_line, csv_values
 from pipelines.height import HeightReference, ScaleInfo
-from pipelines.types import ScaleCheckResult, Telemetry, Violation
+from pipelines.types import PitchCheckResult, ScaleCheckResult, Telemetry, Violation
 
 pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
 
@@ -50,10 +51,12 @@ def store(database_url: str) -> Iterator[Store]:
     s.close()
 
 
-def _violation(scale: ScaleInfo | None, check: ScaleCheckResult | None = None) -> Violation:
+def _violation(
+    scale: ScaleInfo | None, check: ScaleCheckResult | None = None, pitch: PitchCheckResult | None = None
+) -> Violation:
     return Violation(
         7, "global", 50.0, 68.0, 64.0, 2.0, 100, 160, 3.3, 5.3, ticket_speed_kmh=61.0, scale=scale,
-        scale_check=check,
+        scale_check=check, pitch_check=pitch,
     )  # fmt: skip
 
 
@@ -145,7 +148,7 @@ OLD_ROW = {  # a violation as a 0004 server stored it: the telemetry's source, a
 }  # fmt: skip
 # a 0005 server's: a ticket on a site scale, no check
 ROW_0005 = OLD_ROW | {"scale_source": "site", "height_above_road_m": 56.4, "height_sigma_m": 0.86}
-CHECK_COLUMNS = ("scale_check_status", "scale_check")
+CHECK_COLUMNS = ("scale_check_status", "scale_check", "pitch_check")
 
 
 @pytest.mark.parametrize(
@@ -164,13 +167,13 @@ def test_upgrade_from_an_older_revision_and_back(
     old_columns = ", ".join(row)
     migrate(engine)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0012"  # the head
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0013"  # the head
         assert conn.execute(text(f"SELECT {old_columns} FROM violations")).all() == before
         new = conn.execute(text(f"SELECT {', '.join(new_columns)} FROM violations")).one()
     assert tuple(new) == (None,) * len(new_columns)
     out = ViolationOut.from_row(Store(engine).get_violation(41))
     assert (out.scale_source, out.altitude_m, out.height_above_road_m) == kept
-    assert (out.scale, out.scale_check) == (None, None)
+    assert (out.scale, out.scale_check, out.pitch_check) == (None, None, None)
     assert (out.ticket_speed_kmh, out.status) == (71.0, "not_enforceable")
 
     alembic_to(engine, "downgrade", revision)
@@ -185,6 +188,9 @@ def test_upgrade_from_an_older_revision_and_back(
 
 
 SUSPECT = ScaleCheckResult("suspect", 1.1234, 0.0121, 34, "the cars measure 1.12 times their usual size")
+PITCH_SUSPECT = PitchCheckResult(
+    "suspect", 2.6312, 0.4519, 17, "the traffic's speeds say the pitch used is +2.6 +- 0.5 deg off: ..."
+)
 
 
 @pytest.mark.parametrize(
@@ -216,8 +222,11 @@ def test_the_csv_appends_the_check_columns(store: Store) -> None:
     assert CSV_COLUMNS.index("scale_set_at") == 42
     assert CSV_COLUMNS[43:] == (
         "scale_check_status", "scale_check_ratio", "scale_check_sigma", "scale_check_n", "scale_check_reason",
+        "pitch_check_status", "pitch_check_error_deg", "pitch_check_sigma_deg", "pitch_check_vehicles",
+        "pitch_check_reason",
     )  # fmt: skip
-    out = ViolationOut.from_row(store.add_violation("s", _violation(None, SUSPECT), occurred_at=T0))
+    v = _violation(None, SUSPECT, PITCH_SUSPECT)
+    out = ViolationOut.from_row(store.add_violation("s", v, occurred_at=T0))
     (row,) = csv.DictReader(io.StringIO(csv_line(CSV_COLUMNS) + csv_line(csv_values(out))))
     assert {k: row[k] for k in CSV_COLUMNS[43:]} == {
         "scale_check_status": "suspect",
@@ -225,6 +234,11 @@ def test_the_csv_appends_the_check_columns(store: Store) -> None:
         "scale_check_sigma": "0.0121",
         "scale_check_n": "34",
         "scale_check_reason": "the cars measure 1.12 times their usual size",
+        "pitch_check_status": "suspect",
+        "pitch_check_error_deg": "2.631",
+        "pitch_check_sigma_deg": "0.452",
+        "pitch_check_vehicles": "17",
+        "pitch_check_reason": PITCH_SUSPECT.reason,
     }
 
 
@@ -251,3 +265,58 @@ def test_a_sessions_enforceable_tickets_are_held_at_once(store: Store) -> None:
     ]
     assert rows[0].status_reason == "held for review: scale check suspect" and rows[0].updated_at is not None
     assert store.hold_enforceable("s", "again", SUSPECT.to_dict()) == []
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        None,
+        PitchCheckResult("unverified", n=2, reason="2 of 8 vehicles that crossed enough of the view to tell"),
+        PitchCheckResult("ok", -0.1234, 0.2711, 14),
+        PITCH_SUSPECT,
+        PitchCheckResult("confused", 1.0, 0.1, 12),  # a status the store does not know: not stored
+    ],
+    ids=["none", "unverified", "ok", "suspect", "unknown"],
+)
+def test_the_pitch_check_is_stored_and_reads_back(store: Store, check: PitchCheckResult | None) -> None:
+    row = store.add_violation("s", _violation(None, pitch=check), occurred_at=T0)
+    got = store.get_violation(row.id)
+    known = check is not None and check.status != "confused"
+    assert got.pitch_check == (check.to_dict() if known else None)
+    assert got.scale_check is None  # the scale check's columns are its own
+    out = ViolationOut.from_row(got)
+    assert (out.pitch_check.model_dump() if out.pitch_check else None) == (check.to_dict() if known else None)
+    cells = dict(zip(CSV_COLUMNS, csv_values(out), strict=True))
+    assert cells["pitch_check_status"] == (check.status if known else "")
+    if known:  # what an evidence pack's summary prints from it
+        assert PitchCheckResult.from_dict(out.pitch_check.model_dump()).describe() == check.describe()
+
+
+def test_a_pitch_check_that_turned_holds_the_sessions_tickets(store: Store) -> None:
+    store.create_session("t", "webrtc")
+    enforceable = dataclasses.replace(_violation(None, SUSPECT), status="enforceable")
+    ids = [
+        store.add_violation(sid, v, occurred_at=T0).id
+        for sid, v in (("s", enforceable), ("s", _violation(None)), ("t", enforceable))
+    ]
+    reason = f"held for review: {PITCH_SUSPECT.describe()} (found after it closed)"
+    assert store.hold_enforceable("s", reason, PITCH_SUSPECT.to_dict(), "pitch_check") == [ids[0]]
+    rows = [store.get_violation(i) for i in ids]
+    assert [(r.ticket_status, r.pitch_check) for r in rows] == [
+        ("not_enforceable", PITCH_SUSPECT.to_dict()),
+        ("not_enforceable", None),
+        ("enforceable", None),
+    ]
+    assert rows[0].scale_check == SUSPECT.to_dict()  # the scale check it carried stays
+    out = ViolationOut.from_row(rows[0])
+    assert out.status == "not_enforceable" and out.status_reason == reason
+    assert out.status_reason.startswith(
+        "held for review: pitch check suspect: the pitch used is +2.63 +- 0.45 deg"
+    )
+
+
+def test_a_stored_pitch_check_that_no_longer_reads_is_shown_as_none(store: Store) -> None:
+    row = store.add_violation("s", _violation(None, pitch=PITCH_SUSPECT), occurred_at=T0)
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE violations SET pitch_check = :v"), {"v": '{"status": "maybe"}'})
+    assert ViolationOut.from_row(store.get_violation(row.id)).pitch_check is None

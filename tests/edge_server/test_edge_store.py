@@ -67,7 +67,7 @@ def test_migrations_match_models_and_are_idempotent(store: Store) -> None:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
     assert diff == []
-    assert version == "0012"
+    assert version == "0013"
     if store.engine.dialect.name == "sqlite":
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
@@ -442,7 +442,7 @@ def test_upgrade_from_0003_keeps_old_rows_as_legacy(database_url: str) -> None:
     old_columns = ", ".join(OLD_ROW)
     migrate(engine)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0012"  # the head
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0013"  # the head
         assert conn.execute(text(f"SELECT {old_columns} FROM violations")).all() == before
         ticket = conn.execute(text(f"SELECT {', '.join(TICKET_COLUMNS)} FROM violations")).one()
     assert tuple(ticket) == (None,) * len(TICKET_COLUMNS)

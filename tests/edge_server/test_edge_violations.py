@@ -19,7 +19,7 @@ from edge_server.metrics import Metrics
 from edge_server.settings import ServerSettings
 from edge_server.store import Store
 from edge_server.violations import ViolationRecorder
-from pipelines.types import MeasuringBase, Violation
+from pipelines.types import MeasuringBase, PitchCheckResult, ScaleCheckResult, Violation
 
 pytestmark = pytest.mark.parallel_safe  # API, store and pure calls: no stream (tests/conftest.py)
 
@@ -123,12 +123,26 @@ async def test_the_live_violation_event_carries_the_ticket(tmp_path, ticket: dic
     store.close()
 
 
-def test_a_session_found_suspect_holds_the_tickets_it_stored_before(tmp_path) -> None:
-    """The scale check turns suspect after two violations were stored: the enforceable one is held
-    for review (not enforceable, the check in its reason and its scale_check), announced as
+@pytest.mark.parametrize(
+    ("check", "reason"),
+    [
+        (
+            ScaleCheckResult("suspect", 1.12, 0.01, 40, "the cars measure 1.12 times their usual size"),
+            "held for review: scale check suspect: 1.120 +- 0.010 from 40 vehicles",
+        ),
+        (
+            PitchCheckResult(
+                "suspect", 2.63, 0.45, 17, "the traffic's speeds say the pitch used is +2.6 ..."
+            ),
+            "held for review: pitch check suspect: the pitch used is +2.63 +- 0.45 deg off the traffic's",
+        ),
+    ],
+    ids=["scale check", "pitch check"],
+)
+def test_a_session_found_suspect_holds_the_tickets_it_stored_before(tmp_path, check, reason) -> None:
+    """The scale (or the pitch) check turns suspect after two violations were stored: the enforceable
+    one is held for review (not enforceable, the check in its reason and its column), announced as
     violation.updated; the other keeps its reason; another session's ticket is untouched."""
-    from pipelines.types import ScaleCheckResult
-
     settings = ServerSettings(data_dir=tmp_path)
     store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
     loop = asyncio.new_event_loop()
@@ -151,20 +165,18 @@ def test_a_session_found_suspect_holds_the_tickets_it_stored_before(tmp_path) ->
             recorders["s1"].record(dataclasses.replace(ticket, status_reason="no base"), None, None, now),
             recorders["s2"].record(enforceable, None, None, now),
         ]
-        check = ScaleCheckResult("suspect", 1.12, 0.01, 40, "the cars measure 1.12 times their usual size")
         assert recorders["s1"].hold_recorded(check) == [rows[0].id]
     loop.run_until_complete(asyncio.sleep(0))
     events = [sub.queue.get_nowait() for _ in range(sub.queue.qsize())]
     loop.close()
     held = store.get_violation(rows[0].id)
-    assert (held.ticket_status, held.scale_check_status, held.scale_check["ratio"]) == (
-        "not_enforceable",
-        "suspect",
-        1.12,
-    )
-    assert held.status_reason.startswith(
-        "held for review: scale check suspect: 1.120 +- 0.010 from 40 vehicles"
-    )
+    assert held.ticket_status == "not_enforceable" and held.status_reason.startswith(reason)
+    stored = held.pitch_check if isinstance(check, PitchCheckResult) else held.scale_check
+    assert stored == check.to_dict()
+    if isinstance(check, ScaleCheckResult):
+        assert held.scale_check_status == "suspect" and held.pitch_check is None
+    else:
+        assert held.scale_check is None
     assert held.status_reason.endswith("(found after it closed)")
     assert store.get_violation(rows[1].id).status_reason == "no base"
     assert store.get_violation(rows[2].id).ticket_status == "enforceable"

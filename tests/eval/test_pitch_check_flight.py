@@ -1,6 +1,6 @@
 """The pitch check end to end: a simulated oblique flight run through a pitch 3 deg off (at 640x360, 12 s:
 the traffic gives the pitch to about 0.5 deg; right, it would not yet say ok, which the synthetic tracks
-of tests/pipelines/test_pitch_check.py show)."""
+of tests/pipelines/test_pitch_check.py show), and the tickets it holds for review."""
 
 from __future__ import annotations
 
@@ -29,7 +29,10 @@ def pitch_flight_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_traffic_says_the_pitch_is_off(pitch_flight_dir) -> None:
     bias_deg = 3.0
-    reference = {"source": "site", "takeoff_above_road_m": 0.0, "sigma_m": 0.5, "pitch_bias_deg": bias_deg}
+    # a site reference that claims the pitch to 0.2 deg (as a base with lines in two directions does)
+    # and is 3 deg off: its tickets' sigma does not know, and they would be wrong
+    reference = {"source": "site", "takeoff_above_road_m": 0.0, "sigma_m": 0.5, "pitch_bias_deg": bias_deg,
+                 "pitch_sigma_deg": 0.2}  # fmt: skip
     config = PipelineConfig().with_overrides(camera={"height_reference": reference})
     seq = load_dataset(pitch_flight_dir).sequences[0]
     result = run_sequence(seq, config, Variant("oracle", oracle=True), oracle=OracleOptions(), progress=False)
@@ -37,3 +40,12 @@ def test_the_traffic_says_the_pitch_is_off(pitch_flight_dir) -> None:
     assert check["status"] == "suspect" and "deg off" in check["reason"], check
     assert abs(check["pitch_error_deg"] - bias_deg) <= max(3.0 * check["sigma_deg"], 0.3), check
     assert check["vehicles"] >= 10
+    # what it means for the tickets: they would be enforceable (the reference's sigma does not know)
+    # and wrong; every one is held for review, the check that held it named and carried, those that
+    # closed before the check turned held at the end
+    held = [
+        v for v in result.predicted_violations if v.status_reason.startswith("held for review: pitch check")
+    ]
+    assert len(held) >= 10 and not any(v.enforceable for v in result.predicted_violations)
+    assert all(v.pitch_check is not None and v.pitch_check.status == "suspect" for v in held)
+    assert any(v.status_reason.endswith("(found after it closed)") for v in held)

@@ -1,4 +1,5 @@
-"""The pitch checked against the traffic's speeds (pipelines.pitch_check), on synthetic tracks."""
+"""The pitch checked against the traffic's speeds (pipelines.pitch_check), on synthetic tracks, and the
+tickets it holds for review."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from pipelines.config import PitchCheckConfig
 from pipelines.pitch_check import PitchCheck, pooled_slope, slope_from_sums, track_slope
-from pipelines.types import SpeedEstimate
+from pipelines.scale_session import hold_for_check
+from pipelines.types import PitchCheckResult, SpeedEstimate, Violation
 
 
 def _traffic(eps_deg: float, vehicles: int, seed: int = 0, accel_sigma: float = 0.4, source: str = "site"):
@@ -110,3 +112,52 @@ def test_a_long_session_keeps_five_numbers_a_track() -> None:
         check.update([SpeedEstimate(99, 20.0, 1.0, 30, 1.0, scale_source="site", scale_per_deg=0.02)])
     assert all(len(v) == 5 for v in check._tracks.values()) and check._tracks[99][0] == 5000
     assert pooled_slope(np.array([1.0]), np.array([0.01])) is None
+
+
+PITCH_SUSPECT = PitchCheckResult("suspect", 2.63, 0.45, 17, "the traffic's speeds say the pitch used is ...")
+
+
+@pytest.mark.parametrize(
+    ("check", "was", "later", "now", "carries"),
+    [
+        (PITCH_SUSPECT, "enforceable", False, "not_enforceable", True),  # held as it closes
+        (PITCH_SUSPECT, "enforceable", True, "not_enforceable", True),  # held after it closed
+        (PITCH_SUSPECT, "not_enforceable", False, "not_enforceable", True),  # its own reason stays
+        (PITCH_SUSPECT, "not_enforceable", True, "not_enforceable", False),  # untouched
+        (PitchCheckResult("ok", 0.1, 0.3, 20), "enforceable", False, "enforceable", True),
+        (PitchCheckResult("ok", 0.1, 0.3, 20), "enforceable", True, "enforceable", False),
+        (PitchCheckResult("unverified", n=3, reason="3 of 10"), "enforceable", False, "enforceable", True),
+    ],
+)
+def test_a_suspect_pitch_holds_the_ticket_for_review(check, was, later, now, carries) -> None:
+    v = Violation(3, "global", 50.0, 70.0, 68.0, 1.0, 1, 30, 1.0, 2.0, ticket_speed_kmh=70.0, status=was,
+                  status_reason="" if was == "enforceable" else "uncertainty too large")  # fmt: skip
+    out = hold_for_check(v, check, ("suspect",), later)
+    assert out.status == now
+    assert (out.pitch_check == check) if carries else (out is v)
+    if was == "enforceable" and now == "not_enforceable":
+        assert out.status_reason == (
+            "held for review: pitch check suspect: the pitch used is +2.63 +- 0.45 deg off the traffic's "
+            "(17 vehicles)" + (" (found after it closed)" if later else "")
+        )
+    elif was == "not_enforceable":
+        assert out.status_reason == "uncertainty too large"
+    # a site that holds unverified sessions too
+    if check.status == "unverified" and was == "enforceable":
+        assert hold_for_check(v, check, ("suspect", "unverified")).status == "not_enforceable"
+
+
+def test_the_current_result_is_pooled_at_most_once_a_second() -> None:
+    check = PitchCheck()
+    pooled = []
+    result = check.result
+    check.result = lambda: pooled.append(1) or result()  # count the poolings
+    frames = _traffic(2.5, 60)
+    for i, frame in enumerate(frames):
+        check.update(frame)
+        check.current(i / 30.0)
+    assert len(pooled) == math.ceil(len(frames) / 30)  # once a second of stream time
+    assert check.current(len(frames) / 30.0 + 1.0) == result()  # fresh a second later
+    assert check.current(0.0).status == "suspect"  # time went back (a new clock): pooled again
+    check.reset()
+    assert check.current(0.0).status == "unverified"  # a restart forgets the last result

@@ -88,6 +88,12 @@ export function scaleCheckText(check) {
   return `${check.status}${figures}${check.reason ? ` (${check.reason})` : ""}`;
 }
 
+export function pitchCheckText(check) {
+  if (!check) return "not made";
+  const figures = check.pitch_error_deg == null ? "" : `: the pitch used is ${num(check.pitch_error_deg, 2)} ± ${num(check.sigma_deg, 2)}° off the traffic's (${check.vehicles} vehicles)`;
+  return `${check.status}${figures}${check.reason ? ` (${check.reason})` : ""}`;
+}
+
 export function scaleText(scale, who = true) {
   if (!scale) return "–";
   let text = `${SCALE_LABELS[scale.source] || scale.source}, ${num(scale.height_above_road_m)} ± ${num(scale.height_sigma_m)} m above the road, pitch ± ${num(scale.pitch_sigma_deg)}°`;

@@ -2,7 +2,7 @@
 // interval; the scale of its latest frame among them), its latest violation with the snapshot, its
 // height above the road (a measured base or the take-off height: height.js), and the feed of events.
 import { endStream, get, objectUrl, stopPath } from "./api.js";
-import { STATUS_LABELS, errorText, h, num, scaleCheckText, scaleText, shortId, statusBadge, ticketSpeed, when } from "./dom.js";
+import { STATUS_LABELS, errorText, h, num, pitchCheckText, scaleCheckText, scaleText, shortId, statusBadge, ticketSpeed, when } from "./dom.js";
 import { heightTool } from "./height.js";
 import { Viewer } from "./webrtc.js";
 
@@ -75,6 +75,7 @@ export function mount(container, { events }) {
       ["ground size of a pixel", f.gsd_cm_per_px == null ? "unknown: no speeds" : `${num(f.gsd_cm_per_px)} cm`],
       ["height above the road", f.scale ? `${scaleText(f.scale)} (±${num((100 * f.scale.height_sigma_m) / f.scale.height_above_road_m)} %)` : "unknown: no speeds"],
       ["scale check", f.scale_check ? scaleCheckText(f.scale_check) : "off"],
+      ["pitch check", f.pitch_check ? pitchCheckText(f.pitch_check) : "off"],
       ["frame clock", f.clock_problem || "ok"],
       ["violations", stream.violations],
     ];

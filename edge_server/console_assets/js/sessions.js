@@ -1,7 +1,7 @@
 // Sessions: live and past streams (paged), one's summary and tracked vehicles, ending a live
 // stream, and the operator's altitude / pitch / camera for a stream that carries no telemetry.
 import { endStream, get, put, stopPath } from "./api.js";
-import { errorText, h, num, scaleCheckText, shortId, when } from "./dom.js";
+import { errorText, h, num, pitchCheckText, scaleCheckText, shortId, when } from "./dom.js";
 import { PagedTable } from "./paged.js";
 
 function operatorForm(session, say) {
@@ -210,6 +210,8 @@ export function mount(container, { events }) {
     }
     // the scale against the cars' sizes (issue 40): ok, suspect (the telemetry's scale is off) or why unverified
     if (info.scale_check) facts.push(["Scale check", scaleCheckText(info.scale_check)]);
+    // the gimbal's pitch against the traffic's speeds (issue 39)
+    if (info.pitch_check) facts.push(["Pitch check", pitchCheckText(info.pitch_check)]);
     const reasons = info.telemetry_reject_reasons || [];
     const clock = Object.entries(info.clock_problems || {});
     const tracks = (s.tracks || []).slice(0, 200);

@@ -3,7 +3,7 @@
 // measuring base, figures), the false-positive toggle, CSV export of the filtered set; new ones
 // arrive live. The speed shown is the ticket speed ± sigma; the per-frame peak is informative.
 import { get, may, objectUrl, put, request } from "./api.js";
-import { STATUS_LABELS, errorText, h, num, scaleCheckText, scaleText, shortId, statusBadge, ticketSpeed, when } from "./dom.js";
+import { STATUS_LABELS, errorText, h, num, pitchCheckText, scaleCheckText, scaleText, shortId, statusBadge, ticketSpeed, when } from "./dom.js";
 import { PagedTable } from "./paged.js";
 const CLASSES = ["", "car", "van", "truck", "bus", "motorcycle", "vehicle"];
 const SORTS = [
@@ -192,6 +192,7 @@ export function mount(container, { events, params }) {
       ["Altitude", v.altitude_m !== null ? `${num(v.altitude_m)} m above take-off (${v.scale_source || "?"})` : "–"],
       ["Scale", v.scale ? scaleText(v.scale) : "not recorded"],
       ["Scale check", scaleCheckText(v.scale_check)],
+      ["Pitch check", pitchCheckText(v.pitch_check)],
       ["Session", v.session_id],
       ["Recorded by", v.server_id || "–"],
       ["Evidence pack", evidencePart(v)],
