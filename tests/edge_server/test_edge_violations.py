@@ -185,3 +185,25 @@ def test_a_session_found_suspect_holds_the_tickets_it_stored_before(tmp_path, ch
         events[-1]["violation"]["id"] == rows[0].id and events[-1]["violation"]["status"] == "not_enforceable"
     )
     store.close()
+
+
+def test_the_worker_holds_the_stored_tickets_each_time_a_check_turns_to_a_held_status() -> None:
+    """StreamWorker._check_turned, frame after frame: a check that turns to a status the site holds
+    (from none or another status) holds what the session stored; one that stays there or leaves it
+    does nothing; the scale and the pitch check alike."""
+    from types import SimpleNamespace
+
+    from edge_server.worker import StreamWorker
+
+    held: list = []
+    worker = SimpleNamespace(outputs=SimpleNamespace(violations=SimpleNamespace(hold_recorded=held.append)))
+    for ok, suspect in (
+        (ScaleCheckResult("ok", 1.0, 0.01, 30), ScaleCheckResult("suspect", 1.12, 0.01, 40)),
+        (PitchCheckResult("ok", 0.1, 0.3, 20), PitchCheckResult("suspect", 2.6, 0.4, 17)),
+    ):
+        held.clear()
+        for before, now in ((None, ok), (ok, suspect), (suspect, suspect), (suspect, ok), (ok, suspect)):
+            StreamWorker._check_turned(worker, before, now, ("suspect",))
+        assert held == [suspect, suspect]
+        StreamWorker._check_turned(worker, None, suspect, ())  # a site that holds nothing
+        assert held == [suspect, suspect]
