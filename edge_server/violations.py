@@ -184,8 +184,7 @@ class ViolationRecorder:
     def hold_recorded(self, check: ScaleCheckResult | PitchCheckResult) -> list[int]:
         """The session's scale or pitch check turned to a status the site holds: its enforceable
         violations stored so far are held for review too (pipelines.scale_session.hold_for_check,
-        pipelines.pitch_check.hold_for_pitch, live), each announced (``violation.updated``, as a
-        review is); returns their ids."""
+        live), each announced (``violation.updated``, as a review is); returns their ids."""
         reason = f"held for review: {check.describe()} (found after it closed)"
         kind = "pitch_check" if isinstance(check, PitchCheckResult) else "scale_check"
         ids = self.store.hold_enforceable(self.session_id, reason, check.to_dict(), kind)

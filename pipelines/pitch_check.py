@@ -41,13 +41,7 @@ import numpy as np
 
 from pipelines.config import PitchCheckConfig
 from pipelines.scale_check import robust_ratio
-from pipelines.types import (
-    OK,
-    SUSPECT,
-    UNVERIFIED,
-    PitchCheckResult,
-    SpeedEstimate,
-)
+from pipelines.types import OK, SUSPECT, UNVERIFIED, PitchCheckResult, SpeedEstimate
 
 
 def track_slope(per_deg: np.ndarray, log_speed: np.ndarray) -> tuple[float, float]:
@@ -155,10 +149,4 @@ class PitchCheck:
         return PitchCheckResult(UNVERIFIED, eps, se, n, f"not yet determined to {cfg.tolerance_deg:g} deg")
 
 
-__all__ = [
-    "PitchCheck",
-    "PitchCheckResult",
-    "pooled_slope",
-    "slope_from_sums",
-    "track_slope",
-]
+__all__ = ["PitchCheck", "PitchCheckResult", "pooled_slope", "slope_from_sums", "track_slope"]
