@@ -15,6 +15,8 @@ import pytest
 from edge_server import child_process
 from edge_server.child_process import alive, ephemeral_range, free_port, group_alive
 
+pytestmark = pytest.mark.parallel_safe  # API, store, files and child processes: no stream (tests/conftest.py)
+
 
 def _bind(port: int) -> None:
     with socket.socket() as s:

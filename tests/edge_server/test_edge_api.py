@@ -18,7 +18,8 @@ import pytest
 import websockets
 from edge_helpers import SEED_PEAK_EXCESS, SEED_T0, TOKEN, RunningServer, seed_store
 
-pytestmark = pytest.mark.timeout(60)
+# a real server on 127.0.0.1, no stream: it may share the CPU (tests/conftest.py)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.parallel_safe]
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.parallel_safe  # API, store, files and child processes: no stream (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -31,6 +31,8 @@ from edge_server.store.database import make_engine, migrate
 from edge_server.violations import ViolationRecorder
 from pipelines.types import MeasuringBase, Telemetry, TrackPoint, Violation
 
+pytestmark = pytest.mark.parallel_safe  # API, store, files and child processes: no stream (tests/conftest.py)
+
 TEL = Telemetry(timestamp_s=2.0, altitude_m=61.5, gimbal_pitch_deg=-90.0, latitude=52.0, longitude=4.0)
 
 

@@ -14,6 +14,8 @@ from test_edge_ingest import _offer
 
 from edge_server.streams.memory import available_mb, memory_refusal
 
+pytestmark = pytest.mark.parallel_safe  # API, store, files and child processes: no stream (tests/conftest.py)
+
 MEMINFO = """MemTotal:       24576000 kB
 MemFree:         1000000 kB
 MemAvailable:    {kb} kB
