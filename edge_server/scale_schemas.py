@@ -69,8 +69,13 @@ class ScaleOut(BaseModel):
     )
     height_above_road_m: float = Field(description="the camera's height above the road (m)")
     height_sigma_m: float = Field(description="its one sigma (m)")
-    pitch_deg: float = Field(description="the gimbal pitch used (the reported one plus any measured bias)")
+    pitch_deg: float = Field(
+        description="the gimbal pitch used (the reported one plus any measured bias and the traffic's move)"
+    )
     pitch_sigma_deg: float = Field(description="its one sigma (deg)")
+    pitch_from_traffic_deg: float = Field(
+        0.0, description="how far the traffic's speeds moved the pitch (deg; pitch_check.correct)"
+    )
     sigma_pct: float | None = Field(
         None, description="the relative sigma the scale gives the speed, % (a violation's, over its base)"
     )

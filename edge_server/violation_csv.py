@@ -72,6 +72,8 @@ CSV_COLUMNS = (
     "pitch_check_sigma_deg",
     "pitch_check_vehicles",
     "pitch_check_reason",
+    # how far the traffic's pitch moved the scale's (pitch_check.correct): empty without a scale
+    "scale_pitch_from_traffic_deg",
 )
 BASE_PREFIX = "base_"
 # A text cell a spreadsheet would run as a formula (OWASP "CSV injection"): quoted with a leading '.
@@ -100,6 +102,7 @@ def csv_values(violation: ViolationOut) -> list[Any]:
     reference = scale.get("reference") or {}
     data["scale_pitch_deg"] = scale.get("pitch_deg")
     data["scale_pitch_sigma_deg"] = scale.get("pitch_sigma_deg")
+    data["scale_pitch_from_traffic_deg"] = scale.get("pitch_from_traffic_deg")
     data["scale_reference"] = reference.get("detail")
     data["scale_set_by"] = reference.get("set_by")
     data["scale_set_at"] = reference.get("set_at")

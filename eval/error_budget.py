@@ -270,6 +270,7 @@ def run_job(
         "tickets": r.ticket_samples.to_json() if r.ticket_samples is not None else None,
         "scale": _scales(r),
         "scale_check": _check(r.pipeline.get("scale_check")),
+        "pitch_check": r.pipeline.get("pitch_check"),
     }
     path = Path(job.result)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -290,6 +290,9 @@ def _parser() -> argparse.ArgumentParser:
         help=f"comma separated, of {', '.join(REMOVABLE)}: errors left out of the flights (another --out)",
     )
     run.add_argument("--force", action="store_true", help="run again what is recorded")
+    run.add_argument(
+        "--config", type=Path, help="a pipeline YAML under every arm's own settings (e.g. pitch_check.correct)"
+    )
     add_shared_and_table(run, sub)
     return p
 
@@ -312,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     except AirPatrolError as exc:
         raise SystemExit(f"realistic grid: {exc}") from None
-    run_grid(jobs, args.out / "detection_cache", workers=args.jobs, force=args.force)
+    config = str(args.config) if args.config else None
+    run_grid(jobs, args.out / "detection_cache", workers=args.jobs, config_path=config, force=args.force)
     return print_table(args.out, render_table, "eval.realistic_grid", markdown=False)
 
 

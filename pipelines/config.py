@@ -489,7 +489,8 @@ class ScaleCheckConfig(_Section):
 class PitchCheckConfig(_Section):
     """The gimbal's pitch checked against the traffic's speeds (pipelines.pitch_check): tracks of at
     least ``min_samples`` speeds that saw ``min_spread`` of the view's change per degree, ``ok`` /
-    ``suspect`` against ``tolerance_deg`` with ``z`` standard errors."""
+    ``suspect`` against ``tolerance_deg`` with ``z`` standard errors; ``correct``: its estimate moves
+    the pitch (and, where a measured base or the laser ties them, the height) the speeds use."""
 
     enabled: bool = True
     min_vehicles: int = Field(10, ge=2)
@@ -501,6 +502,9 @@ class PitchCheckConfig(_Section):
     # residual distortion, the vehicles' height, the shutter); on the realistic grid the scatter's
     # sigma alone was 1.3 times narrow (rms z 1.34 over 34 flights), with 0.25 deg 1.04
     sigma_floor_deg: float = Field(0.25, ge=0, le=5)
+    # weigh the traffic's pitch into the scale from then on (pipelines.height.with_pitch_observed: the
+    # gimbal's prior and the check's estimate, by their sigmas); False: a check only
+    correct: bool = True
 
 
 class CheckpointConfig(_Section):

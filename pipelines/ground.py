@@ -33,6 +33,7 @@ from pipelines.height import (
     centre_sigma_frac,
     height_above_road,
     pitch_sigma_on_road,
+    with_pitch_observed,
 )
 from pipelines.lens import LensModel
 from pipelines.pitch_fit import PitchFit
@@ -77,6 +78,8 @@ class GroundModel:
         self._derived: DerivedHeight | None = None  # the height the rulers gave, in use
         self.derived_known = False  # ... known to derive_max_sigma: speeds are measured
         self._fitted_pitch: PitchFit | None = None  # the pitch the cars gave (no pitch known)
+        self._traffic: tuple[float, float] | None = None  # the pitch check's word: error, sigma (deg)
+        self.traffic_shift = (0.0, 0.0)  # what it moved the last frame's scale by: log height, pitch (deg)
         self.pitch_source = ""  # the last frame's: config, telemetry, fit or default
         self.terrain = terrain  # a terrain model of the site (pipelines.terrain), loaded by the builder
         self.priors = scale_priors(cfg)
@@ -122,6 +125,7 @@ class GroundModel:
         None: back to the configuration's."""
         before = self._pitch_bias()
         self.reference = reference if reference is not None else reference_from_config(self.cfg)
+        self._traffic = None  # measured through the reference's pitch
         self._cache_key = None
         if self.rangefinder is not None and self._pitch_bias() != before:
             self.rangefinder.restart(
@@ -139,6 +143,26 @@ class GroundModel:
             p = self._cache
             self._scale_model = ScaleModel(p.intrinsics, p.altitude_m, p.pitch_deg)
         return self._scale_model
+
+    def set_traffic_pitch(self, observed: tuple[float, float] | None) -> None:
+        """The traffic's word on the pitch used (:meth:`pipelines.pitch_check.PitchCheck.observation`:
+        its error and sigma, deg), weighed into every later frame's scale; None: none (yet)."""
+        self._traffic = observed
+
+    def _moved_by_traffic(self, height: float, pitch: float) -> tuple[float, float]:
+        """The frame's (height, pitch) with the traffic's pitch weighed in
+        (:func:`pipelines.height.with_pitch_observed`, setting :attr:`scale` and :attr:`traffic_shift`);
+        as they were without one, for the vehicles' own scale, or where it would leave no height."""
+        self.traffic_shift = (0.0, 0.0)
+        scale = self.scale
+        if self._traffic is None or scale is None or scale.source == "vehicles":
+            return height, pitch
+        moved = with_pitch_observed(scale, *self._traffic)
+        if moved.height_m <= 1.0:
+            return height, pitch
+        self.scale = moved
+        self.traffic_shift = (math.log(moved.height_m / scale.height_m), moved.pitch_deg - scale.pitch_deg)
+        return moved.height_m, moved.pitch_deg
 
     def _pitch_bias(self) -> float:
         return self.reference.pitch_bias_deg if self.reference is not None else 0.0
@@ -320,6 +344,8 @@ class GroundModel:
             assumption = self._vehicle_scale(altitude, pitch, assumption)
         elif (altitude := self._height_above_road(altitude, pitch, frame, terrain)) is None:
             return None
+        if view is None:  # a terrain model's view is cast through the pitch before it: not moved
+            altitude, pitch = self._moved_by_traffic(altitude, pitch)
         key = (
             round(altitude, 3),
             round(pitch, 3),

@@ -271,6 +271,38 @@ def run_scale(scales: Sequence[ScaleInfo | None], frac: float) -> ScaleInfo | No
     return None if last is None else dataclasses.replace(last, sigma_frac=frac)
 
 
+def with_pitch_observed(scale: ScaleInfo, error_deg: float, sigma_deg: float) -> ScaleInfo:
+    """``scale`` updated by an observation of its pitch's error: the traffic says the pitch used is
+    ``error_deg`` +- ``sigma_deg`` off (:mod:`pipelines.pitch_check`). The height's and the pitch's
+    errors (dh, dp) have the prior covariance [[sh^2, c], [c, sp^2]] (``height_pitch_cov`` c: a measured
+    base's or the laser's, whose height rests on the same pitch); the observation is dp + noise, so the
+    Gaussian update moves the pitch by ``-sp^2 e / (sp^2 + s^2)`` and the height by ``-c e / (sp^2 + s^2)``
+    and narrows both (the pitch to ``sp s / sqrt(sp^2 + s^2)``). The pitch moved is added to
+    ``pitch_from_traffic_deg``; the pitch stays at or above -90 (the move is cut there, the height's
+    with it). Unchanged without a finite observation or a pitch prior."""
+    sp2 = scale.pitch_sigma_deg**2
+    if not (math.isfinite(error_deg) and math.isfinite(sigma_deg) and sigma_deg > 0 and sp2 > 0):
+        return scale
+    denom = sp2 + sigma_deg**2
+    share = 1.0
+    move = -sp2 * error_deg / denom
+    if scale.pitch_deg + move < -90.0:
+        share = max(0.0, (-90.0 - scale.pitch_deg) / move) if move else 0.0
+        move *= share
+    c = scale.height_pitch_cov
+    height = scale.height_m - share * c * error_deg / denom
+    height_var = max(scale.height_sigma_m**2 - c * c / denom, 0.0)
+    return dataclasses.replace(
+        scale,
+        height_m=height,
+        height_sigma_m=math.sqrt(height_var),
+        pitch_deg=scale.pitch_deg + move,
+        pitch_sigma_deg=math.sqrt(sp2 * sigma_deg**2 / denom),
+        height_pitch_cov=c * sigma_deg**2 / denom,
+        pitch_from_traffic_deg=scale.pitch_from_traffic_deg + move,
+    )
+
+
 def scale_status(
     status: str,
     reason: str,

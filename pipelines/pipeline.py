@@ -322,8 +322,9 @@ class Pipeline:
         speeds = self._speeds(frame, gray, tracked, ids, ego, proj, warnings)
         if self.ground.probing:  # measured at a height the vehicles have not given yet
             speeds = {}
-        elif self.pitch_check is not None:
-            self.pitch_check.update(speeds.values())
+        elif self.pitch_check is not None:  # the traffic's pitch is weighed in from the next frame on
+            self.pitch_check.update(speeds.values(), self.ground.traffic_shift)
+            self.ground.set_traffic_pitch(self.pitch_check.observation(frame.timestamp_s))
         view = None if self.ground.probing or proj is None or not len(tracked) else proj
         ground_xy = speed_columns(tracked, ids, speeds, view, self.displacement.anchors(tracked.xyxy))
         t0 = time.perf_counter()

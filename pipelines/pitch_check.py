@@ -20,9 +20,14 @@ scatter's sigma 0.16-0.80 deg was 1.3 times narrow (rms z 1.34), so ``sigma_floo
 in quadrature (rms z 1.04); then one suspect (the base 2.1 deg off, read 2.6), two ok (both right),
 none wrong either way.
 
-It is a check, not a correction (it changes no speed; a ``suspect`` one holds the session's tickets for
-review, ``rules.hold_pitch_check``, through :func:`pipelines.scale_session.hold_for_check`, and every
-violation carries the check): the session's summary (``pitch_check``) says ``ok`` where the pitch
+Its estimate is also weighed into the scale (``correct``, on by default; :meth:`PitchCheck.observation`):
+the ground model moves the pitch the speeds use (and the height where a measured base or the laser ties
+the two) by the Gaussian update of the source's prior with the traffic's estimate
+(:func:`pipelines.height.with_pitch_observed`), from the next frame on, and narrows the pitch's sigma
+with it; the check itself goes on measuring the source's pitch (``update`` takes the move out of the
+speeds). A ``suspect`` one still holds the session's tickets for review (``rules.hold_pitch_check``,
+through :func:`pipelines.scale_session.hold_for_check`; every violation carries the check): a gimbal
+that far off is for an officer to see. The session's summary (``pitch_check``) says ``ok`` where the pitch
 used is within ``tolerance_deg`` of the one the traffic gives (``z`` standard errors included),
 ``suspect`` where it is off by more than that beyond them, else ``unverified`` with the reason (too
 few vehicles yet, or not yet determined). What fools it: traffic that brakes or speeds up in one part
@@ -93,14 +98,19 @@ class PitchCheck:
     _source: str | None = None
     _current: tuple[float, PitchCheckResult] | None = None  # (stream time, result): current()'s
 
-    def update(self, speeds: Iterable[SpeedEstimate]) -> None:
-        """Keep each trusted estimate's (per_deg, log speed) by its track; a new scale source restarts."""
+    def update(self, speeds: Iterable[SpeedEstimate], moved: tuple[float, float] = (0.0, 0.0)) -> None:
+        """Keep each trusted estimate's (per_deg, log speed) by its track; a new scale source restarts.
+        ``moved``: what the traffic's pitch moved the frame's scale by (the log of the height's ratio,
+        the pitch in deg: ``GroundModel.traffic_shift``), taken out again, so that the check goes on
+        measuring the pitch its source gives, not its own correction (a step in a track's speeds)."""
+        log_h, dp = moved
         for s in speeds:
             if s.scale_source != self._source:
                 self.reset()
                 self._source = s.scale_source
             if s.trusted and s.speed_kmh > 5.0 and math.isfinite(s.scale_per_deg):
-                x, y = s.scale_per_deg, math.log(s.speed_kmh)
+                x = s.scale_per_deg
+                y = math.log(s.speed_kmh) - log_h - x * dp
                 sums = self._tracks.setdefault(int(s.track_id), [0.0] * 5)
                 sums[0] += 1.0
                 sums[1] += x
@@ -119,6 +129,16 @@ class PitchCheck:
         if self._current is None or not 0.0 <= now_s - self._current[0] < every_s:
             self._current = (now_s, self.result())
         return self._current[1]
+
+    def observation(self, now_s: float) -> tuple[float, float] | None:
+        """What the scale is to weigh in (``correct``): the pitch used minus the traffic's and its sigma
+        (deg) as of ``now_s``, once enough vehicles give one; None before, or when the check is only one."""
+        if not self.cfg.correct:
+            return None
+        res = self.current(now_s)
+        if not (math.isfinite(res.error_deg) and math.isfinite(res.sigma_deg)):
+            return None
+        return res.error_deg, res.sigma_deg
 
     def result(self) -> PitchCheckResult:
         cfg = self.cfg

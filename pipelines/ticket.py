@@ -149,12 +149,29 @@ def choose_bases(run: Sequence[BaseSample], cfg: RulesConfig) -> list[list[BaseS
     return [list(run)]
 
 
+def _pitch_sigma(scale: ScaleInfo) -> float:
+    return scale.pitch_sigma_deg
+
+
+def _height_frac(scale: ScaleInfo) -> float:
+    return scale.height_sigma_m / max(scale.height_m, 1e-6)
+
+
 def base_frac(base: Sequence[BaseSample], default: float) -> float:
-    """The scale's relative sigma over a base: from its positions' pitch sensitivities under its
-    last scale (:func:`pipelines.height.base_scale_frac`: the error is the same height's and pitch's
-    all along), else the mean of its positions' sigmas, else ``default``."""
-    scale = next((s.scale for s in reversed(base) if s.scale is not None), None)
-    frac = base_scale_frac(scale, [s.scale_per_deg for s in base], [s.point_frac for s in base])
+    """The scale's relative sigma over a base: from its positions' pitch sensitivities under the
+    widest of its scales (:func:`pipelines.height.base_scale_frac`: the error is the same height's and
+    pitch's all along; a scale that narrowed during the base, e.g. the traffic's pitch weighed in, left
+    its first positions measured through the wider one), else the mean of its positions' sigmas, else
+    ``default``."""
+    per_deg, point = [s.scale_per_deg for s in base], [s.point_frac for s in base]
+    scales = [s.scale for s in base if s.scale is not None]
+    widest = (  # the last, and the widest in pitch and in height (a frame's each: a few, not the base's)
+        {id(c): c for c in (scales[-1], max(scales, key=_pitch_sigma), max(scales, key=_height_frac))}
+        if scales
+        else {}
+    )
+    fracs = [base_scale_frac(scale, per_deg, point) for scale in widest.values()] or [math.nan]
+    frac = max(fracs) if all(math.isfinite(f) for f in fracs) else math.nan
     if math.isfinite(frac):
         return frac
     fracs = [s.scale_frac for s in base if math.isfinite(s.scale_frac)]

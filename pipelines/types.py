@@ -270,6 +270,8 @@ class ScaleInfo:
     reference: HeightReference | None = None
     # the covariance of the height's and the pitch's errors (m deg: a measured base's, else 0)
     height_pitch_cov: float = 0.0
+    # how far the traffic's speeds moved the pitch (deg; in pitch_deg: pipelines.height.with_pitch_observed)
+    pitch_from_traffic_deg: float = 0.0
 
     def to_dict(self) -> dict:
         return {
@@ -278,6 +280,7 @@ class ScaleInfo:
             "height_sigma_m": round(self.height_sigma_m, 3),
             "pitch_deg": round(self.pitch_deg, 3),
             "pitch_sigma_deg": round(self.pitch_sigma_deg, 3),
+            "pitch_from_traffic_deg": round(self.pitch_from_traffic_deg, 3),
             "sigma_pct": None if not math.isfinite(self.sigma_frac) else round(100.0 * self.sigma_frac, 3),
             "reference": None if self.reference is None else self.reference.to_dict(),
         }
@@ -294,9 +297,12 @@ class ScaleInfo:
             "vehicles": "the vehicles' sizes (no altitude)",
         }
         pct = f", {100.0 * self.sigma_frac:.1f} % of the speed" if math.isfinite(self.sigma_frac) else ""
+        moved = (
+            f" ({self.pitch_from_traffic_deg:+.1f} from the traffic)" if self.pitch_from_traffic_deg else ""
+        )
         return (
             f"scale from {names.get(self.source, self.source)}: {self.height_m:.1f} +- "
-            f"{self.height_sigma_m:.1f} m above the road, pitch +- {self.pitch_sigma_deg:.1f} deg{pct}"
+            f"{self.height_sigma_m:.1f} m above the road, pitch +- {self.pitch_sigma_deg:.1f} deg{moved}{pct}"
         )
 
 

@@ -223,7 +223,7 @@ def test_the_csv_appends_the_check_columns(store: Store) -> None:
     assert CSV_COLUMNS[43:] == (
         "scale_check_status", "scale_check_ratio", "scale_check_sigma", "scale_check_n", "scale_check_reason",
         "pitch_check_status", "pitch_check_error_deg", "pitch_check_sigma_deg", "pitch_check_vehicles",
-        "pitch_check_reason",
+        "pitch_check_reason", "scale_pitch_from_traffic_deg",
     )  # fmt: skip
     v = _violation(None, SUSPECT, PITCH_SUSPECT)
     out = ViolationOut.from_row(store.add_violation("s", v, occurred_at=T0))
@@ -239,7 +239,14 @@ def test_the_csv_appends_the_check_columns(store: Store) -> None:
         "pitch_check_sigma_deg": "0.452",
         "pitch_check_vehicles": "17",
         "pitch_check_reason": PITCH_SUSPECT.reason,
+        "scale_pitch_from_traffic_deg": "",  # no scale
     }
+    moved = dataclasses.replace(
+        v, scale=ScaleInfo("site", 60.0, 0.9, -46.3, 0.5, pitch_from_traffic_deg=-1.3)
+    )
+    out = ViolationOut.from_row(store.add_violation("s", moved, occurred_at=T0))
+    (row,) = csv.DictReader(io.StringIO(csv_line(CSV_COLUMNS) + csv_line(csv_values(out))))
+    assert row["scale_pitch_from_traffic_deg"] == "-1.3" and row["scale_pitch_deg"] == "-46.3"
 
 
 def test_a_stored_check_that_no_longer_reads_is_shown_as_none(store: Store) -> None:

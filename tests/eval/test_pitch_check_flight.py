@@ -1,11 +1,13 @@
 """The pitch check end to end: a simulated oblique flight run through a pitch 3 deg off (at 640x360, 12 s:
 the traffic gives the pitch to about 0.5 deg; right, it would not yet say ok, which the synthetic tracks
-of tests/pipelines/test_pitch_check.py show), and the tickets it holds for review."""
+of tests/pipelines/test_pitch_check.py show), the tickets it holds for review, and the traffic's pitch
+weighed into the scale where the source's pitch is the gimbal's prior."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import REGRESSION_SPEC
 
@@ -22,7 +24,7 @@ PITCH_SPEC = REGRESSION_SPEC.replace(
 )  # fmt: skip
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def pitch_flight_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return simulate_flight(PITCH_SPEC, tmp_path_factory.mktemp("sim") / "pitch").out_dir
 
@@ -49,3 +51,23 @@ def test_the_traffic_says_the_pitch_is_off(pitch_flight_dir) -> None:
     assert len(held) >= 10 and not any(v.enforceable for v in result.predicted_violations)
     assert all(v.pitch_check is not None and v.pitch_check.status == "suspect" for v in held)
     assert any(v.status_reason.endswith("(found after it closed)") for v in held)
+
+
+def test_the_traffic_s_pitch_moves_the_scale_a_site_value_leaves_to_the_gimbal(pitch_flight_dir) -> None:
+    """A site value (the take-off height above the road, exact) leaves the pitch to the gimbal's prior
+    (1.41 deg against the road); here it is 2 deg off. Unmoved, the speeds read +8.9 % (median, the
+    flight's second half; measured with ``pitch_check.correct: false``); the traffic's pitch, weighed
+    in from the first seconds on, leaves +2.8 % (0.5 deg left: the check read 1.7 +- 0.6 deg)."""
+    reference = {"source": "site", "takeoff_above_road_m": 0.0, "sigma_m": 0.5, "pitch_bias_deg": 2.0}
+    config = PipelineConfig().with_overrides(camera={"height_reference": reference})
+    seq = load_dataset(pitch_flight_dir).sequences[0]
+    result = run_sequence(seq, config, Variant("oracle", oracle=True), oracle=OracleOptions(), progress=False)
+    check = result.pipeline["pitch_check"]  # the source's pitch, not the one the speeds used
+    assert abs(check["pitch_error_deg"] - 2.0) <= 3.0 * check["sigma_deg"], check
+    s = result.speed_samples
+    ok = np.isfinite(s.pred_kmh)
+    rel = (s.pred_kmh[ok] - s.gt_kmh[ok]) / s.gt_kmh[ok]
+    late = s.frames[ok] > np.median(s.frames[ok])
+    assert abs(float(np.median(rel[late]))) < 0.045, float(np.median(rel[late]))
+    moved = [v.scale for v in result.predicted_violations if v.scale is not None]
+    assert moved and -2.5 < moved[-1].pitch_from_traffic_deg < -0.8 and moved[-1].pitch_sigma_deg < 0.8

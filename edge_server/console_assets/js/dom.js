@@ -94,9 +94,12 @@ export function pitchCheckText(check) {
   return `${check.status}${figures}${check.reason ? ` (${check.reason})` : ""}`;
 }
 
+export const signed = (value, digits = 2) => (value === null || value === undefined ? "–" : `${value >= 0 ? "+" : ""}${num(value, digits)}`);
+
 export function scaleText(scale, who = true) {
   if (!scale) return "–";
   let text = `${SCALE_LABELS[scale.source] || scale.source}, ${num(scale.height_above_road_m)} ± ${num(scale.height_sigma_m)} m above the road, pitch ± ${num(scale.pitch_sigma_deg)}°`;
+  if (scale.pitch_from_traffic_deg) text += ` (${signed(scale.pitch_from_traffic_deg)}° from the traffic)`;
   if (scale.sigma_pct !== null && scale.sigma_pct !== undefined) text += `, ±${num(scale.sigma_pct)} % of the speed`;
   const ref = scale.reference;
   if (who && ref && (ref.set_by || ref.set_at)) text += `; set by ${ref.set_by || "?"}${ref.set_at ? ` at ${when(ref.set_at)}` : ""}`;

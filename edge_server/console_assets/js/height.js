@@ -5,9 +5,8 @@
 // the lengths; the server solves it on that very frame, with its altitude reading and pitch) or types
 // the take-off point's height above the road.
 import { del, get, post, put, request } from "./api.js";
-import { errorText, h, num, scaleText, when } from "./dom.js";
+import { errorText, h, num, scaleText, signed, when } from "./dom.js";
 
-const signed = (value, digits = 2) => (value === null || value === undefined ? "–" : `${value >= 0 ? "+" : ""}${num(value, digits)}`);
 
 // The solution of a measured base in one line.
 export function solutionText(s) {
