@@ -183,6 +183,20 @@ def _row(label: str, value: Any) -> str:
     )
 
 
+def _scale_text(scale: dict) -> str:
+    """The scale row: its source, the height above the road and the pitch, each with its sigma, and how
+    far the traffic's pitch moved the pitch (pitch_check.correct)."""
+    if not scale:
+        return "not recorded"
+    height = f"{scale.get('height_above_road_m')} ± {scale.get('height_sigma_m')} m"
+    text = f"{scale.get('source')}: {height} above the road"
+    if scale.get("pitch_deg") is not None:
+        text += f", pitch {scale['pitch_deg']} ± {scale.get('pitch_sigma_deg')}°"
+    if moved := scale.get("pitch_from_traffic_deg"):
+        text += f" ({moved:+.2f}° from the traffic's speeds)"
+    return text
+
+
 def summary_html(manifest: dict, stored: dict, record: dict | None, files: list[dict]) -> bytes:
     """The printable summary page (self-contained; the snapshot is the pack's own file)."""
     comp = computation(stored, record)
@@ -209,7 +223,7 @@ def summary_html(manifest: dict, stored: dict, record: dict | None, files: list[
         _row("Tolerance", None if t["tolerance_kmh"] is None else f"{_fmt(t['tolerance_kmh'])} km/h ({t['rule']})"),
         _row("Status", f"{t['status']}" + (f": {t['status_reason']}" if t["status_reason"] else "")),
         _row("Measuring base", f"{base.get('duration_s')} s, {base.get('distance_m')} m, {base.get('n_samples')} positions" + (f", measured on track {base['track_id']} (the same vehicle's longer run)" if base.get("track_id") is not None else "") if base else "none"),
-        _row("Scale", f"{scale.get('source')}: {scale.get('height_above_road_m')} ± {scale.get('height_sigma_m')} m above the road" if scale else "not recorded"),
+        _row("Scale", _scale_text(scale)),
         _row("Scale check", ScaleCheckResult.from_dict(check).describe() if check else "off"),
         _row("Pitch check", PitchCheckResult.from_dict(pitch).describe() if pitch else "off"),
         _row("Software", f"{prov.get('name', 'airpatrol')} {prov.get('version', '?')}, commit {prov.get('commit') or 'unknown'}"),

@@ -36,7 +36,14 @@ STORED = {
     "status": "enforceable",
     "status_reason": "",
     "base": {"duration_s": 1.2, "distance_m": 21.0, "n_samples": 36},
-    "scale": {"source": "site", "height_above_road_m": 60.0, "height_sigma_m": 0.5},
+    "scale": {
+        "source": "site",
+        "height_above_road_m": 60.0,
+        "height_sigma_m": 0.5,
+        "pitch_deg": -46.3,
+        "pitch_sigma_deg": 0.5,
+        "pitch_from_traffic_deg": -1.3,
+    },  # fmt: skip
     "scale_check": {"status": "ok", "ratio": 1.01},
     "latitude": 52.1,
     "longitude": 4.3,
@@ -131,6 +138,7 @@ def test_a_pack_verifies_and_holds_every_piece(pack: Path, ring: KeyRing) -> Non
     assert comp["ticket"]["rule"] == "tolerance"
     page = members["summary.html"].decode()
     assert "63.2 ± 0.8 km/h" in page and show_fingerprint(ring.fingerprint) not in page
+    assert "60.0 ± 0.5 m above the road, pitch -46.3 ± 0.5° (-1.30° from the traffic&#x27;s speeds)" in page
     assert ring.fingerprint in page
     # any zip tool reads it
     assert zipfile.ZipFile(pack).testzip() is None
