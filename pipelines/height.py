@@ -278,8 +278,9 @@ def with_pitch_observed(scale: ScaleInfo, error_deg: float, sigma_deg: float) ->
     base's or the laser's, whose height rests on the same pitch); the observation is dp + noise, so the
     Gaussian update moves the pitch by ``-sp^2 e / (sp^2 + s^2)`` and the height by ``-c e / (sp^2 + s^2)``
     and narrows both (the pitch to ``sp s / sqrt(sp^2 + s^2)``). The pitch moved is added to
-    ``pitch_from_traffic_deg``; the pitch stays at or above -90 (the move is cut there, the height's
-    with it). Unchanged without a finite observation or a pitch prior."""
+    ``pitch_from_traffic_deg`` and the scale as it was kept as ``unmoved`` (a ticket's margin keeps its
+    sigmas: :func:`pipelines.ticket.base_frac`); the pitch stays at or above -90 (the move is cut
+    there, the height's with it). Unchanged without a finite observation or a pitch prior."""
     sp2 = scale.pitch_sigma_deg**2
     if not (math.isfinite(error_deg) and math.isfinite(sigma_deg) and sigma_deg > 0 and sp2 > 0):
         return scale
@@ -300,6 +301,7 @@ def with_pitch_observed(scale: ScaleInfo, error_deg: float, sigma_deg: float) ->
         pitch_sigma_deg=math.sqrt(sp2 * sigma_deg**2 / denom),
         height_pitch_cov=c * sigma_deg**2 / denom,
         pitch_from_traffic_deg=scale.pitch_from_traffic_deg + move,
+        unmoved=scale.unmoved or scale,
     )
 
 

@@ -160,11 +160,13 @@ def _height_frac(scale: ScaleInfo) -> float:
 def base_frac(base: Sequence[BaseSample], default: float) -> float:
     """The scale's relative sigma over a base: from its positions' pitch sensitivities under the
     widest of its scales (:func:`pipelines.height.base_scale_frac`: the error is the same height's and
-    pitch's all along; a scale that narrowed during the base, e.g. the traffic's pitch weighed in, left
-    its first positions measured through the wider one), else the mean of its positions' sigmas, else
-    ``default``."""
+    pitch's all along; a scale that narrowed during the base left its first positions measured through
+    the wider one), each as its source gives it (``ScaleInfo.unmoved``: never narrowed by the traffic's
+    pitch), else the mean of its positions' sigmas, else ``default``."""
     per_deg, point = [s.scale_per_deg for s in base], [s.point_frac for s in base]
-    scales = [s.scale for s in base if s.scale is not None]
+    # the scale before the traffic's pitch narrowed it: the speed takes the traffic's pitch, the margin
+    # not (the traffic holding its speed across the view is an assumption a junction or a queue breaks)
+    scales = [s.scale.unmoved or s.scale for s in base if s.scale is not None]
     widest = (  # the last, and the widest in pitch and in height (a frame's each: a few, not the base's)
         {id(c): c for c in (scales[-1], max(scales, key=_pitch_sigma), max(scales, key=_height_frac))}
         if scales

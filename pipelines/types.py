@@ -271,7 +271,9 @@ class ScaleInfo:
     # the covariance of the height's and the pitch's errors (m deg: a measured base's, else 0)
     height_pitch_cov: float = 0.0
     # how far the traffic's speeds moved the pitch (deg; in pitch_deg: pipelines.height.with_pitch_observed)
+    # and the scale's sigmas before they narrowed it (None: unmoved), which a ticket's margin keeps
     pitch_from_traffic_deg: float = 0.0
+    unmoved: ScaleInfo | None = None
 
     def to_dict(self) -> dict:
         return {
