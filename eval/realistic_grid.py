@@ -291,7 +291,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--force", action="store_true", help="run again what is recorded")
     run.add_argument(
-        "--config", type=Path, help="a pipeline YAML under every arm's own settings (e.g. pitch_check.correct)"
+        "--config",
+        type=Path,
+        help="a pipeline YAML under every arm's own settings (e.g. pitch_check.correct)",
     )
     add_shared_and_table(run, sub)
     return p

@@ -323,7 +323,7 @@ class Pipeline:
         if self.ground.probing:  # measured at a height the vehicles have not given yet
             speeds = {}
         elif self.pitch_check is not None:  # the traffic's pitch is weighed in from the next frame on
-            self.pitch_check.update(speeds.values(), self.ground.traffic_shift)
+            self.pitch_check.update(speeds.values(), self.ground.traffic_shift, frame.timestamp_s)
             self.ground.set_traffic_pitch(self.pitch_check.observation(frame.timestamp_s))
         view = None if self.ground.probing or proj is None or not len(tracked) else proj
         ground_xy = speed_columns(tracked, ids, speeds, view, self.displacement.anchors(tracked.xyxy))

@@ -13,7 +13,7 @@ import pytest
 from pipelines.config import CameraConfig, PitchCheckConfig
 from pipelines.ground import GroundModel
 from pipelines.height import HeightReference, with_pitch_observed
-from pipelines.pitch_check import PitchCheck
+from pipelines.pitch_check import MoveHistory, PitchCheck
 from pipelines.ticket import BaseSample, base_frac
 from pipelines.types import Frame, ScaleInfo, SpeedEstimate, Telemetry
 
@@ -150,3 +150,18 @@ def test_a_ticket_s_margin_keeps_the_source_s_sigma_however_the_traffic_moved_th
     assert base_frac(base(lambda i: wider if i < 10 else SITE), 0.01) == pytest.approx(
         base_frac(base(lambda i: wider), 0.01)
     )
+
+
+def test_a_speed_is_measured_under_the_mean_move_of_its_window() -> None:
+    """A speed fitted over a second of displacements made before and after a move was measured under a
+    part of it: the check takes out the mean over its window, not the move of its last frame."""
+    history = MoveHistory(keep_s=2.0)
+    for i in range(60):  # 30 fps: no move for a second, then the pitch moved by -1.5 deg
+        t = i / 30.0
+        mean = history.window(t, (0.0, 0.0) if i < 30 else (0.01, -1.5))
+    assert mean(1.0 - 1e-6)[1] == pytest.approx(-1.5)  # the last 30 frames: all after the move
+    assert mean(2.0)[1] == pytest.approx(-0.75) and mean(2.0)[0] == pytest.approx(0.005)
+    assert mean(0.0) == pytest.approx((0.01, -1.5))  # a speed of one frame: that frame's
+    mean = history.window(5.0, (0.0, 0.0))  # frames older than keep_s are let go
+    assert mean(10.0) == (0.0, 0.0)
+    assert MoveHistory().window(None, (0.02, 0.5))(1.0) == (0.02, 0.5)  # without a time: the frame's
