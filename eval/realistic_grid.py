@@ -26,6 +26,7 @@ and per arm pooled over every flight-draw the error budget's row (the share of e
 sigma of frames, tickets and flights: the sigma target, 60-75 %).
 
     python -m eval.realistic_grid run --out /work/bench/realistic [--draws 6] [--jobs 2] [--arms none,site,base,lrf]
+        [--config pipeline.yaml]   # under every arm's own settings, e.g. pitch_check: {correct: false}
     python -m eval.realistic_grid table /work/bench/realistic [--markdown]
 """
 
