@@ -30,7 +30,7 @@ from statistics import NormalDist
 import numpy as np
 
 from pipelines.config import RulesConfig, ZoneConfig
-from pipelines.height import base_scale_frac
+from pipelines.height import base_scale_frac, reference_key
 from pipelines.speed.base import base_speed
 from pipelines.speed.fit import kmh
 from pipelines.types import ENFORCEABLE, NOT_ENFORCEABLE, MeasuringBase, ScaleInfo
@@ -167,6 +167,9 @@ def base_frac(base: Sequence[BaseSample], default: float) -> float:
     # the scale before the traffic's pitch narrowed it: the speed takes the traffic's pitch, the margin
     # not (the traffic holding its speed across the view is an assumption a junction or a queue breaks)
     scales = [s.scale.unmoved or s.scale for s in base if s.scale is not None]
+    if scales:  # a base across two references is not enforceable for that (pipelines.height.scale_status)
+        last = (scales[-1].source, reference_key(scales[-1].reference))
+        scales = [c for c in scales if (c.source, reference_key(c.reference)) == last]
     widest = (  # the last, and the widest in pitch and in height (a frame's each: a few, not the base's)
         {id(c): c for c in (scales[-1], max(scales, key=_pitch_sigma), max(scales, key=_height_frac))}
         if scales

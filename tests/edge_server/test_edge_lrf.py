@@ -64,4 +64,4 @@ def test_the_laser_measures_above_the_road_when_the_take_off_was_below_it(server
         if v["status"] != "enforceable":
             changed = v["status_reason"] == "the height reference changed during the measuring base"
             cut_short = v["status_reason"].startswith("measuring base too short")
-            assert changed or cut_short or v["scale_source"] == "flight", v
+            assert changed or cut_short or v["scale_source"] == "flight", (v["status_reason"], v["scale"])
