@@ -170,12 +170,9 @@ def base_frac(base: Sequence[BaseSample], default: float) -> float:
     if scales:  # a base across two references is not enforceable for that (pipelines.height.scale_status)
         last = (scales[-1].source, reference_key(scales[-1].reference))
         scales = [c for c in scales if (c.source, reference_key(c.reference)) == last]
-    widest = (  # the last, and the widest in pitch and in height (a frame's each: a few, not the base's)
-        {id(c): c for c in (scales[-1], max(scales, key=_pitch_sigma), max(scales, key=_height_frac))}
-        if scales
-        else {}
-    )
-    fracs = [base_scale_frac(scale, per_deg, point) for scale in widest.values()] or [math.nan]
+    # the last, and the widest in pitch and in height (a frame's each: a few, not the whole base's)
+    candidates = (scales[-1], max(scales, key=_pitch_sigma), max(scales, key=_height_frac)) if scales else ()
+    fracs = [base_scale_frac(c, per_deg, point) for c in candidates] or [math.nan]
     frac = max(fracs) if all(math.isfinite(f) for f in fracs) else math.nan
     if math.isfinite(frac):
         return frac
