@@ -349,7 +349,7 @@ def test_a_live_stream_on_every_page(server: RunningServer, chromium: WebDriver)
     wait(chromium).until(lambda d: d.find_element(By.ID, "link-state").text == "live")
     publisher = subprocess.Popen(
         [sys.executable, "-m", "airpatrol.cli", "publish", "synthetic", "--server", server.url]
-        + ["--token", TOKEN, "--max-seconds", "30", "--no-return-video"],
+        + ["--token", TOKEN, "--max-seconds", "120", "--no-return-video"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
