@@ -80,6 +80,10 @@ class GroundModel:
         self._fitted_pitch: PitchFit | None = None  # the pitch the cars gave (no pitch known)
         self._traffic: tuple[float, float] | None = None  # the pitch check's word: error, sigma (deg)
         self.traffic_shift = (0.0, 0.0)  # what it moved the last frame's scale by: log height, pitch (deg)
+        # what the scale's sources add to the drone's readings (height m, pitch deg), as of the last
+        # frame measured over flat ground, and how their change since moved the ground (reinterpreted)
+        self._added: tuple[float, float] | None = None
+        self.reinterpreted: tuple[float, float] | None = None
         self.pitch_source = ""  # the last frame's: config, telemetry, fit or default
         self.terrain = terrain  # a terrain model of the site (pipelines.terrain), loaded by the builder
         self.priors = scale_priors(cfg)
@@ -163,6 +167,18 @@ class GroundModel:
         self.scale = moved
         self.traffic_shift = (math.log(moved.height_m / scale.height_m), moved.pitch_deg - scale.pitch_deg)
         return moved.height_m, moved.pitch_deg
+
+    def _reinterpret(self, added: tuple[float, float] | None, height: float) -> None:
+        """Keep what the sources add to the frame's altitude and pitch readings (None: not over flat
+        ground) and set :attr:`reinterpreted` where it changed since the last frame: (the ratio of
+        the height now to the one the last frame's sources would give this reading, the pitch's
+        change in deg). A reference taken or updated (the laser's, a base, a site value) or the
+        traffic's pitch weighed in re-measures the ground, not the drone's flight: what was measured
+        before is to be measured again (``SpeedEstimator.rescale``)."""
+        before, self._added = self._added, added
+        if added is None or before is None or added == before or height - (added[0] - before[0]) <= 1.0:
+            return
+        self.reinterpreted = (height / (height - (added[0] - before[0])), added[1] - before[1])
 
     def _pitch_bias(self) -> float:
         return self.reference.pitch_bias_deg if self.reference is not None else 0.0
@@ -298,7 +314,7 @@ class GroundModel:
         tel = frame.telemetry
         cfg = self.cfg
         self._note_telemetry(tel)
-        self.scale = None
+        self.scale, self.reinterpreted = None, None
         altitude = cfg.altitude_m if cfg.altitude_m is not None else (tel.altitude_m if tel else None)
         if altitude is None and "altitude" in self._from_telemetry:
             self.status = GroundStatus(False, "no altitude in this frame's telemetry (lost or refused)")
@@ -323,6 +339,7 @@ class GroundModel:
         pitch, assumption = self._pitch(tel)
         if pitch is None:
             return None
+        reading, gimbal = altitude, pitch - self._pitch_bias()
         if laser_spot is not None and self.rangefinder is not None and not assumption and not vehicles:
             self.rangefinder.observe(frame, altitude, pitch, *laser_spot)
 
@@ -346,6 +363,8 @@ class GroundModel:
             return None
         if view is None:  # a terrain model's view is cast through the pitch before it: not moved
             altitude, pitch = self._moved_by_traffic(altitude, pitch)
+        flat = not vehicles and view is None
+        self._reinterpret((altitude - reading, pitch - gimbal) if flat else None, altitude)
         key = (
             round(altitude, 3),
             round(pitch, 3),

@@ -3,10 +3,9 @@
 
 Per frame::
 
-    detect -> ego-motion (background LK + RANSAC) -> road mask (U-Net every K frames, warped
-    between runs) -> keep detections on the road -> ByteTrack on ego-compensated boxes ->
-    per-track ground displacement (pipelines.displacement) -> windowed robust speed ->
-    speeding rules
+    detect -> ego-motion (background LK + RANSAC) -> road mask (U-Net every K frames, warped between
+    runs) -> keep detections on the road -> ByteTrack on ego-compensated boxes -> per-track ground
+    displacement (pipelines.displacement) -> windowed robust speed -> speeding rules
 
 With ``keyframes.enabled`` the scheduler (pipelines.motion.keyframes) skips the detector on
 frames that do not need it; there ego-motion runs first and the previous boxes, propagated by the
@@ -323,7 +322,7 @@ class Pipeline:
         if self.ground.probing:  # measured at a height the vehicles have not given yet
             speeds = {}
         elif self.pitch_check is not None:  # the traffic's pitch is weighed in from the next frame on
-            self.pitch_check.update(speeds.values(), self.ground.traffic_shift, frame.timestamp_s)
+            self.pitch_check.update(speeds.values(), self.ground.traffic_shift)
             self.ground.set_traffic_pitch(self.pitch_check.observation(frame.timestamp_s))
         view = None if self.ground.probing or proj is None or not len(tracked) else proj
         ground_xy = speed_columns(tracked, ids, speeds, view, self.displacement.anchors(tracked.xyxy))
@@ -463,6 +462,8 @@ class Pipeline:
         timings["track"] = (t4 - t3) * 1e3
 
         proj = self.ground.projector(frame, laser_spot=(mask, tracked.xyxy))
+        if self.ground.reinterpreted is not None:  # the ground is measured anew: so is what the tracks had
+            self.speed.rescale(*self.ground.reinterpreted)
         ids = tracked.tracker_id.astype(int) if tracked.tracker_id is not None else np.zeros(0, int)
         if self.relinker is not None:
             ids = self._relink(frame, tracked, ids, proj)

@@ -39,8 +39,7 @@ restarted when the scale source changes (a pitch the session measured against be
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,42 +88,6 @@ def pooled_slope(slopes: np.ndarray, spreads: np.ndarray) -> tuple[float, float,
     return est.mu, est.se, est.n_inliers
 
 
-class MoveHistory:
-    """The traffic's moves of the scale over the last ``keep_s`` seconds of stream time, frame by frame:
-    what a speed fitted over a window of them was measured under (their mean)."""
-
-    def __init__(self, keep_s: float = 10.0) -> None:
-        self.keep_s = keep_s
-        self._t: deque[float] = deque()
-        self._moves: deque[tuple[float, float]] = deque()
-
-    def window(
-        self, now_s: float | None, moved: tuple[float, float]
-    ) -> Callable[[float], tuple[float, float]]:
-        """Record this frame's ``moved`` at ``now_s`` and return ``mean(window_s)``: the mean move over
-        the frames of the last ``window_s`` seconds (``moved`` itself without a time, or where no move
-        was ever made)."""
-        if now_s is None:
-            return lambda window_s: moved
-        self._t.append(now_s)
-        self._moves.append(moved)
-        while self._t and self._t[0] < now_s - self.keep_s:
-            self._t.popleft()
-            self._moves.popleft()
-        if all(m == (0.0, 0.0) for m in self._moves):
-            return lambda window_s: (0.0, 0.0)
-        t = np.fromiter(self._t, dtype=float, count=len(self._t))
-        m = np.asarray(self._moves, dtype=float)
-        cum = np.vstack([np.zeros(2), np.cumsum(m[::-1], axis=0)])  # newest first
-
-        def mean(window_s: float) -> tuple[float, float]:
-            n = int(np.searchsorted(-t[::-1], -(now_s - max(window_s, 0.0)) + 1e-9, side="right"))
-            n = max(1, min(n, len(t)))
-            return float(cum[n, 0] / n), float(cum[n, 1] / n)
-
-        return mean
-
-
 @dataclass
 class PitchCheck:
     """A session's pitch check from its tracks' speeds (see the module) under ``cfg``; ``update`` with
@@ -134,29 +97,21 @@ class PitchCheck:
     _tracks: dict[int, list[float]] = field(default_factory=dict)  # n, sum x, y, x^2, x y (x: per_deg)
     _source: str | None = None
     _current: tuple[float, PitchCheckResult] | None = None  # (stream time, result): current()'s
-    _moves: MoveHistory = field(default_factory=lambda: MoveHistory())  # the scale's moves, frame by frame
 
-    def update(
-        self,
-        speeds: Iterable[SpeedEstimate],
-        moved: tuple[float, float] = (0.0, 0.0),
-        now_s: float | None = None,
-    ) -> None:
+    def update(self, speeds: Iterable[SpeedEstimate], moved: tuple[float, float] = (0.0, 0.0)) -> None:
         """Keep each trusted estimate's (per_deg, log speed) by its track; a new scale source restarts.
         ``moved``: what the traffic's pitch moved the frame's scale by (the log of the height's ratio,
         the pitch in deg: ``GroundModel.traffic_shift``), taken out again, so that the check goes on
-        measuring the pitch its source gives, not its own correction (a step in a track's speeds). A
-        speed is a fit over its window's displacements, each measured under its own frame's move: with
-        ``now_s`` (stream time) the move taken out of it is the mean over its window (a move just made
-        is only partly in it; taking it out whole read the error larger each time the move grew)."""
-        moves = self._moves.window(now_s, moved)
+        measuring the pitch its source gives, not its own correction. Whole: a move re-measures every
+        track's window (``SpeedEstimator.rescale``), so a speed is measured under its frame's move
+        alone."""
+        log_h, dp = moved
         for s in speeds:
             if s.scale_source != self._source:
                 self.reset()
                 self._source = s.scale_source
             if s.trusted and s.speed_kmh > 5.0 and math.isfinite(s.scale_per_deg):
                 x = s.scale_per_deg
-                log_h, dp = moves(s.window_s)
                 y = math.log(s.speed_kmh) - log_h - x * dp
                 sums = self._tracks.setdefault(int(s.track_id), [0.0] * 5)
                 sums[0] += 1.0

@@ -9,10 +9,11 @@ What lives here, from the bottom up (each module imports only the ones above it 
 * :mod:`~pipelines.speed.velocity`: the sigma model - each track's velocity at its last sample,
   carried by its acceleration, and its sigma (:func:`velocity_now_many`, :func:`robust_speed_fit`,
   :func:`robust_speed_fit_many`).
+* :mod:`~pipelines.speed.sizes`: the box size checks of a speed's trust flag (:func:`size_mismatch`,
+  :func:`size_changes`).
 * :mod:`~pipelines.speed.estimator`: :class:`SpeedEstimator`, which integrates each track's
   per-step ground displacement (metres, in the ego-motion-stabilised ground frame) into a position
-  track and re-fits its velocity over a trailing time window at every update; and the box size
-  checks of its trust flag (:func:`size_mismatch`, :func:`size_changes`).
+  track and re-fits its velocity over a trailing time window at every update.
 
 Pure numpy and the engine's config and types (:mod:`pipelines.config`, :mod:`pipelines.types`);
 imported by the rest of the engine (the pipeline, its builder, the track relinker) and by anything
@@ -21,9 +22,10 @@ above it. This package re-exports the public API; private helpers are imported f
 
 from __future__ import annotations
 
-from pipelines.speed.estimator import SpeedEstimator, size_changes, size_mismatch
+from pipelines.speed.estimator import SpeedEstimator
 from pipelines.speed.fit import kmh, m_per_s, theil_sen, theil_sen_many
 from pipelines.speed.noise import ar1_inflation, noise_stats, slope_sigma, slope_sigma_many
+from pipelines.speed.sizes import size_changes, size_mismatch
 from pipelines.speed.velocity import (
     half_indices,
     robust_speed_fit,

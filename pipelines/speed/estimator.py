@@ -1,5 +1,5 @@
-"""The windowed speed of every track: :class:`SpeedEstimator`, its per-track state and the box
-size checks of its trust flag.
+"""The windowed speed of every track: :class:`SpeedEstimator` and its per-track state (the box size
+checks of its trust flag: :mod:`pipelines.speed.sizes`).
 
 It integrates each track's per-step ground displacement (metres, in the ego-motion-stabilised
 ground frame) into a position track and re-fits its velocity over a trailing time window at every
@@ -21,6 +21,7 @@ import numpy as np
 from pipelines.config import SpeedConfig
 from pipelines.height import ScaleTerms
 from pipelines.speed.fit import kmh, m_per_s
+from pipelines.speed.sizes import _recent_size, _window_size_changes, size_mismatch
 from pipelines.speed.velocity import _speed_and_sigma, _velocity_now, half_indices
 from pipelines.types import SpeedEstimate
 
@@ -28,37 +29,6 @@ logger = logging.getLogger(__name__)
 
 LONGER = "longer"  # the key of a track's fit over the longer window: (track id, LONGER)
 OUTLIER_FACTOR = 2.0  # a step faster than this multiple of max_plausible_kmh is a measurement error
-SIZE_SMOOTHING = 5  # box sizes: running median over this many samples before the trust check
-
-
-def size_mismatch(a: np.ndarray | float, b: np.ndarray | float, max_change: float) -> np.ndarray:
-    """(N, M) True where box size ``a[i]`` and ``b[j]`` (ground sizes, (N,) and (M,); NaN or <= 0:
-    unknown) are both known and the larger exceeds the smaller by more than ``max_change`` (a
-    share): another part of the vehicle, or another vehicle."""
-    a = np.asarray(a, dtype=np.float64).reshape(-1, 1)
-    b = np.asarray(b, dtype=np.float64).reshape(1, -1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.maximum(a, b) / np.minimum(a, b)
-        return (a > 0) & (b > 0) & (ratio - 1.0 > max_change)
-
-
-def size_changes(sizes: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
-    """How much each track's box size (rows of ``sizes``, (G, N), all valid) varied over its
-    window: max / min - 1 of the running median of SIZE_SMOOTHING samples (a change that lasts,
-    not one frame's jitter; of the widest odd number of samples below that many: 3 of a young
-    track's 3-4, none of 2), 0 with fewer than 2 samples.
-    ``valid`` (G, N): rows of different lengths padded at the front, each with at least
-    SIZE_SMOOTHING samples (None: no padding)."""
-    n = sizes.shape[1]
-    if valid is None:
-        if n < 2:
-            return np.zeros(len(sizes))
-        valid = np.ones(sizes.shape, dtype=bool)
-    width = min(SIZE_SMOOTHING, n if n % 2 else n - 1)  # the widest odd running median there is
-    windows = np.lib.stride_tricks.sliding_window_view
-    runs = np.median(windows(np.where(valid, sizes, 1.0), width, axis=1), axis=2)
-    whole = windows(valid, width, axis=1).all(axis=2)  # running medians of samples only
-    return np.where(whole, runs, -np.inf).max(axis=1) / np.where(whole, runs, np.inf).min(axis=1) - 1.0
 
 
 def _padded_windows(
@@ -82,28 +52,6 @@ def _padded_windows(
             ts[row, :pad] = ts[row, pad] - np.arange(pad, 0, -1)
             ys[row, :pad] = ys[row, pad]
     return ts, ys, sizes, valid
-
-
-def _window_size_changes(sizes: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`size_changes` of padded windows (:func:`_padded_windows`), each over its own
-    measured sizes (a box cut by the frame's border has none: it is measured by its uncut edge),
-    and whether a window holds such a box: vectorised where a window's sizes are all measured and
-    at least SIZE_SMOOTHING, else one window at a time."""
-    measured = np.isfinite(sizes) & (sizes > 0)
-    cut = (valid & ~measured).any(axis=1)
-    whole = ~cut & (valid.sum(axis=1) >= SIZE_SMOOTHING)
-    changes = np.empty(len(sizes))
-    if whole.any():
-        changes[whole] = size_changes(sizes[whole], valid[whole])
-    for g in np.flatnonzero(~whole):
-        changes[g] = size_changes(sizes[g][measured[g]][None])[0]
-    return changes, cut
-
-
-def _recent_size(st: _TrackState) -> float:
-    """The median of a track's last SIZE_SMOOTHING known box sizes (NaN when none is known)."""
-    recent = [x for x in itertools.islice(reversed(st.size), SIZE_SMOOTHING) if x > 0]
-    return float(np.median(recent)) if recent else math.nan
 
 
 class _Fit(NamedTuple):
@@ -197,7 +145,7 @@ class SpeedEstimator:
         more or less of the vehicle would mix two anchors in one window). Otherwise (or without
         a velocity) the track is forgotten, restarting at its next update; returns whether bridged."""
         st = self._tracks.get(int(track_id))
-        last = _recent_size(st) if st is not None else math.nan
+        last = _recent_size(st.size) if st is not None else math.nan
         same_size = (
             size > 0 and last > 0 and not size_mismatch(size, last, self.cfg.max_box_size_change)[0, 0]
         )
@@ -228,7 +176,7 @@ class SpeedEstimator:
         st = self._tracks.get(int(track_id))
         if st is None:
             return None
-        return st.last_t, None if st.velocity is None else st.velocity.copy(), _recent_size(st)
+        return st.last_t, None if st.velocity is None else st.velocity.copy(), _recent_size(st.size)
 
     def prune(self, active_ids: np.ndarray | list[int] | set[int]) -> None:
         """Drop every track not in ``active_ids``."""
@@ -241,6 +189,25 @@ class SpeedEstimator:
 
     def reset(self) -> None:
         self._tracks.clear()
+
+    def rescale(self, height_ratio: float, pitch_change_deg: float = 0.0) -> None:
+        """The ground is measured anew from now on (:attr:`pipelines.ground.GroundModel.reinterpreted`:
+        a height reference taken or updated, the traffic's pitch weighed in): every track's history
+        is re-measured as its next step will be, so that no speed window mixes two scales (a window
+        across a change read it as an acceleration, which the carry then drove past the new speed:
+        a laser taken 32 % below the take-off altitude read +48 % then -22 % for a second). Over flat
+        ground a displacement scales with the height; with the pitch by the track's sensitivity at
+        its last update (``scale_per_deg``, first order). Box sizes (m) scale alike."""
+        for st in self._tracks.values():
+            per_deg = st.scale_per_deg if math.isfinite(st.scale_per_deg) else 0.0
+            k = height_ratio * (1.0 + per_deg * pitch_change_deg)
+            if k == 1.0 or not (k > 0.0 and math.isfinite(k)):
+                continue
+            st.pos = st.pos * k
+            st.xy = deque((x * k, y * k) for x, y in st.xy)
+            st.size = deque(v * k for v in st.size)
+            if st.velocity is not None:
+                st.velocity = st.velocity * k
 
     def _carried(self, st: _TrackState) -> None:
         """The track's position was carried to ``last_t``, not measured: a new segment (no base spans

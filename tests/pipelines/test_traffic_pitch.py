@@ -13,7 +13,7 @@ import pytest
 from pipelines.config import CameraConfig, PitchCheckConfig
 from pipelines.ground import GroundModel
 from pipelines.height import HeightReference, with_pitch_observed
-from pipelines.pitch_check import MoveHistory, PitchCheck
+from pipelines.pitch_check import PitchCheck
 from pipelines.ticket import BaseSample, base_frac
 from pipelines.types import Frame, ScaleInfo, SpeedEstimate, Telemetry
 
@@ -152,16 +152,25 @@ def test_a_ticket_s_margin_keeps_the_source_s_sigma_however_the_traffic_moved_th
     )
 
 
-def test_a_speed_is_measured_under_the_mean_move_of_its_window() -> None:
-    """A speed fitted over a second of displacements made before and after a move was measured under a
-    part of it: the check takes out the mean over its window, not the move of its last frame."""
-    history = MoveHistory(keep_s=2.0)
-    for i in range(60):  # 30 fps: no move for a second, then the pitch moved by -1.5 deg
-        t = i / 30.0
-        mean = history.window(t, (0.0, 0.0) if i < 30 else (0.01, -1.5))
-    assert mean(1.0 - 1e-6)[1] == pytest.approx(-1.5)  # the last 30 frames: all after the move
-    assert mean(2.0)[1] == pytest.approx(-0.75) and mean(2.0)[0] == pytest.approx(0.005)
-    assert mean(0.0) == pytest.approx((0.01, -1.5))  # a speed of one frame: that frame's
-    mean = history.window(5.0, (0.0, 0.0))  # frames older than keep_s are let go
-    assert mean(10.0) == (0.0, 0.0)
-    assert MoveHistory().window(None, (0.02, 0.5))(1.0) == (0.02, 0.5)  # without a time: the frame's
+def test_the_ground_model_says_when_its_sources_re_measure_the_ground() -> None:
+    """``reinterpreted``: the ratio of the height to the one the last frame's sources would give the
+    same reading, and the pitch's change, where a reference or the traffic's pitch changed them (the
+    speed stage then re-measures what its tracks had); the drone climbing is no reinterpretation."""
+    ground = GroundModel(CameraConfig(name="mavic 3"))  # the take-off altitude: the flight source
+    ground.projector(_frame(1.0))
+    assert ground.reinterpreted is None
+    ground.projector(_frame(1.1, altitude=62.0))  # it climbed: the readings say so, nothing to re-measure
+    assert ground.reinterpreted is None
+    ground.set_reference(HeightReference("lrf", -8.0, 0.3, at_time_s=1.1))  # the road 8 m above take-off
+    assert ground.projector(_frame(1.2, altitude=62.0)).altitude_m == pytest.approx(54.0)
+    assert ground.reinterpreted == pytest.approx((54.0 / 62.0, 0.0))
+    ground.projector(_frame(1.3, altitude=61.0))
+    assert ground.reinterpreted is None
+    ground.set_traffic_pitch((1.5, 0.5))  # the pitch used is 1.5 deg shallower than the traffic's
+    proj = ground.projector(_frame(1.4, altitude=61.0))
+    assert ground.reinterpreted == pytest.approx((1.0, proj.pitch_deg + 45.0)) and proj.pitch_deg < -45.5
+    ground.set_reference(HeightReference("measured_base", -8.0, 0.2, pitch_bias_deg=1.0, at_time_s=1.5))
+    assert ground.projector(_frame(1.5, altitude=61.0)).pitch_deg == pytest.approx(-44.0)
+    assert ground.reinterpreted == pytest.approx((1.0, -44.0 - proj.pitch_deg))  # the move gone, the bias in
+    ground.projector(_frame(1.6, altitude=None))  # no altitude: no projector, nothing said
+    assert ground.reinterpreted is None

@@ -534,3 +534,60 @@ def test_velocity_is_the_last_fit(speed_kmh: float, heading: float) -> None:
     h = math.radians(heading)
     assert v == pytest.approx([m_per_s(speed_kmh) * math.cos(h), m_per_s(speed_kmh) * math.sin(h)], abs=1e-6)
     assert est.velocity(2) is None
+
+
+@pytest.mark.parametrize(
+    ("height_ratio", "pitch_change", "per_deg"),
+    [
+        (0.68, 0.0, 0.0),  # a laser's height 32 % below the take-off altitude read over a road above it
+        (1.25, 0.0, 0.03),
+        (1.0, -1.5, 0.04),  # the traffic's pitch moved by -1.5 deg where a degree is 4 % of a speed
+        (1.1, 1.0, -0.02),
+    ],
+)
+def test_a_track_s_history_is_re_measured_when_the_ground_is(height_ratio, pitch_change, per_deg) -> None:
+    """The ground measured anew mid-track (a height reference taken, the traffic's pitch weighed in):
+    its later steps measure ``k`` times what they did. Re-measured (``rescale``), the window holds one
+    scale and the speed is the new one's from the first frame on, its box no size change; left as it
+    was, the window reads the step as a deceleration that the carry drives past the new speed."""
+    from pipelines.height import ScaleTerms
+
+    k = height_ratio * (1.0 + per_deg * pitch_change)
+    v = m_per_s(60.0) / 30.0  # m a frame
+    terms = ScaleTerms(np.array([0.01]), np.array([per_deg]), np.array([0.0]))
+
+    def drive(rescale: bool) -> tuple[list[float], list[bool]]:
+        est = SpeedEstimator(SpeedConfig())
+        speeds, trusted = [], []
+        for i in range(1, 121):  # 4 s at 30 fps; the ground is measured anew at 2 s
+            if i == 61 and rescale:
+                est.rescale(height_ratio, pitch_change)
+            scale = k if i > 60 else 1.0
+            got = est.update(i / 30.0, np.array([3]), np.array([[v * scale, 0.0]]), np.array([4.5 * scale]),
+                             scale_sigma_frac=terms).get(3)  # fmt: skip
+            if i > 60 and got is not None:
+                speeds.append(got.speed_kmh)
+                trusted.append(got.trusted)
+        return speeds, trusted
+
+    speeds, trusted = drive(rescale=True)
+    assert np.allclose(speeds, 60.0 * k, rtol=1e-6) and all(trusted)
+    left, _ = drive(rescale=False)
+    assert np.max(np.abs(np.array(left) / (60.0 * k) - 1.0)) > 0.4 * abs(k - 1.0)
+
+
+def test_a_rescale_leaves_what_cannot_be_re_measured() -> None:
+    """No track, a track without a pitch sensitivity (its pitch part taken as none), a factor that is
+    no scale: nothing breaks, nothing moves where nothing changed."""
+    est = SpeedEstimator(SpeedConfig())
+    est.rescale(0.9, 1.0)  # no track: nothing to do
+    for i in range(1, 31):
+        est.update(i / 30.0, np.array([1]), np.array([[0.5, 0.0]]), np.array([4.5]))
+    before = est.velocity(1).copy()
+    est.rescale(1.0, 2.0)  # a pitch change, but the track's sensitivity is unknown (NaN): unchanged
+    assert np.array_equal(est.velocity(1), before)
+    est.rescale(float("nan"))
+    est.rescale(-1.0)
+    assert np.array_equal(est.velocity(1), before)
+    est.rescale(0.5)
+    assert np.allclose(est.velocity(1), 0.5 * before) and est.last_seen(1)[2] == pytest.approx(2.25)
