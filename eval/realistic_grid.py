@@ -27,12 +27,16 @@ sigma of frames, tickets and flights: the sigma target, 60-75 %).
 
     python -m eval.realistic_grid run --out /work/bench/realistic [--draws 6] [--jobs 2] [--arms none,site,base,lrf]
         [--config pipeline.yaml]   # under every arm's own settings, e.g. pitch_check: {correct: false}
-    python -m eval.realistic_grid table /work/bench/realistic [--markdown]
+    python -m eval.realistic_grid table /work/bench/realistic [--markdown] [--on-source]
+
+``--on-source``: each arm's frames and tickets measured on its own scale (``ARM_SOURCE``) alone: the
+laser's from its third reading on where its point was the road's, not the take-off altitude before.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 from collections import Counter
@@ -45,7 +49,7 @@ import numpy as np
 
 from eval.bands import format_table
 from eval.correction import ARMS as ALL_ARMS
-from eval.error_budget import build_grid, load_runs, parse_names, run_grid
+from eval.error_budget import build_grid, load_runs, on_source, parse_names, run_grid
 from eval.error_budget_table import budget_rows, format_rows
 from eval.metrics.tickets import TicketSamples, format_why, summarize_tickets
 from eval.optics_bench import BASE_SPEC, add_shared_and_table, print_table, sprites_folder
@@ -64,6 +68,7 @@ MOTIONS: dict[str, dict[str, Any]] = {
 }
 ARMS = ("none", "site", "base", "lrf")
 TARGET_ARMS = ("site", "base", "lrf")  # the issue's targets hold for these
+ARM_SOURCE = {"none": "flight", "site": "site", "base": "measured_base", "lrf": "lrf"}  # --on-source
 SCENARIO = "prior"
 SCENARIOS_OFFERED = ("prior", "exact")  # exact: the optics and the solids alone, telemetry true
 SEED0 = 5000
@@ -222,8 +227,11 @@ def target_rows(rows: Sequence[Any]) -> list[list[str]]:
     return out
 
 
-def render_table(out: Path, markdown: bool = False) -> str:
+def render_table(out: Path, markdown: bool = False, own_source: bool = False) -> str:
+    """The grid's table; ``own_source``: each arm's speeds and tickets on its own scale alone."""
     runs = load_runs(out)
+    if own_source:
+        runs = [on_source(r, ARM_SOURCE[r["arm"]]) for r in runs if r["arm"] in ARM_SOURCE]
     arms = [a for a in ARMS if any(r["arm"] == a for r in runs)]
     rows = per_cell(runs, arms)
     scenarios = list(dict.fromkeys(str(r["scenario"]) for r in runs))
@@ -297,6 +305,9 @@ def _parser() -> argparse.ArgumentParser:
         help="a pipeline YAML under every arm's own settings (e.g. pitch_check.correct)",
     )
     add_shared_and_table(run, sub)
+    sub.choices["table"].add_argument(
+        "--on-source", action="store_true", help="each arm's frames and tickets on its own scale alone"
+    )
     return p
 
 
@@ -304,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.command == "table":
-        return print_table(args.out, render_table, "eval.realistic_grid", args.markdown)
+        render_fn = functools.partial(render_table, own_source=args.on_source)
+        return print_table(args.out, render_fn, "eval.realistic_grid", args.markdown)
     if args.draws < 1:
         raise SystemExit("realistic grid: --draws must be at least 1")
     cells = parse_names(args.cells, cell_names(), cell_names(), "cells")

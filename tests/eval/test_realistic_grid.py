@@ -3,6 +3,8 @@ drawn through a distorting lens (eval.correction) solved through the lens the en
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,7 @@ from eval.realistic_grid import (
     cell_spec,
     checks_at_end,
     render,
+    render_table,
     same_flight,
     target_rows,
     why_held,
@@ -178,3 +181,21 @@ def test_the_scale_checks_at_the_flights_end_are_counted_per_arm():
         "the cars measure 1.12 times (1)",
         "lrf: not recorded 1",
     ]
+
+
+def test_on_its_own_source_an_arm_s_table_leaves_out_the_frames_before_it(tmp_path):
+    """``table --on-source``: the laser arm's frames measured on the take-off altitude before its third
+    reading (a road 10 % off) are left out; the frames on the laser's scale are what it is worth."""
+    folder = tmp_path / "runs" / "prior" / "lrf"
+    folder.mkdir(parents=True)
+    speed = {"frame": list(range(10)), "gt_id": [1] * 10, "gt_kmh": [50.0] * 10, "sigma_kmh": [1.0] * 10,
+             "pred_kmh": [55.0] * 5 + [50.5] * 5, "scale_source": ["flight"] * 5 + ["lrf"] * 5}  # fmt: skip
+    record = {"flight": "alt30_pitch60_drift", "scenario": "prior", "arm": "lrf", "status": "ok",
+              "speed": speed, "tickets": None, "scale": []}  # fmt: skip
+    (folder / "alt30_pitch60_drift.json").write_text(json.dumps(record))
+
+    def cell_row(table):
+        return next(line.split() for line in table.splitlines() if line.startswith("alt30_pitch60_drift"))
+
+    every, own = cell_row(render_table(tmp_path)), cell_row(render_table(tmp_path, own_source=True))
+    assert every[3:5] == ["10", "2.75"] and own[3:5] == ["5", "0.50"]
