@@ -176,9 +176,11 @@ class GroundModel:
         traffic's pitch weighed in re-measures the ground, not the drone's flight: what was measured
         before is to be measured again (``SpeedEstimator.rescale``)."""
         before, self._added = self._added, added
-        if added is None or before is None or added == before or height - (added[0] - before[0]) <= 1.0:
+        if added is None or before is None or added == before:
             return
-        self.reinterpreted = (height / (height - (added[0] - before[0])), added[1] - before[1])
+        dh, dp = added[0] - before[0], added[1] - before[1]
+        if height - dh > 1.0:
+            self.reinterpreted = (height / (height - dh), dp)
 
     def _pitch_bias(self) -> float:
         return self.reference.pitch_bias_deg if self.reference is not None else 0.0
@@ -339,7 +341,7 @@ class GroundModel:
         pitch, assumption = self._pitch(tel)
         if pitch is None:
             return None
-        reading, gimbal = altitude, pitch - self._pitch_bias()
+        reading, gimbal = altitude, pitch - self._pitch_bias()  # what the drone reads
         if laser_spot is not None and self.rangefinder is not None and not assumption and not vehicles:
             self.rangefinder.observe(frame, altitude, pitch, *laser_spot)
 
@@ -363,7 +365,7 @@ class GroundModel:
             return None
         if view is None:  # a terrain model's view is cast through the pitch before it: not moved
             altitude, pitch = self._moved_by_traffic(altitude, pitch)
-        flat = not vehicles and view is None
+        flat = not vehicles and view is None  # the vehicles' own scale starts its tracks again instead
         self._reinterpret((altitude - reading, pitch - gimbal) if flat else None, altitude)
         key = (
             round(altitude, 3),

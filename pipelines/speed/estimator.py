@@ -28,6 +28,9 @@ from pipelines.types import SpeedEstimate
 logger = logging.getLogger(__name__)
 
 LONGER = "longer"  # the key of a track's fit over the longer window: (track id, LONGER)
+# the most a pitch may change for a track's history to be re-measured to first order (rescale); more
+# (a base that found the gimbal far off) starts the tracks again, as the vehicles' own scale does
+RESCALE_MAX_PITCH_DEG = 3.0
 OUTLIER_FACTOR = 2.0  # a step faster than this multiple of max_plausible_kmh is a measurement error
 
 
@@ -197,7 +200,12 @@ class SpeedEstimator:
         across a change read it as an acceleration, which the carry then drove past the new speed:
         a laser taken 32 % below the take-off altitude read +48 % then -22 % for a second). Over flat
         ground a displacement scales with the height; with the pitch by the track's sensitivity at
-        its last update (``scale_per_deg``, first order). Box sizes (m) scale alike."""
+        its last update (``scale_per_deg``, first order). Box sizes (m) scale alike. A pitch changed by
+        more than ``RESCALE_MAX_PITCH_DEG`` changes the ground's shape, not its scale: every track
+        starts again."""
+        if abs(pitch_change_deg) > RESCALE_MAX_PITCH_DEG:
+            self.reset()
+            return
         for st in self._tracks.values():
             per_deg = st.scale_per_deg if math.isfinite(st.scale_per_deg) else 0.0
             k = height_ratio * (1.0 + per_deg * pitch_change_deg)

@@ -578,7 +578,8 @@ def test_a_track_s_history_is_re_measured_when_the_ground_is(height_ratio, pitch
 
 def test_a_rescale_leaves_what_cannot_be_re_measured() -> None:
     """No track, a track without a pitch sensitivity (its pitch part taken as none), a factor that is
-    no scale: nothing breaks, nothing moves where nothing changed."""
+    no scale: nothing breaks, nothing moves where nothing changed; a pitch changed by more than
+    first order can re-measure: the tracks start again."""
     est = SpeedEstimator(SpeedConfig())
     est.rescale(0.9, 1.0)  # no track: nothing to do
     for i in range(1, 31):
@@ -591,3 +592,5 @@ def test_a_rescale_leaves_what_cannot_be_re_measured() -> None:
     assert np.array_equal(est.velocity(1), before)
     est.rescale(0.5)
     assert np.allclose(est.velocity(1), 0.5 * before) and est.last_seen(1)[2] == pytest.approx(2.25)
+    est.rescale(1.0, 3.5)  # beyond first order (RESCALE_MAX_PITCH_DEG): the tracks start again
+    assert len(est) == 0
