@@ -168,15 +168,16 @@ class GroundModel:
         self.traffic_shift = (math.log(moved.height_m / scale.height_m), moved.pitch_deg - scale.pitch_deg)
         return moved.height_m, moved.pitch_deg
 
-    def _reinterpret(self, added: tuple[float, float] | None, height: float) -> None:
-        """Keep what the sources add to the frame's altitude and pitch readings (None: not over flat
-        ground) and set :attr:`reinterpreted` where it changed since the last frame: (the ratio of
-        the height now to the one the last frame's sources would give this reading, the pitch's
-        change in deg). A reference taken or updated (the laser's, a base, a site value) or the
-        traffic's pitch weighed in re-measures the ground, not the drone's flight: what was measured
+    def _reinterpret(self, added: tuple[float, float], height: float, flat: bool) -> None:
+        """Keep what the sources add to the frame's altitude and pitch readings (not ``flat``: a terrain
+        model's view, the vehicles' own scale, which starts its tracks again instead) and set
+        :attr:`reinterpreted` where it changed since the last frame: (the ratio of the height now to
+        the one the last frame's sources would give this reading, the pitch's change in deg). A
+        reference taken or updated (the laser's, a base, a site value) or the traffic's pitch weighed
+        in re-measures the ground, not the drone's flight: what was measured
         before is to be measured again (``SpeedEstimator.rescale``)."""
-        before, self._added = self._added, added
-        if added is None or before is None or added == before:
+        before, self._added = self._added, (added if flat else None)
+        if not flat or before is None or added == before:
             return
         dh, dp = added[0] - before[0], added[1] - before[1]
         if height - dh > 1.0:
@@ -365,8 +366,7 @@ class GroundModel:
             return None
         if view is None:  # a terrain model's view is cast through the pitch before it: not moved
             altitude, pitch = self._moved_by_traffic(altitude, pitch)
-        flat = not vehicles and view is None  # the vehicles' own scale starts its tracks again instead
-        self._reinterpret((altitude - reading, pitch - gimbal) if flat else None, altitude)
+        self._reinterpret((altitude - reading, pitch - gimbal), altitude, flat=not vehicles and view is None)
         key = (
             round(altitude, 3),
             round(pitch, 3),
