@@ -200,9 +200,10 @@ class SpeedEstimator:
         across a change read it as an acceleration, which the carry then drove past the new speed:
         a laser taken 32 % below the take-off altitude read +48 % then -22 % for a second). Over flat
         ground a displacement scales with the height; with the pitch by the track's sensitivity at
-        its last update (``scale_per_deg``, first order). Box sizes (m) scale alike. A pitch changed by
-        more than ``RESCALE_MAX_PITCH_DEG`` changes the ground's shape, not its scale: every track
-        starts again."""
+        its last update (``scale_per_deg``, first order). About the track's position now: the positions
+        it reports go on from there without a jump (a ticket's base keeps what it was handed). Box
+        sizes (m) scale alike. A pitch changed by more than ``RESCALE_MAX_PITCH_DEG`` changes the
+        ground's shape, not its scale: every track starts again."""
         if abs(pitch_change_deg) > RESCALE_MAX_PITCH_DEG:
             self.reset()
             return
@@ -211,8 +212,8 @@ class SpeedEstimator:
             k = height_ratio * (1.0 + per_deg * pitch_change_deg)
             if k == 1.0 or not (k > 0.0 and math.isfinite(k)):
                 continue
-            st.pos = st.pos * k
-            st.xy = deque((x * k, y * k) for x, y in st.xy)
+            px, py = float(st.pos[0]), float(st.pos[1])  # about where it is now: no position jumps
+            st.xy = deque((px + (x - px) * k, py + (y - py) * k) for x, y in st.xy)
             st.size = deque(v * k for v in st.size)
             if st.velocity is not None:
                 st.velocity = st.velocity * k

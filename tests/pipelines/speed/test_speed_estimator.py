@@ -556,23 +556,26 @@ def test_a_track_s_history_is_re_measured_when_the_ground_is(height_ratio, pitch
     v = m_per_s(60.0) / 30.0  # m a frame
     terms = ScaleTerms(np.array([0.01]), np.array([per_deg]), np.array([0.0]))
 
-    def drive(rescale: bool) -> tuple[list[float], list[bool]]:
+    def drive(rescale: bool) -> tuple[list[float], list[bool], list[float]]:
         est = SpeedEstimator(SpeedConfig())
-        speeds, trusted = [], []
+        speeds, trusted, x = [], [], []
         for i in range(1, 121):  # 4 s at 30 fps; the ground is measured anew at 2 s
             if i == 61 and rescale:
                 est.rescale(height_ratio, pitch_change)
             scale = k if i > 60 else 1.0
             got = est.update(i / 30.0, np.array([3]), np.array([[v * scale, 0.0]]), np.array([4.5 * scale]),
                              scale_sigma_frac=terms).get(3)  # fmt: skip
+            x.append(got.position_m[0] if got is not None else np.nan)
             if i > 60 and got is not None:
                 speeds.append(got.speed_kmh)
                 trusted.append(got.trusted)
-        return speeds, trusted
+        return speeds, trusted, x
 
-    speeds, trusted = drive(rescale=True)
+    speeds, trusted, x = drive(rescale=True)
     assert np.allclose(speeds, 60.0 * k, rtol=1e-6) and all(trusted)
-    left, _ = drive(rescale=False)
+    # the positions it reports go on without a jump: a ticket's base keeps the ones it was handed
+    assert np.diff(x)[59] == pytest.approx(v * k) and np.nanmax(np.abs(np.diff(x))) <= v * max(k, 1.0) + 1e-9
+    left, _, _ = drive(rescale=False)
     assert np.max(np.abs(np.array(left) / (60.0 * k) - 1.0)) > 0.4 * abs(k - 1.0)
 
 
