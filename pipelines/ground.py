@@ -174,8 +174,8 @@ class GroundModel:
         :attr:`reinterpreted` where it changed since the last frame: (the ratio of the height now to
         the one the last frame's sources would give this reading, the pitch's change in deg). A
         reference taken or updated (the laser's, a base, a site value) or the traffic's pitch weighed
-        in re-measures the ground, not the drone's flight: what was measured
-        before is to be measured again (``SpeedEstimator.rescale``)."""
+        in re-measures the ground, not the drone's flight: what was measured before is to be measured
+        again (``SpeedEstimator.rescale``)."""
         before, self._added = self._added, (added if flat else None)
         if not flat or before is None or added == before:
             return
