@@ -35,7 +35,7 @@ from pipelines.effort import Effort, keyframes_at
 from pipelines.geometry import GroundProjector
 from pipelines.ground import GroundModel
 from pipelines.height import ScaleTerms, track_scale_terms, travel_directions
-from pipelines.motion.detector import Detector
+from pipelines.motion.detector import CLOSED_DETECTOR, Detector
 from pipelines.motion.egomotion import EgoMotionEstimator
 from pipelines.motion.keyframes import (
     FLOW_KEY,
@@ -429,6 +429,13 @@ class Pipeline:
             self._bridged.add(o)
         return np.array([links.get(int(r), int(i)) for r, i in zip(raw, ids, strict=True)], dtype=int)
 
+    def _remeasure(self) -> None:
+        """The ground is measured anew (:attr:`GroundModel.reinterpreted`): so is what the tracks had; the
+        estimates a keyframe schedule holds for carried boxes were measured on the old scale and go."""
+        if self.ground.reinterpreted is not None:
+            self.speed.rescale(*self.ground.reinterpreted)
+            self._held.clear()
+
     def process(self, frame: Frame, *, backlog: int = 0, prepared: Prepared | None = None) -> FrameResult:
         """One frame, in order. ``backlog``: frames waiting behind this one (the live server's
         queue); with keyframes on, a backlog stretches the detection interval. ``prepared``: its
@@ -462,8 +469,7 @@ class Pipeline:
         timings["track"] = (t4 - t3) * 1e3
 
         proj = self.ground.projector(frame, laser_spot=(mask, tracked.xyxy))
-        if self.ground.reinterpreted is not None:  # the ground is measured anew: so is what the tracks had
-            self.speed.rescale(*self.ground.reinterpreted)
+        self._remeasure()
         ids = tracked.tracker_id.astype(int) if tracked.tracker_id is not None else np.zeros(0, int)
         if self.relinker is not None:
             ids = self._relink(frame, tracked, ids, proj)
@@ -566,7 +572,7 @@ class Pipeline:
         finished stream holds no memory even while something still refers to the pipeline. It
         processes no frame after this; closing twice is harmless."""
         self.closed = True
-        self.detector = _CLOSED_DETECTOR
+        self.detector = CLOSED_DETECTOR
         self.road.release()
         self.displacement.reset()
         self.tracker.reset()
@@ -587,14 +593,6 @@ class Pipeline:
         self._held.clear()
         self._last_xyxy = None
         self._stop_detect_thread()
-
-
-class _ClosedDetector:
-    def detect(self, frame: Frame) -> sv.Detections:
-        raise RuntimeError("the pipeline is closed")
-
-
-_CLOSED_DETECTOR = _ClosedDetector()
 
 
 __all__ = ["STAGES", "Pipeline", "Prepared"]

@@ -104,6 +104,16 @@ class ImageDetector:
 # --------------------------------------------------------------------------------------------
 
 
+class _ClosedDetector:
+    """A closed pipeline's detector: any call says so (the model it held is released)."""
+
+    def detect(self, frame: Frame) -> sv.Detections:
+        raise RuntimeError("the pipeline is closed")
+
+
+CLOSED_DETECTOR = _ClosedDetector()
+
+
 def _normalise_name(name: str) -> str:
     return " ".join(str(name).strip().lower().replace("-", " ").replace("_", " ").split())
 
