@@ -59,6 +59,10 @@ class HeightReferenceOut(BaseModel):
     set_by: str = ""
     set_at: str = Field("", description="ISO 8601 UTC")
     detail: str = ""
+    provisional: bool = Field(
+        False,
+        description="on fewer laser readings than a reference needs: speeds use it, no ticket rests on it",
+    )
 
 
 class ScaleOut(BaseModel):

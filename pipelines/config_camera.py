@@ -30,6 +30,7 @@ class HeightReferenceConfig(_Section):
     set_by: str = ""
     set_at: str = ""
     detail: str = ""
+    provisional: Literal[False] = False  # only the laser's first readings are (HeightReference.to_dict)
 
 
 class RangefinderConfig(_Section):
@@ -41,9 +42,13 @@ class RangefinderConfig(_Section):
     sigma_m: float = Field(0.2, gt=0, le=10)
     sigma_frac: float = Field(0.0015, ge=0, le=0.1)
     # readings pooled into one reference (newest first), at least min_readings; the reference is
-    # dropped (the other sources again) when no reading has come for max_age_s
+    # dropped (the other sources again) when no reading has come for max_age_s. provisional: the
+    # readings before min_readings (agreeing) make a provisional reference, its sigma widened by the
+    # barometer's scatter between readings, that speeds use but no ticket rests on (the OSD's 0.5 Hz
+    # takes min_readings 3 four seconds or more: a short pass would otherwise have no laser at all)
     window_s: float = Field(60.0, gt=0, le=3600)
     min_readings: int = Field(3, ge=1, le=1000)
+    provisional: bool = True
     max_age_s: float = Field(20.0, gt=0, le=3600)
     # the laser's point: a disc of this share of the frame's width around the centre, which must lie
     # on the road mask (road_share of it) and under no vehicle's box

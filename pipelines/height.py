@@ -260,7 +260,10 @@ def centre_sigma_frac(scale: ScaleInfo) -> float:
 def reference_key(reference: HeightReference | None) -> object:
     """What a change of height reference is: an operator's or the configuration's reference is one
     reference; the laser rangefinder's, refined by each reading, and the terrain model's, met anew by
-    each frame's ray, are one source each."""
+    each frame's ray, are one source each (the laser's provisional reference another: its first readings
+    confirmed by more is a change of reference)."""
+    if reference is not None and reference.source == "lrf" and reference.provisional:
+        return ("lrf", "provisional")
     return reference.source if reference is not None and reference.source in ("lrf", "terrain") else reference
 
 
@@ -314,13 +317,18 @@ def scale_status(
     m: Any,
 ) -> tuple[str, str]:
     """A ticket's (status, reason) once its scale is weighed: not enforceable when its positions
-    were measured under more than one height reference, or when its scale's source is not one a
-    ticket may rest on; an uncertainty too large that is mostly the scale's says so. ``m``: the
-    ticket's measurement (``speed_kmh``, ``fit_sigma_kmh``)."""
+    were measured under more than one height reference, on a provisional one (the laser's first
+    readings), or when its scale's source is not one a ticket may rest on; an uncertainty too large
+    that is mostly the scale's says so. ``m``: the ticket's measurement (``speed_kmh``,
+    ``fit_sigma_kmh``)."""
     if status == ENFORCEABLE and references > 1:
         return NOT_ENFORCEABLE, "the height reference changed during the measuring base"
     if scale is None:
         return status, reason
+    if status == ENFORCEABLE and scale.reference is not None and scale.reference.provisional:
+        return NOT_ENFORCEABLE, (
+            f"the {scale.describe()}: a provisional reference, on fewer laser readings than one needs"
+        )
     if status == ENFORCEABLE and scale.source not in enforceable_sources:
         return NOT_ENFORCEABLE, (
             f"the {scale.describe()}: a ticket needs the take-off height above the road, a measured base or "

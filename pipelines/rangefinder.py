@@ -20,13 +20,18 @@ says. A reading's sigma is DJI's accuracy, ``sigma_m + sigma_frac R``, through t
 gimbal's pitch error moves every reading alike (``dh = -R cos(pitch) dpitch``), so it does not
 average out: it is added whole, and its covariance with the pitch (the pitch error that also
 stretches the ground mapping) rides on the reference's ``height_pitch_corr``, as for a measured
-base. No reading for ``max_age_s``: no reference (the other sources again).
+base. No reading for ``max_age_s``: no reference (the other sources again). Until ``min_readings``
+have come, the readings that agree make a provisional reference (``provisional``: the OSD's 0.5 Hz
+takes three readings four seconds or more, a short pass's whole time in view): its sigma widened by
+the barometer's scatter between readings, which one reading cannot show; speeds use it, no ticket
+rests on it, and one whose base spans it and the confirmed reference is two references.
 
 Pure: numpy and the engine's types.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections import deque
@@ -233,13 +238,16 @@ class Rangefinder:
         if now_s - self.readings[-1].time_s > cfg.max_age_s:
             self.status = f"no usable laser reading for {now_s - self.readings[-1].time_s:.0f} s"
             return None
-        if len(self.readings) < cfg.min_readings:
+        short = len(self.readings) < cfg.min_readings
+        if short and not cfg.provisional:
             self.status = f"{len(self.readings)} of {cfg.min_readings} laser readings needed"
             return None
         pitch_sigma = self.pitch_sigma_deg if pitch_sigma_deg is None else pitch_sigma_deg
         key = (self.taken, len(self.readings), pitch_sigma)
         if self._cached is None or self._cached[0] != key:
             ref, why = pool(list(self.readings), pitch_sigma)
+            if ref is not None and short:
+                ref = provisional(ref, len(self.readings), cfg.min_readings)
             self._cached = (key, ref)
             if ref is None:
                 self.status = why
@@ -249,4 +257,18 @@ class Rangefinder:
         return ref
 
 
-__all__ = ["LrfReading", "Rangefinder", "lrf_reading", "pool", "spot_refusal"]
+def provisional(ref: HeightReference, n: int, needed: int) -> HeightReference:
+    """``ref`` pooled from ``n`` readings, fewer than the ``needed``: provisional (speeds use it, no
+    ticket rests on it: pipelines.height.scale_status), its sigma widened by the most scatter between
+    readings taken as the barometer's (one reading cannot show its own)."""
+    return dataclasses.replace(
+        ref,
+        sigma_m=math.hypot(ref.sigma_m, MAX_SPREAD_M),
+        provisional=True,
+        detail=ref.detail.replace(
+            "laser rangefinder:", f"laser rangefinder, provisional ({n} of {needed} readings):"
+        ),
+    )
+
+
+__all__ = ["LrfReading", "Rangefinder", "lrf_reading", "pool", "provisional", "spot_refusal"]

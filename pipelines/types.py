@@ -221,6 +221,9 @@ class HeightReference:
     # the correlation of the height's and the pitch bias's errors (a measured base solves both
     # from the same lines: along them their errors cancel, pipelines.height.scale_sigma_frac)
     height_pitch_corr: float = 0.0
+    # on fewer readings than a reference needs (the laser's first: pipelines.rangefinder): speeds may
+    # use it, no ticket rests on it (pipelines.height.scale_status)
+    provisional: bool = False
 
     def __post_init__(self) -> None:
         if self.source not in REFERENCE_SOURCES:
@@ -252,6 +255,7 @@ class HeightReference:
             "set_by": self.set_by,
             "set_at": self.set_at,
             "detail": self.detail,
+            "provisional": self.provisional,
         }
 
 

@@ -218,6 +218,10 @@ HIGH_FLIGHT = ScaleInfo(
 )  # sigma small, source untrusted
 SITE = ScaleInfo("site", 60.0, 0.86, -90.0, 1.0, 0.86 / 60.0, HeightReference("site", -8.0, 0.5))
 BASE = ScaleInfo("measured_base", 60.0, 0.3, -90.0, 0.2, 0.005, HeightReference("measured_base", -8.0, 0.3))
+LRF = ScaleInfo("lrf", 60.0, 0.3, -90.0, 1.0, 0.005, HeightReference("lrf", -8.0, 0.3))
+LRF_FIRST = ScaleInfo(
+    "lrf", 60.0, 0.45, -90.0, 1.0, 0.0075, HeightReference("lrf", -8.0, 0.45, provisional=True)
+)
 
 
 @pytest.mark.parametrize(
@@ -238,6 +242,10 @@ BASE = ScaleInfo("measured_base", 60.0, 0.3, -90.0, 0.2, 0.005, HeightReference(
             "not_enforceable",
             "height reference changed during the measuring base",
         ),
+        (lambda i: LRF, "enforceable", ""),
+        # the laser's first readings: speeds use them, no ticket rests on them; nor across their confirmation
+        (lambda i: LRF_FIRST, "not_enforceable", "a provisional reference, on fewer laser readings"),
+        (lambda i: LRF_FIRST if i < 30 else LRF, "not_enforceable", "height reference changed during"),
     ],
 )
 def test_the_ticket_carries_its_scale_and_its_sigma(scales, status, reason) -> None:

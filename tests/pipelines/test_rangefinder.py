@@ -13,7 +13,7 @@ from pipelines.config import CameraConfig, RangefinderConfig
 from pipelines.geometry import GroundProjector, apply_homography, ground_to_image_homography
 from pipelines.ground import GroundModel
 from pipelines.height import HeightReference, ScaleModel, reference_key, scale_sigma_frac
-from pipelines.rangefinder import LrfReading, Rangefinder, lrf_reading, pool, spot_refusal
+from pipelines.rangefinder import MAX_SPREAD_M, LrfReading, Rangefinder, lrf_reading, pool, spot_refusal
 from pipelines.types import Frame, Telemetry
 
 W, H = 1920, 1080
@@ -123,12 +123,33 @@ def test_each_sample_counts_once_and_old_readings_expire() -> None:
 
 
 def test_too_few_readings_and_refusals_are_said() -> None:
-    lrf = Rangefinder(RangefinderConfig(min_readings=3), 1.0)
+    lrf = Rangefinder(RangefinderConfig(min_readings=3, provisional=False), 1.0)
     lrf.observe(frame(0.0, 68.0, -90.0, 60.0), 68.0, -90.0, ROAD, None)
     assert lrf.reference(0.5) is None and lrf.status == "1 of 3 laser readings needed"
     lrf.observe(frame(1.0, 68.0, -90.0, 60.0), 68.0, -90.0, None, None)
     lrf.observe(frame(2.0, 68.0, -90.0, 60.0), 68.0, -90.0, ROAD, np.array([[900, 500, 1000, 600.0]]))
     assert len(lrf.readings) == 1 and sum(lrf.refused.values()) == 2
+
+
+def test_the_first_readings_make_a_provisional_reference_until_enough_have_come() -> None:
+    """Before ``min_readings``, the readings that agree: a provisional reference (its sigma widened by
+    the barometer's scatter between readings, which one reading cannot show), named so; two that
+    disagree: none; the third reading confirms it."""
+    lrf = Rangefinder(RangefinderConfig(min_readings=3), 1.0)
+    lrf.observe(frame(0.0, 68.0, -90.0, 60.0), 68.0, -90.0, ROAD, None)
+    one = lrf.reference(0.5)
+    alone, _ = pool(list(lrf.readings), 1.0)
+    assert one is not None and one.provisional and one.takeoff_above_road_m == pytest.approx(-8.0)
+    assert one.sigma_m == pytest.approx(math.hypot(alone.sigma_m, MAX_SPREAD_M))
+    assert lrf.status.startswith("laser rangefinder, provisional (1 of 3 readings):")
+    assert one.to_dict()["provisional"] is True
+    lrf.observe(frame(2.0, 68.0, -90.0, 56.0), 68.0, -90.0, ROAD, None)  # a roof, a verge: 4 m off
+    assert lrf.reference(2.5) is None and "disagree" in lrf.status
+    for t in (4.0, 6.0):
+        lrf.observe(frame(t, 68.0, -90.0, 60.0), 68.0, -90.0, ROAD, None)
+    confirmed = lrf.reference(6.5)
+    assert confirmed is not None and not confirmed.provisional and confirmed.sigma_m < one.sigma_m
+    assert reference_key(confirmed) != reference_key(one)  # a base across the two: two references
 
 
 def run_ground(camera: CameraConfig, frames: list[Frame], mask=ROAD) -> GroundModel:
