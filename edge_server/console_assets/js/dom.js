@@ -102,6 +102,7 @@ export function scaleText(scale, who = true) {
   if (scale.pitch_from_traffic_deg) text += ` (${signed(scale.pitch_from_traffic_deg)}° from the traffic)`;
   if (scale.sigma_pct !== null && scale.sigma_pct !== undefined) text += `, ±${num(scale.sigma_pct)} % of the speed`;
   const ref = scale.reference;
+  if (ref && ref.provisional) text += "; provisional: too few laser readings for a ticket yet";
   if (who && ref && (ref.set_by || ref.set_at)) text += `; set by ${ref.set_by || "?"}${ref.set_at ? ` at ${when(ref.set_at)}` : ""}`;
   return text;
 }
