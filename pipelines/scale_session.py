@@ -150,11 +150,13 @@ def prior_of(cfg: ScaleCheckConfig) -> VehiclePrior:
 def session_key(frame: Frame, scale: ScaleInfo | None) -> tuple:
     """What the check must start again on: the scale's source and reference, the camera, its zoom,
     and where the scale is the vehicles' own, the pitch it is measured at (a new fit of the cars':
-    the log ratios kept were measured through another view)."""
+    the log ratios kept were measured through another view). The laser's provisional reference
+    confirmed by more readings is the same laser's, refined as by every reading: no new session."""
     tel = frame.telemetry
+    ref = None if scale is None else scale.reference
     return (
         None if scale is None else scale.source,
-        None if scale is None else reference_key(scale.reference),
+        "lrf" if ref is not None and ref.source == "lrf" else reference_key(ref),
         None if tel is None else tel.camera,
         None if tel is None or tel.focal_length_mm is None else round(tel.focal_length_mm, 2),
         None if tel is None else round(tel.digital_zoom, 3),

@@ -12,7 +12,7 @@ from pipelines.geometry import GroundProjector, apply_homography
 from pipelines.lane_ruler import NONE, LaneMeasure
 from pipelines.scale_check import CAR_PRIORS, predicted_boxes
 from pipelines.scale_session import ScaleCheck, prior_of
-from pipelines.types import PROPAGATED_KEY, Frame, Intrinsics, ScaleCheckResult, ScaleInfo
+from pipelines.types import PROPAGATED_KEY, Frame, HeightReference, Intrinsics, ScaleCheckResult, ScaleInfo
 
 K = Intrinsics(1400.0, 1400.0, 960.0, 540.0, 1920, 1080)
 IMAGE = np.zeros((1080, 1920, 3), np.uint8)
@@ -176,6 +176,22 @@ def test_the_check_restarts_when_the_scale_source_changes() -> None:
     r = check.result
     assert (r.status, r.n) == ("unverified", 4)
     assert r.reason == "restarted: the scale source changed; too few vehicles yet (4 of 10)"
+    assert check.summary()["restarts"] == 1
+
+
+def test_the_laser_s_provisional_reference_confirmed_goes_on_with_the_check() -> None:
+    """The laser's first readings' provisional reference, then the confirmed one: the same laser (the
+    speeds' base counts two references, the check one session); a site value after it: a restart."""
+    check = ScaleCheck(ScaleCheckConfig())
+    first = ScaleInfo(
+        "lrf", 60.0, 0.45, -60.0, 1.0, reference=HeightReference("lrf", -8.0, 0.45, provisional=True)
+    )
+    confirmed = ScaleInfo("lrf", 60.0, 0.3, -60.0, 1.0, reference=HeightReference("lrf", -8.0, 0.3))
+    _traffic(check, k=1.0, scale=first, vehicles=8)
+    _traffic(check, k=1.0, scale=confirmed, vehicles=3, seed=1)  # tracks 0-2 again: restarted, n would be 3
+    assert check.summary()["restarts"] == 0 and check.result.n == 8
+    _traffic(check, k=1.0, scale=ScaleInfo("site", 60.0, 0.5, -60.0, 1.0, reference=HeightReference("site", -8.0, 0.5)),
+             vehicles=4, seed=2)  # fmt: skip
     assert check.summary()["restarts"] == 1
 
 
