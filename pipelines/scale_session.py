@@ -148,12 +148,11 @@ def prior_of(cfg: ScaleCheckConfig) -> VehiclePrior:
 
 
 def session_key(frame: Frame, scale: ScaleInfo | None) -> tuple:
-    """What the check must start again on: the scale's source and reference, the camera, its zoom,
-    and where the scale is the vehicles' own, the pitch it is measured at (a new fit of the cars':
-    the log ratios kept were measured through another view). The laser's provisional reference
-    confirmed by more readings is the same laser's, refined as by every reading: no new session."""
-    tel = frame.telemetry
-    ref = None if scale is None else scale.reference
+    """What the check must start again on: the scale's source and reference (the laser's provisional
+    one confirmed is the same laser's), the camera, its zoom, and where the scale is the vehicles'
+    own, the pitch it is measured at (a new fit of the cars': the log ratios kept were measured
+    through another view)."""
+    tel, ref = frame.telemetry, None if scale is None else scale.reference
     return (
         None if scale is None else scale.source,
         "lrf" if ref is not None and ref.source == "lrf" else reference_key(ref),
@@ -591,12 +590,4 @@ def hold_for_check(
     return v
 
 
-__all__ = [
-    "ScaleCheck",
-    "frame_inputs",
-    "hold_for_check",
-    "prior_of",
-    "session_key",
-    "track_value",
-    "usable",
-]
+__all__ = ["ScaleCheck", "frame_inputs", "hold_for_check", "prior_of", "session_key", "track_value", "usable"]
