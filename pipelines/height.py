@@ -326,8 +326,9 @@ def scale_status(
     if scale is None:
         return status, reason
     if status == ENFORCEABLE and scale.reference is not None and scale.reference.provisional:
-        return NOT_ENFORCEABLE, (
-            f"the {scale.describe()}: a provisional reference, on fewer laser readings than one needs"
+        return (
+            NOT_ENFORCEABLE,
+            f"a provisional laser reference, on fewer readings than one needs: the {scale.describe()}",
         )
     if status == ENFORCEABLE and scale.source not in enforceable_sources:
         return NOT_ENFORCEABLE, (

@@ -244,7 +244,7 @@ LRF_FIRST = ScaleInfo(
         ),
         (lambda i: LRF, "enforceable", ""),
         # the laser's first readings: speeds use them, no ticket rests on them; nor across their confirmation
-        (lambda i: LRF_FIRST, "not_enforceable", "a provisional reference, on fewer laser readings"),
+        (lambda i: LRF_FIRST, "not_enforceable", "a provisional laser reference, on fewer readings"),
         (lambda i: LRF_FIRST if i < 30 else LRF, "not_enforceable", "height reference changed during"),
     ],
 )
