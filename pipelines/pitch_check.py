@@ -33,7 +33,9 @@ used is within ``tolerance_deg`` of the one the traffic gives (``z`` standard er
 few vehicles yet, or not yet determined). What fools it: traffic that brakes or speeds up in one part
 of the view more than another (a junction, a queue's tail), which a pitch error cannot be told from.
 Pure numpy; each track keeps five running sums (its memory grows with the tracks, not the frames);
-restarted when the scale source changes (a pitch the session measured against before).
+restarted when the scale source changes the pitch used; a change to or from the laser's height or a
+terrain model's (the frame's choice, under the same pitch: pipelines.ground) changes the height alone,
+a step in every track's log speed: each track's samples on either side are fitted apart instead.
 """
 
 from __future__ import annotations
@@ -88,14 +90,28 @@ def pooled_slope(slopes: np.ndarray, spreads: np.ndarray) -> tuple[float, float,
     return est.mu, est.se, est.n_inliers
 
 
+# the sources a frame chooses among under one pitch (pipelines.ground.GroundModel._choose_scale): the
+# configuration's or an operator's reference, the laser's, a terrain model's
+LAYERED = frozenset({"lrf", "terrain"})
+SHARED_PITCH = LAYERED | {"flight", "operator", "site", "measured_base"}
+
+
+def same_pitch(before: str | None, now: str) -> bool:
+    """Whether a change of scale source from ``before`` to ``now`` keeps the pitch used (a change to or
+    from the laser or a terrain model; any other is an operator's or the vehicles' own pitch)."""
+    return before in SHARED_PITCH and now in SHARED_PITCH and (before in LAYERED or now in LAYERED)
+
+
 @dataclass
 class PitchCheck:
     """A session's pitch check from its tracks' speeds (see the module) under ``cfg``; ``update`` with
     each frame's speed estimates, ``result`` when asked."""
 
     cfg: PitchCheckConfig = field(default_factory=PitchCheckConfig)
-    _tracks: dict[int, list[float]] = field(default_factory=dict)  # n, sum x, y, x^2, x y (x: per_deg)
+    # by (track, height segment): n, sum x, y, x^2, x y (x: per_deg)
+    _tracks: dict[tuple[int, int], list[float]] = field(default_factory=dict)
     _source: str | None = None
+    _segment: int = 0  # height changes under the same pitch so far
     _current: tuple[float, PitchCheckResult] | None = None  # (stream time, result): current()'s
 
     def update(self, speeds: Iterable[SpeedEstimate], moved: tuple[float, float] = (0.0, 0.0)) -> None:
@@ -108,12 +124,15 @@ class PitchCheck:
         log_h, dp = moved
         for s in speeds:
             if s.scale_source != self._source:
-                self.reset()
+                if same_pitch(self._source, s.scale_source):
+                    self._segment += 1
+                else:
+                    self.reset()
                 self._source = s.scale_source
             if s.trusted and s.speed_kmh > 5.0 and math.isfinite(s.scale_per_deg):
                 x = s.scale_per_deg
                 y = math.log(s.speed_kmh) - log_h - x * dp
-                sums = self._tracks.setdefault(int(s.track_id), [0.0] * 5)
+                sums = self._tracks.setdefault((int(s.track_id), self._segment), [0.0] * 5)
                 sums[0] += 1.0
                 sums[1] += x
                 sums[2] += y
@@ -171,4 +190,4 @@ class PitchCheck:
         return PitchCheckResult(UNVERIFIED, eps, se, n, f"not yet determined to {cfg.tolerance_deg:g} deg")
 
 
-__all__ = ["PitchCheck", "PitchCheckResult", "pooled_slope", "slope_from_sums", "track_slope"]
+__all__ = ["PitchCheck", "PitchCheckResult", "pooled_slope", "same_pitch", "slope_from_sums", "track_slope"]

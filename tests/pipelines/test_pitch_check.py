@@ -3,13 +3,14 @@ tickets it holds for review."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 
 from pipelines.config import PitchCheckConfig
-from pipelines.pitch_check import PitchCheck, pooled_slope, slope_from_sums, track_slope
+from pipelines.pitch_check import PitchCheck, pooled_slope, same_pitch, slope_from_sums, track_slope
 from pipelines.scale_session import hold_for_check
 from pipelines.types import PitchCheckResult, SpeedEstimate, Violation
 
@@ -81,6 +82,29 @@ def test_a_track_that_sees_no_change_of_the_view_does_not_count_and_a_new_source
     assert r.status != "suspect" and abs(r.error_deg) <= 3.0 * r.sigma_deg and r.n <= 40, r
 
 
+def test_the_laser_s_height_taken_mid_track_keeps_what_the_check_had() -> None:
+    """The laser's reference taken (its height 15 % below the take-off altitude's) half way through:
+    the pitch is the same, so the vehicles measured before still count; the track it cut is fitted on
+    either side apart (a step in its log speed is no slope). Any other change starts again."""
+    frames = _traffic(3.0, 40, source="flight")
+    half = len(frames) // 2
+    check = PitchCheck()
+    for i, frame in enumerate(frames):
+        if i >= half:
+            frame = [dataclasses.replace(s, speed_kmh=0.85 * s.speed_kmh, scale_source="lrf") for s in frame]
+        check.update(frame)
+    r = check.result()
+    assert r.status == "suspect" and r.n >= 38 and abs(r.error_deg - 3.0) <= 3.0 * r.sigma_deg, r
+    cut = frames[half][0].track_id
+    assert (cut, 0) in check._tracks and (cut, 1) in check._tracks
+    assert [
+        (a, b, same_pitch(a, b)) for a, b in [("flight", "lrf"), ("lrf", "site"), ("terrain", "lrf")]
+    ] == [("flight", "lrf", True), ("lrf", "site", True), ("terrain", "lrf", True)]
+    assert not any(
+        same_pitch(a, b) for a, b in [("site", "measured_base"), ("lrf", "vehicles"), (None, "lrf")]
+    )
+
+
 def test_untrusted_and_slow_speeds_are_left_out() -> None:
     check = PitchCheck(PitchCheckConfig(min_vehicles=2))
     for i in range(40):
@@ -110,7 +134,7 @@ def test_a_long_session_keeps_five_numbers_a_track() -> None:
         check.update(frame)
     for _ in range(5000):  # a vehicle parked in view for three minutes, measured every frame
         check.update([SpeedEstimate(99, 20.0, 1.0, 30, 1.0, scale_source="site", scale_per_deg=0.02)])
-    assert all(len(v) == 5 for v in check._tracks.values()) and check._tracks[99][0] == 5000
+    assert all(len(v) == 5 for v in check._tracks.values()) and check._tracks[(99, 0)][0] == 5000
     assert pooled_slope(np.array([1.0]), np.array([0.01])) is None
 
 
