@@ -31,7 +31,6 @@ Pure: numpy and the engine's types.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections import deque
@@ -110,8 +109,13 @@ def spot_refusal(
     return None
 
 
-def pool(readings: list[LrfReading], pitch_sigma_deg: float) -> tuple[HeightReference | None, str]:
-    """The reference the ``readings`` make (None and why when they do not agree)."""
+def pool(
+    readings: list[LrfReading], pitch_sigma_deg: float, needed: int = 1
+) -> tuple[HeightReference | None, str]:
+    """The reference the ``readings`` make (None and why when they do not agree); on fewer than
+    ``needed`` readings a provisional one (speeds use it, no ticket rests on it:
+    pipelines.height.scale_status), its sigma widened by the most scatter between readings taken as
+    the barometer's (one reading cannot show its own)."""
     if not readings:
         return None, "no readings"
     offsets = np.array([r.offset_m for r in readings])
@@ -136,6 +140,9 @@ def pool(readings: list[LrfReading], pitch_sigma_deg: float) -> tuple[HeightRefe
     per_deg = float(np.mean([r.m_per_pitch_deg for r, k in zip(readings, keep, strict=True) if k]))
     systematic = abs(per_deg) * pitch_sigma_deg
     sigma = max(math.hypot(se, systematic), 1e-3)
+    short = len(readings) < needed
+    if short:
+        sigma = math.hypot(sigma, MAX_SPREAD_M)
     times = np.array([r.time_s for r, k in zip(readings, keep, strict=True) if k])
     corr = per_deg * pitch_sigma_deg / sigma if pitch_sigma_deg > 0 else 0.0
     span = float(times.max() - times.min())
@@ -146,10 +153,11 @@ def pool(readings: list[LrfReading], pitch_sigma_deg: float) -> tuple[HeightRefe
         pitch_sigma_deg=pitch_sigma_deg,
         at_time_s=float(np.mean(times)),
         detail=(
-            f"laser rangefinder: {n} reading(s) over {span:.0f} s, take-off {mean:+.2f} +- {sigma:.2f} m "
-            "above the road"
+            f"laser rangefinder{f', provisional ({len(readings)} of {needed} readings)' if short else ''}: "
+            f"{n} reading(s) over {span:.0f} s, take-off {mean:+.2f} +- {sigma:.2f} m above the road"
         ),
         height_pitch_corr=max(-1.0, min(1.0, corr)),
+        provisional=short,
     )
     return reference, ""
 
@@ -238,16 +246,13 @@ class Rangefinder:
         if now_s - self.readings[-1].time_s > cfg.max_age_s:
             self.status = f"no usable laser reading for {now_s - self.readings[-1].time_s:.0f} s"
             return None
-        short = len(self.readings) < cfg.min_readings
-        if short and not cfg.provisional:
+        if len(self.readings) < cfg.min_readings and not cfg.provisional:
             self.status = f"{len(self.readings)} of {cfg.min_readings} laser readings needed"
             return None
         pitch_sigma = self.pitch_sigma_deg if pitch_sigma_deg is None else pitch_sigma_deg
         key = (self.taken, len(self.readings), pitch_sigma)
         if self._cached is None or self._cached[0] != key:
-            ref, why = pool(list(self.readings), pitch_sigma)
-            if ref is not None and short:
-                ref = provisional(ref, len(self.readings), cfg.min_readings)
+            ref, why = pool(list(self.readings), pitch_sigma, cfg.min_readings)
             self._cached = (key, ref)
             if ref is None:
                 self.status = why
@@ -257,18 +262,4 @@ class Rangefinder:
         return ref
 
 
-def provisional(ref: HeightReference, n: int, needed: int) -> HeightReference:
-    """``ref`` pooled from ``n`` readings, fewer than the ``needed``: provisional (speeds use it, no
-    ticket rests on it: pipelines.height.scale_status), its sigma widened by the most scatter between
-    readings taken as the barometer's (one reading cannot show its own)."""
-    return dataclasses.replace(
-        ref,
-        sigma_m=math.hypot(ref.sigma_m, MAX_SPREAD_M),
-        provisional=True,
-        detail=ref.detail.replace(
-            "laser rangefinder:", f"laser rangefinder, provisional ({n} of {needed} readings):"
-        ),
-    )
-
-
-__all__ = ["LrfReading", "Rangefinder", "lrf_reading", "pool", "provisional", "spot_refusal"]
+__all__ = ["LrfReading", "Rangefinder", "lrf_reading", "pool", "spot_refusal"]

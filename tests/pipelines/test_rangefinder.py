@@ -143,6 +143,13 @@ def test_the_first_readings_make_a_provisional_reference_until_enough_have_come(
     assert one.sigma_m == pytest.approx(math.hypot(alone.sigma_m, MAX_SPREAD_M))
     assert lrf.status.startswith("laser rangefinder, provisional (1 of 3 readings):")
     assert one.to_dict()["provisional"] is True
+    # oblique: the widened sigma carries the same height-pitch covariance (-1 m a degree, 1 deg)
+    tilted, _ = pool(readings([-8.0], sigma=0.2, per_deg=-1.0), 1.0, needed=3)
+    assert tilted.provisional and tilted.sigma_m == pytest.approx(
+        math.hypot(math.hypot(0.2, 1.0), MAX_SPREAD_M)
+    )
+    assert tilted.height_pitch_corr * tilted.sigma_m == pytest.approx(-1.0)
+    assert f"+- {tilted.sigma_m:.2f} m" in tilted.detail
     lrf.observe(frame(2.0, 68.0, -90.0, 56.0), 68.0, -90.0, ROAD, None)  # a roof, a verge: 4 m off
     assert lrf.reference(2.5) is None and "disagree" in lrf.status
     for t in (4.0, 6.0):
