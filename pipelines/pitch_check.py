@@ -48,7 +48,7 @@ import numpy as np
 
 from pipelines.config import PitchCheckConfig
 from pipelines.scale_check import robust_ratio
-from pipelines.types import OK, SUSPECT, UNVERIFIED, PitchCheckResult, SpeedEstimate
+from pipelines.types import OK, SCALE_SOURCES, SUSPECT, UNVERIFIED, PitchCheckResult, SpeedEstimate
 
 
 def track_slope(per_deg: np.ndarray, log_speed: np.ndarray) -> tuple[float, float]:
@@ -91,9 +91,10 @@ def pooled_slope(slopes: np.ndarray, spreads: np.ndarray) -> tuple[float, float,
 
 
 # the sources a frame chooses among under one pitch (pipelines.ground.GroundModel._choose_scale): the
-# configuration's or an operator's reference, the laser's, a terrain model's
+# configuration's or an operator's reference, the laser's, a terrain model's; every source but the
+# vehicles' own, whose pitch is the cars' fit
 LAYERED = frozenset({"lrf", "terrain"})
-SHARED_PITCH = LAYERED | {"flight", "operator", "site", "measured_base"}
+SHARED_PITCH = frozenset(SCALE_SOURCES) - {"vehicles"}
 
 
 def same_pitch(before: str | None, now: str) -> bool:
