@@ -89,7 +89,10 @@ class GroundModel:
         self.priors = scale_priors(cfg)
         self.reference: HeightReference | None = reference_from_config(cfg)
         self.rangefinder = (
-            Rangefinder(cfg.rangefinder, cfg.pitch_sigma_deg) if cfg.rangefinder.enabled else None
+            # its height rests on the pitch against the road's plane: the gimbal's and the road's tilt
+            Rangefinder(cfg.rangefinder, pitch_sigma_on_road(self.priors, "lrf"))
+            if cfg.rangefinder.enabled
+            else None
         )
         self._using: str | None = None  # whose scale the last frame used: own (the reference), terrain, lrf
         self.scale: ScaleInfo | None = None  # the scale of the last frame with a projector
@@ -187,10 +190,11 @@ class GroundModel:
         return self.reference.pitch_bias_deg if self.reference is not None else 0.0
 
     def _measured_pitch_sigma(self) -> float | None:
-        """The gimbal pitch's sigma a measured base found, where it knows the pitch better than the
-        prior: the laser gives the height, the base the pitch (its bias is applied in :meth:`_pitch`)."""
+        """The pitch's sigma against the road a measured base found, where it knows the pitch better
+        than the prior: the laser gives the height, the base the pitch (its bias is applied in :meth:`_pitch`)."""
         ref = self.reference
-        if ref is None or ref.pitch_sigma_deg is None or ref.pitch_sigma_deg >= self.priors.pitch_sigma_deg:
+        prior = pitch_sigma_on_road(self.priors, "lrf")
+        if ref is None or ref.pitch_sigma_deg is None or ref.pitch_sigma_deg >= prior:
             return None
         return ref.pitch_sigma_deg
 
@@ -248,8 +252,7 @@ class GroundModel:
         )
         pitch_sigma = ref.pitch_sigma_deg if ref is not None and ref.pitch_sigma_deg is not None else None
         cov = 0.0 if pitch_sigma is None else ref.height_pitch_corr * ref.sigma_m * pitch_sigma
-        # the laser's pitch sigma is the gimbal's, against the horizontal, unless a base measured it
-        if pitch_sigma is None or (source == "lrf" and self._measured_pitch_sigma() is None):
+        if pitch_sigma is None:
             pitch_sigma = pitch_sigma_on_road(self.priors, source)
         return ScaleInfo(
             source, altitude, height_sigma, pitch, pitch_sigma, reference=ref, height_pitch_cov=cov

@@ -17,10 +17,14 @@ vehicle's box (a car's roof is 1.5 m above the road). No road mask: no check, no
 frames carry it): their median, those within 3 sigma of it (the reading's own or the readings'
 spread, up to a third of a metre), weighted by their sigma, inflated by their chi-square where they scatter more than that
 says. A reading's sigma is DJI's accuracy, ``sigma_m + sigma_frac R``, through the depression; the
-gimbal's pitch error moves every reading alike (``dh = -R cos(pitch) dpitch``), so it does not
-average out: it is added whole, and its covariance with the pitch (the pitch error that also
-stretches the ground mapping) rides on the reference's ``height_pitch_corr``, as for a measured
-base. No reading for ``max_age_s``: no reference (the other sources again). Until ``min_readings``
+pitch's error moves every reading alike (``dh = -R cos(pitch) dpitch``), so it does not average out:
+it is added whole, and its covariance with the pitch (the pitch error that also stretches the ground
+mapping) rides on the reference's ``height_pitch_corr``, as for a measured base. The pitch is the one
+against the road's plane (the gimbal's error and the road's tilt along the view,
+:func:`pipelines.height.pitch_sigma_on_road`): over a road tilted by ``t`` the geometry is that of a
+level road at the distance ``R sin(pitch + t)`` seen at ``pitch + t``, so the height the laser gives
+the ground mapping errs with the tilt as with the gimbal (a measured base's pitch sigma, where one
+solved it, replaces that prior). No reading for ``max_age_s``: no reference (the other sources again). Until ``min_readings``
 have come, the readings that agree make a provisional reference (``provisional``: the OSD's 0.5 Hz
 takes three readings four seconds or more, a short pass's whole time in view): its sigma widened by
 the barometer's scatter between readings, which one reading cannot show; speeds use it, no ticket

@@ -12,7 +12,7 @@ from pipelines.camera import get_profile, intrinsics_for
 from pipelines.config import CameraConfig, RangefinderConfig
 from pipelines.geometry import GroundProjector, apply_homography, ground_to_image_homography
 from pipelines.ground import GroundModel
-from pipelines.height import HeightReference, ScaleModel, reference_key, scale_sigma_frac
+from pipelines.height import HeightReference, ScaleModel, reference_key, scale_sigma_frac, with_pitch_observed
 from pipelines.rangefinder import MAX_SPREAD_M, LrfReading, Rangefinder, lrf_reading, pool, spot_refusal
 from pipelines.types import Frame, Telemetry
 
@@ -218,6 +218,30 @@ def test_a_measured_base_gives_the_laser_the_pitch_it_cannot_measure() -> None:
     assert len(ground.rangefinder.readings) == 2
     ground.set_reference(HeightReference("measured_base", 0.1, 1.0, pitch_bias_deg=-1.0, pitch_sigma_deg=0.2))
     assert len(ground.rangefinder.readings) == 2  # the same bias: the readings hold
+
+
+@pytest.mark.parametrize(
+    ("height", "true_pitch", "bias"), [(60.0, -45.0, -3.3), (150.0, -45.0, -2.1), (60.0, -60.0, 1.6)]
+)
+def test_the_traffics_pitch_moves_the_lasers_height_with_it(height, true_pitch, bias) -> None:
+    """The laser's height is ``R sin(pitch)`` through the pitch used: a pitch off against the road's
+    plane (the gimbal's error or the road's tilt: the same to the camera) puts the height off by
+    ``R cos(pitch) dpitch``. When the traffic says how far the pitch is off, the height moves with it
+    to the truth: the reference's pitch sigma is the one against the road (1.41 deg), as the scale's
+    is. Before, the reference carried the gimbal's 1 deg and the height moved half way (a 150 m flight
+    at -45 deg 2.1 deg off: the laser arm's speeds went from -4 % to +2.5 %)."""
+    slant = height / math.sin(math.radians(-true_pitch))
+    reported = true_pitch + bias
+    frames = [frame(t, height, reported, slant) for t in np.arange(0.0, 10.0, 2.0)]
+    scale = run_ground(CameraConfig(name="dji_mavic_3"), frames).scale
+    assert scale.source == "lrf" and scale.pitch_sigma_deg == pytest.approx(math.sqrt(2.0))
+    # the pitch's error, through the laser
+    off = slant * math.cos(math.radians(true_pitch)) * math.radians(abs(bias))
+    assert abs(scale.height_m - height) == pytest.approx(off, rel=0.1)
+    moved = with_pitch_observed(scale, bias, 0.05)  # the traffic: the pitch used is `bias` off, to 0.05 deg
+    assert moved.pitch_deg == pytest.approx(true_pitch, abs=0.01)
+    assert moved.height_m == pytest.approx(height, rel=0.002)
+    assert scale.reference.pitch_sigma_deg == pytest.approx(math.sqrt(2.0))
 
 
 def test_a_change_of_laser_reading_is_no_change_of_reference() -> None:
