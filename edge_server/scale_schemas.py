@@ -80,6 +80,11 @@ class ScaleOut(BaseModel):
     pitch_from_traffic_deg: float = Field(
         0.0, description="how far the traffic's speeds moved the pitch (deg; pitch_check.correct)"
     )
+    height_pitch_cov: float = Field(
+        0.0,
+        description="the covariance of the height's and the pitch's errors (m deg): a measured base's or the "
+        "laser's, whose height rests on the pitch (0: independent)",
+    )
     sigma_pct: float | None = Field(
         None, description="the relative sigma the scale gives the speed, % (a violation's, over its base)"
     )

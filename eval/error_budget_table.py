@@ -78,8 +78,10 @@ def _scale_z(scale: Mapping, true_height_m: float, true_pitch_deg: float) -> flo
         pitch, sp = float(scale["pitch_deg"]), float(scale["pitch_sigma_deg"])
     except (KeyError, TypeError, ValueError):
         return math.nan
-    ref = scale.get("reference") or {}
-    cov = float(ref.get("height_pitch_corr") or 0.0) * float(ref.get("sigma_m") or 0.0) * sp
+    cov = scale.get("height_pitch_cov")
+    if cov is None:  # recorded before scales carried it: the reference's correlation, the scale's sigmas
+        cov = float((scale.get("reference") or {}).get("height_pitch_corr") or 0.0) * sh * sp
+    cov = float(cov)
     per_deg = centre_pitch_frac_per_deg(pitch)
     error = (h - true_height_m) / true_height_m + per_deg * (pitch - true_pitch_deg)
     sigma = float(scale_sigma_frac(h, sh, sp, per_deg, cov))

@@ -287,6 +287,7 @@ class ScaleInfo:
             "pitch_deg": round(self.pitch_deg, 3),
             "pitch_sigma_deg": round(self.pitch_sigma_deg, 3),
             "pitch_from_traffic_deg": round(self.pitch_from_traffic_deg, 3),
+            "height_pitch_cov": round(self.height_pitch_cov, 4),
             "sigma_pct": None if not math.isfinite(self.sigma_frac) else round(100.0 * self.sigma_frac, 3),
             "reference": None if self.reference is None else self.reference.to_dict(),
         }

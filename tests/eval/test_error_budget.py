@@ -122,6 +122,17 @@ ALONG_45 = 2.0 * math.pi / 180.0
             (0.02 - ALONG_45)
             / math.sqrt((1.2 / 61.2) ** 2 + (0.7 * ALONG_45) ** 2 - 2 * 0.95 * 1.2 * 0.7 * ALONG_45 / 61.2),
         ),
+        # the laser's, moved by the traffic: the covariance it records, not its reference's correlation
+        # times the reference's own (wider) height sigma, which would cancel the two terms to nothing
+        (
+            (60.0, -45.0),
+            [
+                _scale(60.5, 0.5, -45.5, 0.5)
+                | {"height_pitch_cov": -0.24, "reference": {"sigma_m": 1.4, "height_pitch_corr": -0.99}}
+            ],
+            (0.5 / 60.5 - 0.5 * ALONG_45)
+            / math.sqrt((0.5 / 60.5) ** 2 + (0.5 * ALONG_45) ** 2 - 2 * 0.24 * ALONG_45 / 60.5),
+        ),
         ((None, -45.0), [_scale(60.0, 0.5, -46.0, 1.41)], None),  # no truth: not judged
         ((60.0, -45.0), [{"sigma_pct": 2.0}], None),  # a scale without its height and pitch
     ],

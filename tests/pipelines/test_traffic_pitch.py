@@ -61,6 +61,7 @@ def test_the_height_and_the_pitch_are_updated_as_a_gaussian_says(scale, error, s
     assert "from the traffic" in moved.describe() and moved.to_dict()[
         "pitch_from_traffic_deg"
     ] == pytest.approx(-dp, abs=1e-3)
+    assert moved.to_dict()["height_pitch_cov"] == pytest.approx(cov[0, 1], abs=1e-4)
 
 
 @pytest.mark.parametrize(
