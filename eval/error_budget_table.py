@@ -76,12 +76,12 @@ def _scale_z(scale: Mapping, true_height_m: float, true_pitch_deg: float) -> flo
     try:
         h, sh = float(scale["height_above_road_m"]), float(scale["height_sigma_m"])
         pitch, sp = float(scale["pitch_deg"]), float(scale["pitch_sigma_deg"])
+        cov = scale.get("height_pitch_cov")
+        # recorded before scales carried it: the reference's correlation, the scale's own sigmas
+        corr = (scale.get("reference") or {}).get("height_pitch_corr") or 0.0
+        cov = float(corr) * sh * sp if cov is None else float(cov)
     except (KeyError, TypeError, ValueError):
         return math.nan
-    cov = scale.get("height_pitch_cov")
-    if cov is None:  # recorded before scales carried it: the reference's correlation, the scale's sigmas
-        cov = float((scale.get("reference") or {}).get("height_pitch_corr") or 0.0) * sh * sp
-    cov = float(cov)
     per_deg = centre_pitch_frac_per_deg(pitch)
     error = (h - true_height_m) / true_height_m + per_deg * (pitch - true_pitch_deg)
     sigma = float(scale_sigma_frac(h, sh, sp, per_deg, cov))

@@ -24,11 +24,12 @@ against the road's plane (the gimbal's error and the road's tilt along the view,
 :func:`pipelines.height.pitch_sigma_on_road`): over a road tilted by ``t`` the geometry is that of a
 level road at the distance ``R sin(pitch + t)`` seen at ``pitch + t``, so the height the laser gives
 the ground mapping errs with the tilt as with the gimbal (a measured base's pitch sigma, where one
-solved it, replaces that prior). No reading for ``max_age_s``: no reference (the other sources again). Until ``min_readings``
-have come, the readings that agree make a provisional reference (``provisional``: the OSD's 0.5 Hz
-takes three readings four seconds or more, a short pass's whole time in view): its sigma widened by
-the barometer's scatter between readings, which one reading cannot show; speeds use it, no ticket
-rests on it, and one whose base spans it and the confirmed reference is two references.
+solved it, replaces that prior). No reading for ``max_age_s``: no reference (the other sources
+again). Until ``min_readings`` have come, the readings that agree make a provisional reference
+(``provisional``: the OSD's 0.5 Hz takes three readings four seconds or more, a short pass's whole
+time in view): its sigma widened by the barometer's scatter between readings, which one reading
+cannot show; speeds use it, no ticket rests on it, and one whose base spans it and the confirmed
+reference is two references.
 
 Pure: numpy and the engine's types.
 """
